@@ -1,0 +1,68 @@
+# The README's two commands: `make lab` opens the series, `make test` checks everything.
+# Every target first creates .venv and installs requirements.txt (pinned by constraints.txt) and the
+# package; that happens again only when one of those files changes.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+BUILD := build
+# `make run PARAMS="-p seed 7"` overrides the notebooks' parameters cells.
+PARAMS ?=
+# The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
+CHECK_PARAMS := -p seed 7
+LAB_ARGS ?=
+
+.PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark clean
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt -e .
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
+
+test: lint unit nbval papermill-check
+
+LINTED := attention_helpers tests benchmarks tools notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+unit: $(STAMP)
+	$(BIN)/pytest tests
+
+nbval: $(STAMP)
+	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+
+papermill-check: $(STAMP)
+	@mkdir -p $(BUILD)/papermill-check
+	@for nb in $(NOTEBOOKS); do \
+		echo "papermill $$nb $(CHECK_PARAMS)"; \
+		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd notebooks --kernel python3 \
+			$$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
+	done
+
+run: $(STAMP)
+	@mkdir -p $(BUILD)/run
+	@for nb in $(NOTEBOOKS); do \
+		echo "papermill $$nb -> $(BUILD)/run/$$(basename $$nb) $(PARAMS)"; \
+		$(BIN)/papermill --log-level WARNING --cwd notebooks --kernel python3 \
+			$$nb $(BUILD)/run/$$(basename $$nb) $(PARAMS) || exit 1; \
+	done
+
+notebooks: $(STAMP)
+	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS)
+
+diagrams: $(STAMP)
+	$(BIN)/python tools/make_diagrams.py
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/bench_mha.py
+
+clean:
+	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,52 @@
+"""attention_helpers: the tested implementations behind the attention notebook series.
+
+Modules, each importable on its own, depend on one another in one direction:
+``data -> functional -> attention -> encoder``; ``plotting`` and ``interop`` sit on top.
+"""
+
+from .attention import (
+    CausalAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttentionV1,
+    SelfAttentionV2,
+)
+from .data import WORDS, toy_embeddings
+from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
+from .functional import (
+    attention_scores_loop,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax_naive,
+    softmax_stable,
+)
+from .interop import to_torch
+from .plotting import diagram_path, plot_attention, plot_attention_heads, plot_embeddings_3d, show_diagram
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "WORDS",
+    "CausalAttention",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "LayerNorm",
+    "MultiHeadAttention",
+    "MultiHeadAttentionWrapper",
+    "PositionalEncoding",
+    "SelfAttentionV1",
+    "SelfAttentionV2",
+    "attention_scores_loop",
+    "causal_mask",
+    "diagram_path",
+    "plot_attention",
+    "plot_attention_heads",
+    "plot_embeddings_3d",
+    "scaled_dot_product_attention",
+    "show_diagram",
+    "softmax_naive",
+    "softmax_stable",
+    "to_torch",
+    "toy_embeddings",
+]

@@ -1,0 +1,98 @@
+"""Argument checks shared by the package.
+
+Every public function and module checks its inputs here so that a malformed call fails at once with a
+``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
+with a wrong answer or a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+
+def shape_str(shape) -> str:
+    """Format a shape as ``(2, 6, 3)`` (``torch.Size`` prints as ``torch.Size([2, 6, 3])``)."""
+    dims = tuple(shape)
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def check_tensor(name: str, x, ndims: tuple[int, ...], layout: str) -> None:
+    """Require a floating-point tensor with one of the ranks in ``ndims``.
+
+    ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name} must have a floating-point dtype, got {x.dtype} with shape {shape_str(x.shape)}; "
+            f"convert it with {name}.float()"
+        )
+    if x.dim() not in ndims:
+        ranks = " or ".join(str(n) for n in ndims)
+        raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
+
+
+def check_size(name: str, x: torch.Tensor, dim: int, expected: int, what: str, layout: str) -> None:
+    """Require ``x.shape[dim] == expected``; ``what`` names the size (``"d_in"``)."""
+    if x.shape[dim] != expected:
+        raise ValueError(
+            f"{name} must have shape {layout} with {what}={expected}, "
+            f"got shape {shape_str(x.shape)} ({what}={x.shape[dim]})"
+        )
+
+
+def check_same_device(name: str, x: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
+    if x.device != other.device:
+        raise ValueError(
+            f"{name} is on device {x.device} but {other_name} is on device {other.device}; "
+            f"move {name} with {name}.to({other_name}.device)"
+        )
+
+
+def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str, like: torch.Tensor) -> None:
+    """Require a boolean mask that broadcasts to ``target_shape`` and lives on ``like``'s device."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a boolean torch.Tensor of shape {layout}, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must have dtype torch.bool (True marks a position to hide), got {mask.dtype} "
+            f"with shape {shape_str(mask.shape)}; convert a 0/1 mask with {name}.bool()"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(target_shape):
+        raise ValueError(
+            f"{name} of shape {shape_str(mask.shape)} does not broadcast to the attention scores' "
+            f"shape {shape_str(target_shape)} {layout}"
+        )
+    check_same_device(name, mask, "the inputs", like)
+
+
+def check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+def check_probability(name: str, value) -> None:
+    """Require a dropout probability in [0, 1): p = 1 would drop everything and scale by 1/0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} ({value!r})")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+def check_heads(width: int, num_heads: int, name: str = "d_out") -> None:
+    """Require ``num_heads`` to divide ``width`` (named ``name`` in the message)."""
+    check_positive_int("num_heads", num_heads)
+    if width % num_heads != 0:
+        raise ValueError(
+            f"{name}={width} must be divisible by num_heads={num_heads} so that each head gets "
+            f"{name} // num_heads dimensions ({name} % num_heads = {width % num_heads})"
+        )

@@ -1,0 +1,338 @@
+"""Self-attention modules, from the simplest single head to multi-head attention.
+
+The classes follow seed 001's constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``,
+``out_proj``) and parameter creation order, so that the same ``torch.manual_seed`` gives the same weights,
+and therefore the same numbers, as the seed's own classes.
+
+Inputs are batch-first: ``(batch, num_tokens, d_in)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import (
+    check_bool_mask,
+    check_heads,
+    check_positive_int,
+    check_probability,
+    check_size,
+    check_tensor,
+    shape_str,
+)
+from .functional import scaled_dot_product_attention
+
+
+def _check_input(x, d_in: int, ndims: tuple[int, ...] = (3,)) -> None:
+    layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
+    check_tensor("x", x, ndims, layout)
+    check_size("x", x, -1, d_in, "d_in", layout)
+
+
+def _check_context_length(num_tokens: int, context_length: int | None) -> None:
+    if context_length is not None and num_tokens > context_length:
+        raise ValueError(
+            f"x has num_tokens={num_tokens} but the module was built with context_length={context_length}; "
+            "build it with a larger context_length"
+        )
+
+
+def _check_sizes(d_in, d_out) -> None:
+    check_positive_int("d_in", d_in)
+    check_positive_int("d_out", d_out)
+
+
+class SelfAttentionV1(nn.Module):
+    """Single-head self-attention with hand-made weight matrices.
+
+    ``W_query``, ``W_key`` and ``W_value`` are ``(d_in, d_out)`` Parameters filled by ``torch.rand``,
+    so ``x @ W_query`` maps each token from ``d_in`` to ``d_out`` dimensions.
+
+    Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output the same with ``d_out``.
+    """
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        _check_sizes(d_in, d_out)
+        self.d_in, self.d_out = d_in, d_out
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False):
+        """Return ``context_vec`` ``(..., num_tokens, d_out)``, and the ``(..., num_tokens, num_tokens)``
+        attention weights too when ``return_weights`` is set."""
+        _check_input(x, self.d_in, (2, 3))
+        queries = x @ self.W_query  # (..., num_tokens, d_out)
+        keys = x @ self.W_key
+        values = x @ self.W_value
+        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values)
+        return (context_vec, attn_weights) if return_weights else context_vec
+
+
+class SelfAttentionV2(nn.Module):
+    """:class:`SelfAttentionV1` with ``nn.Linear`` projections.
+
+    ``nn.Linear`` stores its weight transposed, ``(d_out, d_in)``, computes ``x @ weight.T (+ bias)``
+    and starts from a better-scaled random initialisation than ``torch.rand``. To copy a V2 into a V1,
+    assign ``v1.W_query.data = v2.W_query.weight.T`` (and likewise for keys and values).
+    """
+
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
+        super().__init__()
+        _check_sizes(d_in, d_out)
+        self.d_in, self.d_out = d_in, d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False):
+        """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
+        _check_input(x, self.d_in, (2, 3))
+        context_vec, attn_weights = scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))
+        return (context_vec, attn_weights) if return_weights else context_vec
+
+
+class CausalAttention(nn.Module):
+    """Single-head attention in which each token attends only to itself and earlier tokens.
+
+    The causal mask is a buffer (``register_buffer``): it is part of the module's state, so
+    ``module.to(device)`` moves it along with the weights, but it is not a trainable parameter.
+    ``dropout`` is applied to the attention weights during training.
+
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``;
+    output ``(batch, num_tokens, d_out)``.
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
+        super().__init__()
+        _check_sizes(d_in, d_out)
+        check_positive_int("context_length", context_length)
+        check_probability("dropout", dropout)
+        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        # True above the diagonal: key j is in query i's future when j > i.
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False):
+        """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
+        num_tokens)`` attention weights when ``return_weights`` is set)."""
+        _check_input(x, self.d_in)
+        num_tokens = x.shape[1]
+        _check_context_length(num_tokens, self.context_length)
+        context_vec, attn_weights = scaled_dot_product_attention(
+            self.W_query(x),
+            self.W_key(x),
+            self.W_value(x),
+            mask=self.mask[:num_tokens, :num_tokens],
+            dropout=self.dropout,
+        )
+        return (context_vec, attn_weights) if return_weights else context_vec
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    """``num_heads`` independent :class:`CausalAttention` heads, outputs concatenated.
+
+    Each head has its own ``d_in -> d_out`` projections, so the output width is ``num_heads * d_out``.
+
+    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, num_heads * d_out)``.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int, qkv_bias: bool = False
+    ):
+        super().__init__()
+        check_positive_int("num_heads", num_heads)
+        self.heads = nn.ModuleList(
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+        )
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False):
+        """Return the concatenated context vectors (and the ``(batch, num_heads, num_tokens, num_tokens)``
+        weights of every head when ``return_weights`` is set)."""
+        outputs = [head(x, return_weights=True) for head in self.heads]
+        context_vec = torch.cat([context for context, _ in outputs], dim=-1)
+        if not return_weights:
+            return context_vec
+        return context_vec, torch.stack([weights for _, weights in outputs], dim=1)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with one set of ``d_in -> d_out`` projections split into heads.
+
+    Each of the ``num_heads`` heads works on its own ``head_dim = d_out // num_heads`` slice of the
+    projected queries, keys and values; the heads' outputs are concatenated back to ``d_out`` and mixed
+    by ``out_proj``.
+
+    Two paths compute the same result:
+
+    - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which
+      materialises the ``(batch, num_heads, num_tokens, num_tokens)`` attention weights. It is used when
+      ``return_weights=True``, and in training mode with ``dropout > 0`` so that dropout masks are drawn
+      exactly as in seed 001 (``nn.Dropout`` on the weights);
+    - the *fast* path, ``F.scaled_dot_product_attention``, a fused kernel that never stores the weights.
+
+    Args:
+        d_in, d_out: input and output widths.
+        context_length: the most tokens a causal module accepts (its mask buffer is that size);
+            may be ``None`` when ``causal=False``.
+        dropout: probability of dropping an attention weight during training, in [0, 1).
+        num_heads: number of heads; must divide ``d_out``.
+        qkv_bias: whether the query, key and value projections have a bias.
+        causal: hide future tokens (default, as in seed 001); ``False`` for an encoder.
+        proj_bias: whether ``out_proj`` has a bias.
+
+    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int | None,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        causal: bool = True,
+        proj_bias: bool = True,
+    ):
+        super().__init__()
+        _check_sizes(d_in, d_out)
+        check_heads(d_out, num_heads)
+        check_probability("dropout", dropout)
+        if context_length is None:
+            if causal:
+                raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
+        else:
+            check_positive_int("context_length", context_length)
+        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.causal = causal
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
+        self.dropout = nn.Dropout(dropout)
+        if causal:
+            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
+        else:
+            self.mask = None
+
+    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        batch, num_tokens, _ = t.shape
+        # (batch, num_tokens, d_out) -> (batch, num_tokens, num_heads, head_dim)
+        #                            -> (batch, num_heads, num_tokens, head_dim)
+        return t.view(batch, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _hidden_positions(self, num_tokens: int, key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_tokens)``, True = hide."""
+        mask = self.mask[:num_tokens, :num_tokens] if self.causal else None  # (num_tokens, num_tokens)
+        if key_padding_mask is not None:
+            padding = key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys): hide padded keys
+            mask = padding if mask is None else (mask | padding)
+        return mask
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
+        """Attend over ``x``.
+
+        Args:
+            x: ``(batch, num_tokens, d_in)``.
+            key_padding_mask: optional boolean ``(batch, num_tokens)``, ``True`` for padding tokens that
+                no query may attend to (the convention of ``nn.MultiheadAttention``).
+            return_weights: also return the per-head attention weights (explicit path).
+
+        Returns:
+            ``context_vec`` ``(batch, num_tokens, d_out)``, or ``(context_vec, attn_weights)`` with
+            ``attn_weights`` ``(batch, num_heads, num_tokens, num_tokens)`` when ``return_weights``.
+        """
+        _check_input(x, self.d_in)
+        batch, num_tokens, _ = x.shape
+        _check_context_length(num_tokens, self.context_length)
+        if key_padding_mask is not None:
+            check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_tokens), "(batch, num_tokens)", x)
+            if key_padding_mask.shape != (batch, num_tokens):
+                raise ValueError(
+                    f"key_padding_mask must have shape (batch, num_tokens) = ({batch}, {num_tokens}), "
+                    f"got {shape_str(key_padding_mask.shape)}"
+                )
+
+        queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
+        keys = self._split_heads(self.W_key(x))
+        values = self._split_heads(self.W_value(x))
+
+        dropout_active = self.training and self.dropout.p > 0
+        if return_weights or dropout_active:
+            mask = self._hidden_positions(num_tokens, key_padding_mask)
+            context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
+        else:
+            attn_weights = None
+            if key_padding_mask is None:
+                # Fused kernel; is_causal lets it skip the hidden upper triangle without building a mask.
+                context_vec = F.scaled_dot_product_attention(queries, keys, values, is_causal=self.causal)
+            else:
+                # F.scaled_dot_product_attention's boolean masks mark positions that MAY be attended.
+                keep = ~self._hidden_positions(num_tokens, key_padding_mask)
+                context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep)
+
+        # Move the head axis back next to head_dim *before* merging them:
+        # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, head_dim)
+        #                                         -> (batch, num_tokens, d_out)
+        context_vec = context_vec.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
+        context_vec = self.out_proj(context_vec)
+        return (context_vec, attn_weights) if return_weights else context_vec
+
+    @classmethod
+    def from_torch(
+        cls, torch_mha: nn.MultiheadAttention, *, causal: bool = False, context_length: int | None = None
+    ) -> MultiHeadAttention:
+        """Build a module with the same weights as a ``torch.nn.MultiheadAttention``.
+
+        Given the same self-attention input (ours batch-first), both compute the same output; pass
+        ``causal=True`` (and a ``context_length``) to compare with torch's module run with a causal
+        ``attn_mask``. ``d_in = d_out = embed_dim``, since torch's query projection is square.
+        """
+        if not isinstance(torch_mha, nn.MultiheadAttention):
+            raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")
+        if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
+            raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
+        embed_dim = torch_mha.embed_dim
+        if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
+            raise ValueError(
+                f"self-attention needs kdim == vdim == embed_dim, got embed_dim={embed_dim}, "
+                f"kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
+            )
+        if torch_mha.in_proj_weight is not None:
+            w_query, w_key, w_value = torch_mha.in_proj_weight.chunk(3, dim=0)  # each (embed_dim, embed_dim)
+        else:
+            w_query, w_key, w_value = torch_mha.q_proj_weight, torch_mha.k_proj_weight, torch_mha.v_proj_weight
+        in_bias = torch_mha.in_proj_bias
+        module = cls(
+            embed_dim,
+            embed_dim,
+            context_length if causal else None,
+            torch_mha.dropout,
+            torch_mha.num_heads,
+            qkv_bias=in_bias is not None,
+            causal=causal,
+            proj_bias=torch_mha.out_proj.bias is not None,
+        ).to(device=w_query.device, dtype=w_query.dtype)
+        with torch.no_grad():
+            for linear, weight, index in (
+                (module.W_query, w_query, 0),
+                (module.W_key, w_key, 1),
+                (module.W_value, w_value, 2),
+            ):
+                linear.weight.copy_(weight)
+                if in_bias is not None:
+                    linear.bias.copy_(in_bias.chunk(3)[index])
+            module.out_proj.weight.copy_(torch_mha.out_proj.weight)
+            if torch_mha.out_proj.bias is not None:
+                module.out_proj.bias.copy_(torch_mha.out_proj.bias)
+        return module.train(torch_mha.training)

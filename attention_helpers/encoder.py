@@ -1,0 +1,302 @@
+"""The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
+
+``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)`` takes seed 004's arguments. By default
+each layer is post-LN, as in seed 004 and the original paper (``x = norm(x + sublayer(x))``);
+``norm_first=True`` gives the pre-LN layer of seed 003 (``x = x + sublayer(norm(x))``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_heads, check_positive_int, check_probability, check_tensor, shape_str
+from .attention import MultiHeadAttention
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def _check_activation(activation) -> None:
+    if not isinstance(activation, str):
+        raise TypeError(f"activation must be one of {sorted(ACTIVATIONS)} as a string, got {type(activation).__name__}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation written out: ``gamma * (x - mean) / sqrt(var + eps) + beta``.
+
+    Mean and (biased) variance are taken over the last ``len(parameters_shape)`` dimensions of each
+    token, so every token is normalised on its own, whatever the batch holds.
+
+    Args:
+        parameters_shape: the trailing shape to normalise, e.g. ``d_model`` or ``[d_model]``.
+        eps: added to the variance so a constant token does not divide by zero.
+
+    Input ``(..., *parameters_shape)``; output the same shape.
+    """
+
+    def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
+        super().__init__()
+        shape = (parameters_shape,) if isinstance(parameters_shape, int) else tuple(parameters_shape)
+        if not shape:
+            raise ValueError("parameters_shape must name at least one dimension, got ()")
+        for size in shape:
+            check_positive_int("parameters_shape", size)
+        self.parameters_shape = shape
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(shape))
+        self.beta = nn.Parameter(torch.zeros(shape))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        n = len(self.parameters_shape)
+        check_tensor("inputs", inputs, tuple(range(n, n + 8)), f"(..., {', '.join(map(str, self.parameters_shape))})")
+        if tuple(inputs.shape[-n:]) != self.parameters_shape:
+            raise ValueError(
+                f"inputs of shape {shape_str(inputs.shape)} must end with parameters_shape "
+                f"{shape_str(self.parameters_shape)}"
+            )
+        dims = tuple(range(-n, 0))
+        mean = inputs.mean(dim=dims, keepdim=True)
+        var = ((inputs - mean) ** 2).mean(dim=dims, keepdim=True)  # biased, as nn.LayerNorm
+        normalized = (inputs - mean) / torch.sqrt(var + self.eps)
+        return self.gamma * normalized + self.beta
+
+    @classmethod
+    def from_torch(cls, torch_norm: nn.LayerNorm) -> LayerNorm:
+        """Copy an ``nn.LayerNorm`` (with its affine weight and bias)."""
+        if not isinstance(torch_norm, nn.LayerNorm):
+            raise TypeError(f"torch_norm must be a torch.nn.LayerNorm, got {type(torch_norm).__name__}")
+        if torch_norm.weight is None or torch_norm.bias is None:
+            raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
+        module = cls(torch_norm.normalized_shape, eps=torch_norm.eps).to(torch_norm.weight)
+        with torch.no_grad():
+            module.gamma.copy_(torch_norm.weight)
+            module.beta.copy_(torch_norm.bias)
+        return module
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``.
+
+    The same two-layer network is applied to every token separately, widening ``d_model`` to
+    ``hidden`` and back.
+
+    Input ``(batch, num_tokens, d_model)``; output the same shape.
+    """
+
+    def __init__(self, d_model: int, hidden: int, drop_prob: float = 0.1, activation: str = "relu"):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("hidden", hidden)
+        check_probability("drop_prob", drop_prob)
+        _check_activation(activation)
+        self.d_model = d_model
+        self.linear1 = nn.Linear(d_model, hidden)
+        self.activation = ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(drop_prob)
+        self.linear2 = nn.Linear(hidden, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor("x", x, tuple(range(1, 9)), "(..., d_model)")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (..., d_model) with d_model={self.d_model}, got {shape_str(x.shape)}")
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and a feed-forward network, each wrapped in a residual connection and LayerNorm.
+
+    Post-LN (default, seed 004 and the original paper)::
+
+        x = norm1(x + dropout1(attention(x)))
+        x = norm2(x + dropout2(ffn(x)))
+
+    Pre-LN (``norm_first=True``, seed 003)::
+
+        x = x + dropout1(attention(norm1(x)))
+        x = x + dropout2(ffn(norm2(x)))
+
+    ``drop_prob`` is used for the attention weights, inside the feed-forward network and on both
+    residual branches, as in ``nn.TransformerEncoderLayer``.
+
+    Input ``(batch, num_tokens, d_model)``; output the same shape.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        ffn_hidden: int,
+        num_heads: int,
+        drop_prob: float,
+        *,
+        norm_first: bool = False,
+        activation: str = "relu",
+        eps: float = 1e-5,
+    ):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_heads(d_model, num_heads, "d_model")
+        check_probability("drop_prob", drop_prob)
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.attention = MultiHeadAttention(d_model, d_model, None, drop_prob, num_heads, qkv_bias=True, causal=False)
+        self.norm1 = LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(drop_prob)
+        self.ffn = FeedForward(d_model, ffn_hidden, drop_prob, activation)
+        self.norm2 = LayerNorm(d_model, eps=eps)
+        self.dropout2 = nn.Dropout(drop_prob)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
+        ``True`` for padding. Returns ``(batch, num_tokens, d_model)``."""
+        if self.norm_first:
+            x = x + self.dropout1(self.attention(self.norm1(x), key_padding_mask))
+            x = x + self.dropout2(self.ffn(self.norm2(x)))
+        else:
+            x = self.norm1(x + self.dropout1(self.attention(x, key_padding_mask)))
+            x = self.norm2(x + self.dropout2(self.ffn(x)))
+        return x
+
+    @classmethod
+    def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
+        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer``."""
+        if not isinstance(torch_layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"torch_layer must be a torch.nn.TransformerEncoderLayer, got {type(torch_layer).__name__}")
+        activation = _torch_activation_name(torch_layer.activation)
+        if torch_layer.linear1.bias is None:
+            raise ValueError("torch_layer was built with bias=False, which this EncoderLayer does not support")
+        module = cls(
+            torch_layer.linear1.in_features,
+            torch_layer.linear1.out_features,
+            torch_layer.self_attn.num_heads,
+            torch_layer.dropout.p,
+            norm_first=torch_layer.norm_first,
+            activation=activation,
+            eps=torch_layer.norm1.eps,
+        ).to(torch_layer.linear1.weight)
+        module.attention = MultiHeadAttention.from_torch(torch_layer.self_attn)
+        module.norm1 = LayerNorm.from_torch(torch_layer.norm1)
+        module.norm2 = LayerNorm.from_torch(torch_layer.norm2)
+        module.ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
+        module.ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
+        return module.train(torch_layer.training)
+
+
+def _torch_activation_name(activation) -> str:
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"only relu and gelu activations are supported, got {activation!r}")
+
+
+class Encoder(nn.Module):
+    """A stack of ``num_layers`` :class:`EncoderLayer` s (seed 004: 5 layers of d_model 512, 8 heads).
+
+    Args:
+        d_model, ffn_hidden, num_heads, drop_prob, num_layers: as in seed 004.
+        norm_first: pre-LN layers instead of post-LN.
+        activation: ``"relu"`` or ``"gelu"`` in the feed-forward networks.
+        final_norm: apply one more LayerNorm after the last layer (usual with pre-LN, whose residual
+            stream is otherwise never normalised).
+        eps: LayerNorm epsilon.
+
+    Input ``(batch, num_tokens, d_model)``; output the same shape.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        ffn_hidden: int,
+        num_heads: int,
+        drop_prob: float,
+        num_layers: int,
+        *,
+        norm_first: bool = False,
+        activation: str = "relu",
+        final_norm: bool = False,
+        eps: float = 1e-5,
+    ):
+        super().__init__()
+        check_positive_int("num_layers", num_layers)
+        self.layers = nn.ModuleList(
+            [
+                EncoderLayer(
+                    d_model, ffn_hidden, num_heads, drop_prob, norm_first=norm_first, activation=activation, eps=eps
+                )
+                for _ in range(num_layers)
+            ]
+        )
+        self.norm = LayerNorm(d_model, eps=eps) if final_norm else None
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``."""
+        for layer in self.layers:
+            x = layer(x, key_padding_mask)
+        return x if self.norm is None else self.norm(x)
+
+    @classmethod
+    def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm)."""
+        if not isinstance(torch_encoder, nn.TransformerEncoder):
+            raise TypeError(f"torch_encoder must be a torch.nn.TransformerEncoder, got {type(torch_encoder).__name__}")
+        first = torch_encoder.layers[0]
+        module = cls(
+            first.linear1.in_features,
+            first.linear1.out_features,
+            first.self_attn.num_heads,
+            first.dropout.p,
+            len(torch_encoder.layers),
+            norm_first=first.norm_first,
+            activation=_torch_activation_name(first.activation),
+            final_norm=torch_encoder.norm is not None,
+            eps=first.norm1.eps,
+        )
+        module.layers = nn.ModuleList([EncoderLayer.from_torch(layer) for layer in torch_encoder.layers])
+        if torch_encoder.norm is not None:
+            module.norm = LayerNorm.from_torch(torch_encoder.norm)
+        return module.to(first.linear1.weight).train(torch_encoder.training)
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal position signal of "Attention Is All You Need" to a sequence of embeddings.
+
+    ``pe[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``pe[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``:
+    each pair of dimensions is a sine/cosine pair turning at its own frequency, so every position gets a
+    distinct pattern. Attention alone is permutation-equivariant (shuffling the tokens shuffles the
+    outputs the same way); adding ``pe`` lets it tell positions apart.
+
+    The table is a buffer ``pe`` of shape ``(max_len, d_model)``.
+    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= max_len``; output the same shape.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("max_len", max_len)
+        self.d_model, self.max_len = d_model, max_len
+        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        # 1 / 10000^(2i / d_model) for each pair index i: (ceil(d_model / 2),)
+        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+        angles = position * inv_freq  # (max_len, ceil(d_model / 2))
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2] = torch.sin(angles)
+        pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])  # an odd d_model has one sine more than cosines
+        self.register_buffer("pe", pe.float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor("x", x, (3,), "(batch, num_tokens, d_model)")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape (batch, num_tokens, d_model) with d_model={self.d_model}, got {shape_str(x.shape)}"
+            )
+        if x.shape[1] > self.max_len:
+            raise ValueError(
+                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with max_len={self.max_len}"
+            )
+        return x + self.pe[: x.shape[1]].to(x.dtype)

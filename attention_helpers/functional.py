@@ -1,0 +1,156 @@
+"""Attention as plain functions: scores, softmax, the causal mask and scaled dot-product attention.
+
+Mask convention used everywhere in this package (and by ``nn.MultiheadAttention``'s boolean masks):
+``True`` marks a position to *hide*. ``F.scaled_dot_product_attention`` uses the opposite convention
+(``True`` = may attend), so the fast paths pass ``~mask``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ._checks import check_bool_mask, check_size, check_tensor, shape_str
+
+
+def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """Dot product of ``query`` with every row of ``inputs``, one Python loop step per token.
+
+    The slow, obvious version, for teaching; ``inputs @ query`` computes the same thing.
+
+    Args:
+        inputs: ``(num_tokens, d)`` one embedding per row.
+        query: ``(d,)`` the vector every token is compared with.
+
+    Returns:
+        ``(num_tokens,)`` attention scores, ``scores[i] = inputs[i] · query``.
+    """
+    check_tensor("inputs", inputs, (2,), "(num_tokens, d)")
+    check_tensor("query", query, (1,), "(d,)")
+    check_size("query", query, 0, inputs.shape[1], "d", "(d,) matching inputs' (num_tokens, d)")
+    scores = torch.empty(inputs.shape[0], dtype=inputs.dtype, device=inputs.device)
+    for i, x_i in enumerate(inputs):
+        scores[i] = torch.dot(x_i, query)
+    return scores
+
+
+def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``, exactly as written on paper.
+
+    Overflows for large scores: ``exp(100.)`` is ``inf`` in float32 and ``exp(12.)`` in float16, and
+    ``inf / inf`` is ``nan``. Use :func:`softmax_stable` (or ``torch.softmax``) instead.
+
+    Args:
+        x: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_tokens, num_tokens)``.
+
+    Returns:
+        Same shape as ``x``; slices along ``dim`` sum to 1 when no overflow occurred.
+    """
+    check_tensor("x", x, tuple(range(1, 9)), "(..., num_scores)")
+    exp_x = torch.exp(x)
+    return exp_x / exp_x.sum(dim=dim, keepdim=True)
+
+
+def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax that subtracts the maximum first, so no exponent exceeds ``exp(0) = 1``.
+
+    ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m``
+    (the ``exp(-m)`` factors cancel), and with ``m = max(x)`` it cannot overflow: the result is
+    finite for scores of size 1e4 in float32 and float16. A slice that is entirely ``-inf`` has
+    no maximum to subtract and gives ``nan``, as ``torch.softmax`` does.
+
+    Args:
+        x: scores of any shape.
+
+    Returns:
+        Same shape as ``x``; slices along ``dim`` sum to 1.
+    """
+    check_tensor("x", x, tuple(range(1, 9)), "(..., num_scores)")
+    exp_x = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return exp_x / exp_x.sum(dim=dim, keepdim=True)
+
+
+def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean ``(num_tokens, num_tokens)`` mask, ``True`` above the diagonal.
+
+    Row ``i`` is query token ``i``; ``mask[i, j]`` is ``True`` when key ``j`` lies in its future
+    (``j > i``) and must be hidden.
+    """
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
+        raise TypeError(f"num_tokens must be an int, got {type(num_tokens).__name__} ({num_tokens!r})")
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1)
+
+
+def scaled_dot_product_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step.
+
+    Args:
+        queries: ``(..., num_queries, d_k)``.
+        keys: ``(..., num_keys, d_k)``.
+        values: ``(..., num_keys, d_v)``.
+        mask: optional boolean tensor broadcastable to ``(..., num_queries, num_keys)``;
+            ``True`` hides that key from that query (its score becomes ``-inf`` before softmax).
+        dropout: optional module or function applied to the attention weights (``nn.Dropout``).
+
+    Returns:
+        ``(context_vec, attn_weights)`` of shapes ``(..., num_queries, d_v)`` and
+        ``(..., num_queries, num_keys)``.
+
+    A query row whose keys are *all* masked has nothing to attend to. Its weights are defined as all
+    zeros, so its context vector is zero (the same as ``F.scaled_dot_product_attention``), rather than
+    the ``nan`` that a softmax over ``-inf`` everywhere would give.
+    """
+    check_tensor("queries", queries, tuple(range(2, 9)), "(..., num_queries, d_k)")
+    check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
+    check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
+    if keys.shape[-1] != queries.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same last dimension d_k, got queries {shape_str(queries.shape)} "
+            f"and keys {shape_str(keys.shape)}"
+        )
+    if values.shape[-2] != keys.shape[-2]:
+        raise ValueError(
+            f"values must have one row per key (num_keys), got keys {shape_str(keys.shape)} "
+            f"and values {shape_str(values.shape)}"
+        )
+    for name, t in (("keys", keys), ("values", values)):
+        if t.device != queries.device:
+            raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
+        if t.dtype != queries.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
+    if dropout is not None and not callable(dropout):
+        raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
+
+    d_k = queries.shape[-1]
+    attn_scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
+    attn_scores.div_(math.sqrt(d_k))  # in place: the product is a fresh tensor, and autograd does not need it
+    fully_masked = None
+    if mask is not None:
+        check_bool_mask("mask", mask, tuple(attn_scores.shape), "(..., num_queries, num_keys)", queries)
+        attn_scores.masked_fill_(mask, float("-inf"))
+        # A row with every key hidden would be softmax(-inf, ..., -inf) = nan. Such rows get plain zero
+        # scores instead (a harmless uniform softmax) and zero weights afterwards: no nan appears, not
+        # even in the backward pass.
+        fully_masked = mask.all(dim=-1, keepdim=True)
+        if fully_masked.any():
+            attn_scores.masked_fill_(fully_masked, 0.0)
+        else:
+            fully_masked = None
+    attn_weights = torch.softmax(attn_scores, dim=-1)
+    if fully_masked is not None:
+        attn_weights = attn_weights.masked_fill(fully_masked, 0.0)
+    if dropout is not None:
+        attn_weights = dropout(attn_weights)
+    context_vec = attn_weights @ values  # (..., num_queries, d_v)
+    return context_vec, attn_weights

@@ -1,0 +1,152 @@
+"""Time MultiHeadAttention against PyTorch's modules and seed 001's class, all measured in this run.
+
+    python benchmarks/bench_mha.py            # batch 8, 1024 tokens, d=768, 12 heads, causal, float32, CPU
+    python benchmarks/bench_mha.py --tokens 256 --repeats 5
+
+Prints the median time of each implementation and its ratio to the minimal module (one fused qkv projection
+plus F.scaled_dot_product_attention), to nn.MultiheadAttention(need_weights=False) and to seed 001's class.
+Ratios, not seconds, are the result: they compare implementations on the same machine at the same moment.
+Before timing, every implementation is checked to give the same output from the same weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_helpers import MultiHeadAttention, causal_mask, to_torch
+
+
+class Seed001MultiHeadAttention(nn.Module):
+    """Seed 001's class as the seed writes it: explicit masked_fill, softmax and dropout on the weights."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        keys = self.W_key(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        queries = self.W_query(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        values = self.W_value(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        attn_scores = queries @ keys.transpose(2, 3)
+        attn_scores.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
+        attn_weights = self.dropout(torch.softmax(attn_scores / self.head_dim**0.5, dim=-1))
+        context_vec = (attn_weights @ values).transpose(1, 2).contiguous().view(b, n, self.d_out)
+        return self.out_proj(context_vec)
+
+
+class MinimalAttention(nn.Module):
+    """The least code that does the job: one fused qkv projection and PyTorch's fused attention kernel."""
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        # (b, n, 3d) -> (3, b, heads, n, head_dim)
+        q, k, v = self.qkv(x).view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
+        context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out_proj(context.transpose(1, 2).reshape(b, n, d))
+
+
+def build(d_model: int, num_heads: int, tokens: int) -> dict[str, callable]:
+    """Every implementation with the same weights (all with biases, as nn.MultiheadAttention has by default)."""
+    ours = MultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
+    torch_mha = to_torch(ours)
+    minimal = MinimalAttention(d_model, num_heads)
+    seed = Seed001MultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
+    with torch.no_grad():
+        minimal.qkv.weight.copy_(torch_mha.in_proj_weight)
+        minimal.qkv.bias.copy_(torch_mha.in_proj_bias)
+        minimal.out_proj.load_state_dict(ours.out_proj.state_dict())
+        seed.load_state_dict({**ours.state_dict(), "mask": seed.mask})
+    mask = causal_mask(tokens)
+    return {
+        "ours, fast path": lambda x: ours(x),
+        "ours, explicit path": lambda x: ours(x, return_weights=True)[0],
+        "minimal (fused qkv + SDPA)": lambda x: minimal(x),
+        "nn.MultiheadAttention": lambda x: torch_mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0],
+        "seed 001 class": lambda x: seed(x),
+    }
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up: allocator, thread pool, kernel selection
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=1024)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(0)
+    impls = build(args.dim, args.heads, args.tokens)
+    x = torch.randn(args.batch, args.tokens, args.dim)
+    with torch.no_grad():
+        reference = impls["minimal (fused qkv + SDPA)"](x)
+        for name, fn in impls.items():
+            torch.testing.assert_close(fn(x), reference, atol=1e-4, rtol=1e-4, msg=f"{name} disagrees")
+
+    print(
+        f"batch {args.batch}, {args.tokens} tokens, d={args.dim}, {args.heads} heads, causal, float32, "
+        f"CPU with {torch.get_num_threads()} threads; median of {args.repeats} runs"
+    )
+    results: dict[str, dict[str, float]] = {}
+    for mode in ("forward", "forward+backward"):
+        timings = {}
+        for name, fn in impls.items():
+            if mode == "forward":
+
+                def step(fn=fn):
+                    with torch.no_grad():
+                        fn(x)
+            else:
+                x_grad = x.clone().requires_grad_()
+
+                def step(fn=fn, x_grad=x_grad):
+                    fn(x_grad).sum().backward()
+
+            timings[name] = median_seconds(step, args.repeats)
+        base, torch_time, seed_time = (
+            timings["minimal (fused qkv + SDPA)"],
+            timings["nn.MultiheadAttention"],
+            timings["seed 001 class"],
+        )
+        print(f"\n{mode}:")
+        print(f"  {'implementation':28s} {'ms':>8s} {'/ minimal':>10s} {'/ nn.MHA':>9s} {'/ seed 001':>11s}")
+        for name, seconds in timings.items():
+            print(
+                f"  {name:28s} {seconds * 1e3:8.1f} {seconds / base:10.2f} {seconds / torch_time:9.2f} "
+                f"{seconds / seed_time:11.2f}"
+            )
+        results[mode] = timings
+    return results
+
+
+if __name__ == "__main__":
+    main()

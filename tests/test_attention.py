@@ -1,0 +1,394 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import perturb_
+from torch import nn
+
+from attention_helpers import (
+    CausalAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttentionV1,
+    SelfAttentionV2,
+    causal_mask,
+    to_torch,
+    toy_embeddings,
+)
+
+ATOL = 1e-5
+
+
+def close(actual, expected, atol=ATOL):
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
+
+
+# --- single head ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("d_in", "d_out"), [(3, 2), (5, 7)])
+def test_v2_weights_moved_into_v1_give_identical_outputs(d_in, d_out):
+    v2 = SelfAttentionV2(d_in, d_out)
+    v1 = SelfAttentionV1(d_in, d_out)
+    with torch.no_grad():  # nn.Linear stores (d_out, d_in); V1 multiplies by (d_in, d_out)
+        v1.W_query.copy_(v2.W_query.weight.T)
+        v1.W_key.copy_(v2.W_key.weight.T)
+        v1.W_value.copy_(v2.W_value.weight.T)
+    x = torch.randn(6, d_in)
+    close(v1(x), v2(x))
+    batch = torch.stack([x, x.flip(0)])
+    close(v1(batch)[0], v1(x))
+    close(v2(batch)[1], v2(x.flip(0)))
+
+
+def test_v2_matches_pytorch_sdpa():
+    sa = perturb_(SelfAttentionV2(5, 7, qkv_bias=True))
+    x = torch.randn(3, 6, 5)
+    expected = F.scaled_dot_product_attention(sa.W_query(x), sa.W_key(x), sa.W_value(x))
+    context, weights = sa(x, return_weights=True)
+    close(context, expected)
+    close(weights.sum(-1), torch.ones(3, 6))
+
+
+def test_causal_attention_matches_pytorch_sdpa_forward_and_backward():
+    ca = perturb_(CausalAttention(5, 7, context_length=10, dropout=0.0, qkv_bias=True))
+    x = torch.randn(3, 8, 5, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    ours = ca(x)
+    ref = F.scaled_dot_product_attention(ca.W_query(x_ref), ca.W_key(x_ref), ca.W_value(x_ref), is_causal=True)
+    close(ours, ref)
+    grads = torch.autograd.grad(ours.square().sum(), [x, *ca.parameters()])
+    ref_grads = torch.autograd.grad(ref.square().sum(), [x_ref, *ca.parameters()])
+    for g, r in zip(grads, ref_grads, strict=True):
+        close(g, r)
+
+
+def test_causal_attention_weights_are_lower_triangular_rows_summing_to_one():
+    ca = CausalAttention(3, 2, context_length=6, dropout=0.0)
+    _, weights = ca(torch.stack([toy_embeddings()] * 2), return_weights=True)
+    assert (weights.triu(1) == 0).all()
+    close(weights.sum(-1), torch.ones(2, 6))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: CausalAttention(5, 7, 9, 0.0),
+        lambda: MultiHeadAttentionWrapper(5, 3, 9, 0.0, num_heads=2),
+        lambda: MultiHeadAttention(5, 8, 9, 0.0, num_heads=4),
+    ],
+    ids=["CausalAttention", "Wrapper", "MultiHeadAttention"],
+)
+def test_changing_a_token_changes_no_earlier_output(make):
+    module = perturb_(make()).eval()
+    x = torch.randn(2, 9, 5)
+    with torch.no_grad():
+        base = module(x)
+        for j in range(9):
+            changed = x.clone()
+            changed[:, j] += torch.randn(2, 5) * 10
+            out = module(changed)
+            assert torch.equal(out[:, :j], base[:, :j]), f"token {j} leaked into earlier outputs"
+            assert not torch.allclose(out[:, j], base[:, j]), f"token {j} did not affect its own output"
+
+
+def test_register_buffer_mask_follows_the_module():
+    ca = CausalAttention(3, 2, 6, 0.0)
+    assert "mask" in dict(ca.named_buffers()) and "mask" not in dict(ca.named_parameters())
+    assert ca.to(torch.float64).mask.dtype == torch.bool  # .to(dtype) leaves a boolean mask alone
+    assert ca.to("meta").mask.device.type == "meta"  # .to(device) moves it with the weights
+
+
+# --- the wrapper ---------------------------------------------------------------------------------------
+
+
+def test_wrapper_with_one_head_equals_causal_attention():
+    torch.manual_seed(123)
+    single = CausalAttention(5, 7, 8, 0.0)
+    torch.manual_seed(123)
+    wrapper = MultiHeadAttentionWrapper(5, 7, 8, 0.0, num_heads=1)
+    x = torch.randn(3, 8, 5)
+    close(wrapper(x), single(x))
+
+
+def test_wrapper_concatenates_its_heads():
+    wrapper = MultiHeadAttentionWrapper(5, 3, 8, 0.0, num_heads=4)
+    x = torch.randn(2, 8, 5)
+    out, weights = wrapper(x, return_weights=True)
+    assert out.shape == (2, 8, 4 * 3) and weights.shape == (2, 4, 8, 8)
+    for h, head in enumerate(wrapper.heads):
+        close(out[..., 3 * h : 3 * (h + 1)], head(x))
+
+
+# --- multi-head attention: its two paths -----------------------------------------------------------------
+
+
+def _padding(batch, num_tokens, pad_counts):
+    mask = torch.zeros(batch, num_tokens, dtype=torch.bool)
+    for b, count in enumerate(pad_counts):
+        if count:
+            mask[b, -count:] = True
+    return mask
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 4])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("padded", [False, True])
+def test_fast_and_explicit_paths_agree_forward_and_backward(num_heads, causal, padded):
+    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, num_heads, qkv_bias=True, causal=causal))
+    x = torch.randn(3, 9, 6, requires_grad=True)
+    padding = _padding(3, 9, [0, 3, 8]) if padded else None
+    fast = mha(x, padding)
+    explicit, weights = mha(x, padding, return_weights=True)
+    close(fast, explicit)
+    assert weights.shape == (3, num_heads, 9, 9)
+    g_fast = torch.autograd.grad(fast.square().sum(), [x, *mha.parameters()])
+    g_explicit = torch.autograd.grad(explicit.square().sum(), [x, *mha.parameters()])
+    for a, b in zip(g_fast, g_explicit, strict=True):
+        close(a, b)
+
+
+def test_weights_respect_causality_and_padding():
+    mha = MultiHeadAttention(6, 12, 10, 0.0, 3)
+    padding = _padding(2, 7, [0, 2])
+    _, weights = mha(torch.randn(2, 7, 6), padding, return_weights=True)
+    close(weights.sum(-1), torch.ones(2, 3, 7))
+    assert (weights.triu(1) == 0).all()
+    assert (weights[1, :, :, -2:] == 0).all()
+
+
+# --- multi-head attention against PyTorch ------------------------------------------------------------------
+
+
+def _torch_forward(torch_mha, x, causal, padding):
+    attn_mask = causal_mask(x.shape[1]) if causal else None
+    out, _ = torch_mha(x, x, x, attn_mask=attn_mask, key_padding_mask=padding, need_weights=False)
+    return out
+
+
+@pytest.mark.parametrize("num_heads", [1, 3, 4])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("explicit", [False, True], ids=["fast", "explicit"])
+def test_equals_torch_multihead_attention_forward_and_backward(num_heads, causal, padded, explicit):
+    torch_mha = perturb_(nn.MultiheadAttention(12, num_heads, batch_first=True))
+    ours = MultiHeadAttention.from_torch(torch_mha, causal=causal, context_length=16)
+    x = torch.randn(3, 9, 12, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    padding = _padding(3, 9, [0, 4, 1]) if padded else None
+    out = ours(x, padding, return_weights=True)[0] if explicit else ours(x, padding)
+    ref = _torch_forward(torch_mha, x_ref, causal, padding)
+    close(out, ref)
+    g_ours = torch.autograd.grad(out.square().sum(), [x, *ours.parameters()])
+    g_torch = torch.autograd.grad(ref.square().sum(), [x_ref, *torch_mha.parameters()])
+    # torch keeps q, k, v in one in_proj_weight (and in_proj_bias); ours are three Linear layers.
+    named = dict(zip([n for n, _ in ours.named_parameters()], g_ours[1:], strict=True))
+    torch_named = dict(zip([n for n, _ in torch_mha.named_parameters()], g_torch[1:], strict=True))
+    close(g_ours[0], g_torch[0])
+    close(
+        torch.cat([named["W_query.weight"], named["W_key.weight"], named["W_value.weight"]]),
+        torch_named["in_proj_weight"],
+    )
+    close(torch.cat([named["W_query.bias"], named["W_key.bias"], named["W_value.bias"]]), torch_named["in_proj_bias"])
+    close(named["out_proj.weight"], torch_named["out_proj.weight"])
+    close(named["out_proj.bias"], torch_named["out_proj.bias"])
+
+
+def test_weights_equal_torch_average_attention_weights():
+    torch_mha = perturb_(nn.MultiheadAttention(8, 2, batch_first=True)).eval()
+    ours = MultiHeadAttention.from_torch(torch_mha).eval()
+    x = torch.randn(2, 5, 8)
+    _, per_head = torch_mha(x, x, x, need_weights=True, average_attn_weights=False)
+    _, weights = ours(x, return_weights=True)
+    close(weights, per_head)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_to_torch_round_trip(causal):
+    ours = perturb_(MultiHeadAttention(8, 8, 12, 0.0, 4, qkv_bias=True, causal=causal))
+    x = torch.randn(2, 6, 8)
+    close(ours(x), _torch_forward(to_torch(ours), x, causal, None))
+
+
+@pytest.mark.parametrize(("d_in", "d_out", "num_heads"), [(5, 12, 3), (3, 8, 2)])
+def test_d_in_smaller_than_d_out_equals_torch_on_zero_padded_input(d_in, d_out, num_heads):
+    """nn.MultiheadAttention's query projection is square, so it cannot take d_in != d_out directly.
+    Padding x with zeros up to d_out features, and putting our (d_out, d_in) projection weights in the
+    first d_in columns of torch's, gives exactly our maths in torch's module."""
+    ours = perturb_(MultiHeadAttention(d_in, d_out, 10, 0.0, num_heads, qkv_bias=True))
+    torch_mha = nn.MultiheadAttention(d_out, num_heads, batch_first=True)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.zero_()
+        for i, linear in enumerate((ours.W_query, ours.W_key, ours.W_value)):
+            torch_mha.in_proj_weight[i * d_out : (i + 1) * d_out, :d_in] = linear.weight
+        torch_mha.in_proj_bias.copy_(torch.cat([ours.W_query.bias, ours.W_key.bias, ours.W_value.bias]))
+        torch_mha.out_proj.load_state_dict(ours.out_proj.state_dict())
+    x = torch.randn(4, 7, d_in)
+    padded_x = F.pad(x, (0, d_out - d_in))
+    close(ours(x), _torch_forward(torch_mha, padded_x, True, None))
+    close(ours(x, return_weights=True)[0], _torch_forward(torch_mha, padded_x, True, None))
+
+
+def test_equals_functional_sdpa_with_d_in_not_d_out():
+    mha = perturb_(MultiHeadAttention(5, 12, 10, 0.0, 3, qkv_bias=True))
+    x = torch.randn(2, 8, 5)
+
+    def heads(t):  # (2, 8, 12) -> (2, 3, 8, 4)
+        return t.unflatten(-1, (3, 4)).transpose(1, 2)
+
+    ref = F.scaled_dot_product_attention(
+        heads(mha.W_query(x)), heads(mha.W_key(x)), heads(mha.W_value(x)), is_causal=True
+    )
+    ref = mha.out_proj(ref.transpose(1, 2).flatten(2))
+    close(mha(x, return_weights=True)[0], ref)
+
+
+# --- properties -----------------------------------------------------------------------------------------
+
+
+def test_non_causal_attention_is_permutation_equivariant():
+    mha = perturb_(MultiHeadAttention(6, 12, None, 0.0, 4, causal=False)).eval()
+    x = torch.randn(2, 9, 6)
+    perm = torch.randperm(9)
+    with torch.no_grad():
+        close(mha(x[:, perm]), mha(x)[:, perm])
+        close(mha(x[:, perm], return_weights=True)[0], mha(x)[:, perm])
+
+
+def test_permutation_check_catches_merging_heads_without_moving_the_head_axis_back():
+    """Seed 004 reshapes (batch, heads, tokens, head_dim) straight to (batch, tokens, d_out): that
+    mixes tokens and heads. The equivariance property above fails for such a module."""
+    mha = perturb_(MultiHeadAttention(6, 12, None, 0.0, 4, causal=False)).eval()
+
+    def buggy(x):
+        b, n, _ = x.shape
+        q, k, v = (lin(x).view(b, n, 4, 3).transpose(1, 2) for lin in (mha.W_query, mha.W_key, mha.W_value))
+        context = F.scaled_dot_product_attention(q, k, v)  # (b, heads, n, head_dim)
+        return mha.out_proj(context.reshape(b, n, 12))  # the bug: no transpose(1, 2) first
+
+    x = torch.randn(2, 9, 6)
+    perm = torch.randperm(9)
+    with torch.no_grad():
+        assert not torch.allclose(buggy(x[:, perm]), buggy(x)[:, perm], atol=1e-3)
+
+
+def test_fully_masked_query_gives_a_finite_defined_output():
+    """Causal attention where token 0 is padding: query 0 can see no key at all. Its attention weights
+    are all zero, so its output is out_proj's bias alone; no nan, in either path or in the gradients."""
+    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3))
+    x = torch.randn(2, 5, 6, requires_grad=True)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[0, 0] = True
+    fast = mha(x, padding)
+    explicit, weights = mha(x, padding, return_weights=True)
+    assert (weights[0, :, 0] == 0).all()
+    close(fast[0, 0], mha.out_proj.bias)
+    close(fast, explicit)
+    fast.sum().backward()
+    assert torch.isfinite(x.grad).all() and all(torch.isfinite(p.grad).all() for p in mha.parameters())
+
+
+@pytest.mark.parametrize(("dtype", "rel_tol"), [(torch.float16, 0.01), (torch.bfloat16, 0.08)])
+def test_low_precision_multihead_attention_is_finite(dtype, rel_tol):
+    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3), std=0.5).eval()
+    x = torch.randn(2, 10, 6) * 4
+    with torch.no_grad():
+        reference = mha(x)
+        low = mha.to(dtype)
+        fast = low(x.to(dtype))
+        explicit, weights = low(x.to(dtype), return_weights=True)
+    for t in (fast, explicit, weights):
+        assert t.dtype == dtype and torch.isfinite(t).all()
+    # Large inputs (|scores| in the tens) on purpose; bfloat16 keeps only 8 bits of mantissa.
+    scale = reference.abs().max()
+    assert (fast.float() - reference).abs().max() < rel_tol * scale
+    assert (explicit.float() - reference).abs().max() < rel_tol * scale
+
+
+# --- dropout ----------------------------------------------------------------------------------------------
+
+
+def test_dropout_keeps_the_expected_attention_weights_and_is_off_in_eval():
+    mha = MultiHeadAttention(6, 12, 10, 0.3, 3)
+    x = torch.randn(1, 6, 6)
+    mha.eval()
+    _, expected = mha(x, return_weights=True)
+    torch.testing.assert_close(mha(x), mha(x))  # eval: deterministic
+    mha.train()
+    with torch.no_grad():
+        samples = torch.stack([mha(x, return_weights=True)[1] for _ in range(4000)])
+    dropped = samples == 0
+    assert abs(dropped[..., expected > 0].float().mean().item() - 0.3) < 0.01
+    # The mean of many dropped-and-rescaled weights is the undropped weight (standard error ~0.2%).
+    close(samples.mean(0), expected, atol=0.02)
+
+
+def test_training_with_dropout_is_random_and_eval_equals_no_dropout():
+    torch.manual_seed(1)
+    with_dropout = MultiHeadAttention(6, 12, 10, 0.5, 3)
+    torch.manual_seed(1)
+    without = MultiHeadAttention(6, 12, 10, 0.0, 3)
+    x = torch.randn(2, 8, 6)
+    assert not torch.allclose(with_dropout(x), with_dropout(x))
+    close(with_dropout.eval()(x), without(x))
+
+
+# --- seed 001's numbers --------------------------------------------------------------------------------------
+
+# These rows were printed by seed 001's own class definitions (run locally with torch 2.13 CPU, not kept in
+# the repository) for the running example with the seeds below; ours must print the same to 4 decimals.
+SEED_001_OUTPUTS = {
+    "SelfAttentionV1 (seed 123)": [
+        [0.2996, 0.8053],
+        [0.3061, 0.8210],
+        [0.3058, 0.8203],
+        [0.2948, 0.7939],
+        [0.2927, 0.7891],
+        [0.2990, 0.8040],
+    ],
+    "SelfAttentionV2 (seed 789)": [
+        [-0.0739, 0.0713],
+        [-0.0748, 0.0703],
+        [-0.0749, 0.0702],
+        [-0.0760, 0.0685],
+        [-0.0763, 0.0679],
+        [-0.0754, 0.0693],
+    ],
+    "CausalAttention (seed 123)": [
+        [-0.4519, 0.2216],
+        [-0.5874, 0.0058],
+        [-0.6300, -0.0632],
+        [-0.5675, -0.0843],
+        [-0.5526, -0.0981],
+        [-0.5299, -0.1081],
+    ],
+    "MultiHeadAttention (seed 123)": [
+        [0.3190, 0.4858],
+        [0.2943, 0.3897],
+        [0.2856, 0.3593],
+        [0.2693, 0.3873],
+        [0.2639, 0.3928],
+        [0.2575, 0.4028],
+    ],
+}
+
+
+def _seeded(seed, make):
+    torch.manual_seed(seed)
+    return make()
+
+
+def test_same_seed_gives_seed_001s_numbers():
+    inputs = toy_embeddings()
+    batch = torch.stack([inputs, inputs])
+    with torch.no_grad():
+        outputs = {
+            "SelfAttentionV1 (seed 123)": _seeded(123, lambda: SelfAttentionV1(3, 2))(inputs),
+            "SelfAttentionV2 (seed 789)": _seeded(789, lambda: SelfAttentionV2(3, 2))(inputs),
+            "CausalAttention (seed 123)": _seeded(123, lambda: CausalAttention(3, 2, 6, 0.0))(batch)[0],
+            "MultiHeadAttention (seed 123)": _seeded(123, lambda: MultiHeadAttention(3, 2, 6, 0.0, 2))(batch)[1],
+        }
+        wrapper = _seeded(123, lambda: MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2))(batch)
+    for name, expected in SEED_001_OUTPUTS.items():
+        assert torch.equal(outputs[name].round(decimals=4), torch.tensor(expected)), name
+    # The wrapper's first head is built first, from the same random numbers as the lone CausalAttention.
+    assert torch.equal(wrapper[0, :, :2], outputs["CausalAttention (seed 123)"])

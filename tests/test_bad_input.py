@@ -1,0 +1,200 @@
+"""Malformed calls fail at once with a TypeError or ValueError that names the argument and the shapes."""
+
+import pytest
+import torch
+from torch import nn
+
+import attention_helpers as ah
+
+X = torch.randn(2, 6, 3)  # (batch, num_tokens, d_in) with d_in = 3
+
+
+def mha(**overrides):
+    args = {"d_in": 3, "d_out": 4, "context_length": 6, "dropout": 0.0, "num_heads": 2, **overrides}
+    return ah.MultiHeadAttention(**args)
+
+
+CASES = {
+    # wrong rank
+    "V1 input of rank 1": (lambda: ah.SelfAttentionV1(3, 2)(torch.randn(3)), ValueError, ["x", "(3,)", "2 or 3"]),
+    "causal input of rank 2": (
+        lambda: ah.CausalAttention(3, 2, 6, 0.0)(torch.randn(6, 3)),
+        ValueError,
+        ["x", "(6, 3)", "(batch, num_tokens, d_in)"],
+    ),
+    "MHA input of rank 4": (lambda: mha()(torch.randn(1, 2, 6, 3)), ValueError, ["x", "(1, 2, 6, 3)"]),
+    "scores loop with a matrix query": (
+        lambda: ah.attention_scores_loop(torch.randn(6, 3), torch.randn(1, 3)),
+        ValueError,
+        ["query", "(1, 3)"],
+    ),
+    "sdpa with 1-d queries": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(4), torch.randn(4), torch.randn(4)),
+        ValueError,
+        ["queries", "(4,)"],
+    ),
+    # size mismatches
+    "V2 d_in mismatch": (lambda: ah.SelfAttentionV2(4, 2)(X), ValueError, ["x", "d_in=4", "(2, 6, 3)"]),
+    "MHA d_in mismatch": (lambda: mha(d_in=5)(X), ValueError, ["x", "d_in=5", "(2, 6, 3)"]),
+    "scores loop d mismatch": (
+        lambda: ah.attention_scores_loop(torch.randn(6, 3), torch.randn(4)),
+        ValueError,
+        ["query", "d=3", "(4,)"],
+    ),
+    "sdpa d_k mismatch": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(7, 3), torch.randn(7, 2)),
+        ValueError,
+        ["keys", "(5, 4)", "(7, 3)"],
+    ),
+    "sdpa values rows != keys": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(7, 4), torch.randn(6, 2)),
+        ValueError,
+        ["values", "(7, 4)", "(6, 2)"],
+    ),
+    "d_out not divisible by num_heads": (lambda: mha(d_out=5), ValueError, ["d_out=5", "num_heads=2"]),
+    "d_model not divisible by num_heads": (
+        lambda: ah.EncoderLayer(10, 20, 4, 0.1),
+        ValueError,
+        ["d_model=10", "num_heads=4"],
+    ),
+    "more tokens than context_length": (
+        lambda: ah.CausalAttention(3, 2, 4, 0.0)(X),
+        ValueError,
+        ["num_tokens=6", "context_length=4"],
+    ),
+    "MHA more tokens than context_length": (
+        lambda: mha(context_length=5)(X),
+        ValueError,
+        ["num_tokens=6", "context_length=5"],
+    ),
+    "positions longer than max_len": (
+        lambda: ah.PositionalEncoding(3, max_len=4)(X),
+        ValueError,
+        ["num_tokens=6", "max_len=4"],
+    ),
+    # masks
+    "padding mask of wrong shape": (
+        lambda: mha()(X, torch.zeros(2, 5, dtype=torch.bool)),
+        ValueError,
+        ["key_padding_mask", "(2, 5)", "(2, 6)"],
+    ),
+    "padding mask transposed": (
+        lambda: mha()(X, torch.zeros(6, 2, dtype=torch.bool)),
+        ValueError,
+        ["key_padding_mask", "(6, 2)"],
+    ),
+    "padding mask of wrong dtype": (
+        lambda: mha()(X, torch.zeros(2, 6)),
+        TypeError,
+        ["key_padding_mask", "torch.float32", "(2, 6)"],
+    ),
+    "padding mask on another device": (
+        lambda: mha()(X, torch.zeros(2, 6, dtype=torch.bool, device="meta")),
+        ValueError,
+        ["key_padding_mask", "meta", "cpu"],
+    ),
+    "sdpa mask of wrong shape": (
+        lambda: ah.scaled_dot_product_attention(
+            torch.randn(5, 4), torch.randn(7, 4), torch.randn(7, 2), mask=ah.causal_mask(5)
+        ),
+        ValueError,
+        ["mask", "(5, 5)", "(5, 7)"],
+    ),
+    "sdpa integer mask": (
+        lambda: ah.scaled_dot_product_attention(
+            torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), mask=torch.ones(5, 5, dtype=torch.int64)
+        ),
+        TypeError,
+        ["mask", "torch.int64", "(5, 5)"],
+    ),
+    "sdpa mask that is a list": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), mask=[[True]]),
+        TypeError,
+        ["mask", "list"],
+    ),
+    # dtypes and types
+    "integer input": (
+        lambda: mha()(torch.ones(2, 6, 3, dtype=torch.int64)),
+        TypeError,
+        ["x", "torch.int64", "(2, 6, 3)"],
+    ),
+    "a list as input": (lambda: ah.SelfAttentionV1(3, 2)([[0.1, 0.2, 0.3]]), TypeError, ["x", "list"]),
+    "keys of another dtype": (
+        lambda: ah.scaled_dot_product_attention(
+            torch.randn(5, 4), torch.randn(5, 4, dtype=torch.float64), torch.randn(5, 2)
+        ),
+        TypeError,
+        ["keys", "torch.float64", "torch.float32"],
+    ),
+    "softmax of integers": (
+        lambda: ah.softmax_stable(torch.tensor([1, 2, 3])),
+        TypeError,
+        ["x", "torch.int64", "(3,)"],
+    ),
+    "dropout that is not callable": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), dropout=0.5),
+        TypeError,
+        ["dropout", "float"],
+    ),
+    # hyper-parameters
+    "dropout of 1": (lambda: mha(dropout=1.0), ValueError, ["dropout", "[0, 1)", "1.0"]),
+    "negative dropout": (lambda: ah.CausalAttention(3, 2, 6, -0.1), ValueError, ["dropout", "-0.1"]),
+    "dropout given as a string": (lambda: mha(dropout="0.1"), TypeError, ["dropout", "str"]),
+    "encoder drop_prob above 1": (lambda: ah.Encoder(8, 16, 2, 1.5, 2), ValueError, ["drop_prob", "1.5"]),
+    "num_layers of 0": (lambda: ah.Encoder(8, 16, 2, 0.1, 0), ValueError, ["num_layers", "0"]),
+    "num_heads of 0": (lambda: mha(num_heads=0), ValueError, ["num_heads", "0"]),
+    "float num_heads": (lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2.0), TypeError, ["num_heads", "float"]),
+    "zero d_out": (lambda: ah.SelfAttentionV2(3, 0), ValueError, ["d_out", "0"]),
+    "zero context_length": (lambda: ah.CausalAttention(3, 2, 0, 0.0), ValueError, ["context_length", "0"]),
+    "causal without a context_length": (
+        lambda: mha(context_length=None),
+        ValueError,
+        ["context_length=None", "causal"],
+    ),
+    "unknown activation": (lambda: ah.FeedForward(8, 16, activation="tanh"), ValueError, ["activation", "'tanh'"]),
+    "causal_mask of a float size": (lambda: ah.causal_mask(4.0), TypeError, ["num_tokens", "float"]),
+    "causal_mask of size 0": (lambda: ah.causal_mask(0), ValueError, ["num_tokens", "0"]),
+    "layer norm of the wrong width": (lambda: ah.LayerNorm(4)(X), ValueError, ["inputs", "(2, 6, 3)", "(4,)"]),
+    "encoder input of the wrong width": (
+        lambda: ah.Encoder(8, 16, 2, 0.1, 1)(X),
+        ValueError,
+        ["x", "d_in=8", "(2, 6, 3)"],
+    ),
+    # plotting and interop
+    "3d plot of 2-d vectors": (
+        lambda: ah.plot_embeddings_3d(torch.randn(6, 2), ah.WORDS),
+        ValueError,
+        ["vectors", "(6, 2)"],
+    ),
+    "heatmap with too few labels": (
+        lambda: ah.plot_attention(torch.rand(6, 6), ah.WORDS[:5]),
+        ValueError,
+        ["row_labels", "5", "6"],
+    ),
+    "to_torch of a rectangular MHA": (lambda: ah.to_torch(mha(d_out=4)), ValueError, ["d_in=3", "d_out=4"]),
+    "to_torch of an unsupported module": (lambda: ah.to_torch(nn.Linear(2, 2)), TypeError, ["Linear"]),
+    "from_torch of the wrong class": (
+        lambda: ah.MultiHeadAttention.from_torch(nn.Linear(2, 2)),
+        TypeError,
+        ["torch_mha", "Linear"],
+    ),
+    "from_torch of cross-attention sizes": (
+        lambda: ah.MultiHeadAttention.from_torch(nn.MultiheadAttention(4, 2, kdim=3, vdim=3)),
+        ValueError,
+        ["kdim=3", "embed_dim=4"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), list(CASES.values()), ids=list(CASES))
+def test_bad_input_raises_a_clear_error(call, error, fragments):
+    with pytest.raises(error) as info:
+        call()
+    assert type(info.value) in (TypeError, ValueError)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+def test_there_are_at_least_25_distinct_cases():
+    assert len(CASES) >= 25

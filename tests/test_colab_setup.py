@@ -1,0 +1,80 @@
+"""The notebooks' setup cell on Colab, simulated: a fake `google.colab` module and a local repository URL.
+
+The cell runs in a throwaway virtual environment (which sees this environment's packages through a .pth
+file, so that nothing is downloaded but the build backend) and must clone the repository, install the
+package from the clone, import it from there and change into the clone's notebooks/ folder.
+"""
+
+import json
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
+
+RUN_CELL = """
+import json, os, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+result = shell.run_cell(open(sys.argv[1]).read())
+result.raise_error()
+import attention_helpers
+print(json.dumps({
+    "module": attention_helpers.__file__,
+    "cwd": os.getcwd(),
+    "diagram": str(attention_helpers.diagram_path("attention_pipeline")),
+}))
+"""
+
+
+def test_setup_cell_clones_and_installs_the_package_on_colab(tmp_path):
+    assert (ROOT / ".git").exists(), "the simulation clones this repository, so it must be a git checkout"
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    setup_source = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+    assert '"google.colab" in sys.modules' in setup_source
+    cell = tmp_path / "setup_cell.py"
+    cell.write_text(setup_source)
+
+    fake = tmp_path / "fake_modules" / "google" / "colab"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text('"""Stands in for Colab: the setup cell only checks that it is imported."""\n')
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    venv_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(venv_site, "outer_environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+
+    content = tmp_path / "content"  # Colab's working directory
+    content.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path / "fake_modules"),
+        "SERIES_REPO_URL": str(ROOT),
+        "MPLBACKEND": "Agg",
+    }
+    env.pop("VIRTUAL_ENV", None)
+    run = subprocess.run(
+        [python, "-c", RUN_CELL, str(cell)], cwd=content, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+
+    clone = content / "attention-from-scratch"
+    assert (clone / ".git").is_dir() and (clone / "notebooks" / NOTEBOOK.name).is_file()
+    assert Path(report["module"]).is_relative_to(clone)
+    assert Path(report["cwd"]) == clone / "notebooks"
+    assert Path(report["diagram"]).is_relative_to(clone)
+    installed = subprocess.run(
+        [python, "-m", "pip", "show", "-f", "attention-helpers"], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    assert str(clone) in installed, installed

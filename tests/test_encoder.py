@@ -1,0 +1,149 @@
+import math
+
+import pytest
+import torch
+from conftest import perturb_
+from torch import nn
+
+from attention_helpers import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, to_torch
+
+
+def close(actual, expected, atol=1e-5):
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [12, (4, 6)])
+def test_layer_norm_equals_torch_forward_and_backward(shape):
+    torch_norm = perturb_(nn.LayerNorm(shape, eps=1e-5))
+    ours = LayerNorm.from_torch(torch_norm)
+    trailing = (shape,) if isinstance(shape, int) else shape
+    x = (torch.randn(2, 5, *trailing) * 3 + 1).requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    out, ref = ours(x), torch_norm(x_ref)
+    close(out, ref)
+    g = torch.autograd.grad(out.square().sum(), [x, ours.gamma, ours.beta])
+    g_ref = torch.autograd.grad(ref.square().sum(), [x_ref, torch_norm.weight, torch_norm.bias])
+    for a, b in zip(g, g_ref, strict=True):
+        close(a, b)
+    close(to_torch(ours)(x_ref), out)
+
+
+def test_layer_norm_normalises_each_token_on_its_own():
+    x = torch.randn(3, 4, 10) * 5 + 2
+    out = LayerNorm(10)(x)
+    close(out.mean(-1), torch.zeros(3, 4))
+    close(out.var(-1, unbiased=False), torch.ones(3, 4), atol=1e-3)
+    close(LayerNorm(10)(x[1:2]), out[1:2])  # independent of the other batch elements
+
+
+def test_feed_forward_acts_on_each_position_separately():
+    ffn = FeedForward(8, 20, drop_prob=0.0, activation="gelu")
+    x = torch.randn(2, 5, 8)
+    per_token = torch.stack([torch.stack([ffn(x[b, t]) for t in range(5)]) for b in range(2)])
+    close(ffn(x), per_token)
+
+
+def _torch_layer(d_model, heads, hidden, norm_first, activation):
+    layer = nn.TransformerEncoderLayer(
+        d_model, heads, hidden, dropout=0.1, activation=activation, batch_first=True, norm_first=norm_first
+    )
+    return perturb_(layer, std=0.2)
+
+
+def _padding(batch, num_tokens):
+    mask = torch.zeros(batch, num_tokens, dtype=torch.bool)
+    mask[1, -3:] = True
+    return mask
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_encoder_layer_equals_torch_forward_and_backward(norm_first, activation, padded):
+    torch_layer = _torch_layer(16, 4, 40, norm_first, activation).eval()
+    ours = EncoderLayer.from_torch(torch_layer)
+    assert not ours.training
+    x = torch.randn(3, 7, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    padding = _padding(3, 7) if padded else None
+    out, ref = ours(x, padding), torch_layer(x_ref, src_key_padding_mask=padding)
+    close(out, ref)
+    close(torch.autograd.grad(out.square().sum(), x)[0], torch.autograd.grad(ref.square().sum(), x_ref)[0])
+    close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_five_layer_encoder_equals_torch_transformer_encoder(norm_first, activation):
+    final_norm = nn.LayerNorm(16) if norm_first else None
+    torch_encoder = nn.TransformerEncoder(
+        _torch_layer(16, 4, 40, norm_first, activation), num_layers=5, norm=final_norm, enable_nested_tensor=False
+    )
+    perturb_(torch_encoder, std=0.2).eval()
+    ours = Encoder.from_torch(torch_encoder)
+    assert len(ours.layers) == 5 and (ours.norm is not None) == norm_first
+    x = torch.randn(3, 7, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    padding = _padding(3, 7)
+    out, ref = ours(x, padding), torch_encoder(x_ref, src_key_padding_mask=padding)
+    close(out, ref)
+    g, g_ref = torch.autograd.grad(out.square().sum(), x)[0], torch.autograd.grad(ref.square().sum(), x_ref)[0]
+    close(g, g_ref, atol=1e-4 * g_ref.abs().max().item())
+    close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
+
+
+def test_seed_004_configuration_equals_torch_and_has_torchs_parameter_count():
+    """d_model 512, 8 heads, ffn 2048, dropout 0.1, 5 layers, a batch of 30 x 200 tokens."""
+    ours = Encoder(512, 2048, 8, 0.1, 5).eval()
+    torch_encoder = to_torch(ours)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in torch_encoder.parameters())
+    x = torch.randn(30, 200, 512)
+    with torch.no_grad():
+        out = ours(x)
+        close(out, torch_encoder(x))
+    assert out.shape == (30, 200, 512)
+
+
+def test_pre_and_post_ln_differ_but_both_normalise_where_they_should():
+    torch.manual_seed(3)
+    post = Encoder(16, 40, 4, 0.0, 2)
+    torch.manual_seed(3)
+    pre = Encoder(16, 40, 4, 0.0, 2, norm_first=True)
+    x = torch.randn(2, 6, 16) * 4 + 3
+    out_post, out_pre = post(x), pre(x)
+    assert not torch.allclose(out_post, out_pre)
+    close(out_post.mean(-1), torch.zeros(2, 6))  # post-LN ends with a LayerNorm; pre-LN does not
+    assert out_pre.mean(-1).abs().max() > 0.1
+
+
+def test_encoder_dropout_is_random_in_training_and_off_in_eval():
+    encoder = Encoder(16, 40, 4, 0.1, 2)
+    x = torch.randn(2, 6, 16)
+    assert not torch.allclose(encoder(x), encoder(x))
+    encoder.eval()
+    torch.testing.assert_close(encoder(x), encoder(x))
+
+
+def test_encoder_without_positions_is_permutation_equivariant_and_positions_break_it():
+    encoder = Encoder(16, 40, 4, 0.0, 3, activation="gelu").eval()
+    x = torch.randn(2, 8, 16)
+    perm = torch.randperm(8)
+    with torch.no_grad():
+        close(encoder(x[:, perm]), encoder(x)[:, perm])
+        positions = PositionalEncoding(16)
+        shuffled = encoder(positions(x[:, perm]))
+        assert not torch.allclose(shuffled, encoder(positions(x))[:, perm], atol=1e-3)
+
+
+@pytest.mark.parametrize("d_model", [8, 7])
+def test_positional_encoding_follows_the_formula(d_model):
+    pe = PositionalEncoding(d_model, max_len=50)
+    for pos in (0, 1, 17, 49):
+        for i in range(d_model):
+            angle = pos / 10000 ** ((i - i % 2) / d_model)
+            expected = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+            assert abs(pe.pe[pos, i].item() - expected) < 1e-6, (pos, i)
+    x = torch.zeros(2, 10, d_model)
+    close(pe(x), pe.pe[:10].expand(2, 10, d_model))
+    assert pe.pe.abs().max() <= 1.0
+    assert len({tuple(row) for row in pe.pe.round(decimals=4).tolist()}) == 50  # every position distinct

@@ -1,0 +1,121 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_helpers import (
+    attention_scores_loop,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax_naive,
+    softmax_stable,
+    toy_embeddings,
+)
+
+
+def test_scores_loop_equals_matrix_vector_product():
+    inputs = toy_embeddings()
+    for query in inputs:
+        torch.testing.assert_close(attention_scores_loop(inputs, query), inputs @ query)
+    inputs = torch.randn(7, 5)  # num_tokens != d
+    query = torch.randn(5)
+    torch.testing.assert_close(attention_scores_loop(inputs, query), inputs @ query)
+
+
+@pytest.mark.parametrize("softmax", [softmax_naive, softmax_stable])
+def test_softmaxes_equal_torch_softmax_on_moderate_scores(softmax):
+    scores = torch.randn(4, 5, 6) * 3
+    for dim in (0, 1, -1):
+        torch.testing.assert_close(softmax(scores, dim=dim), torch.softmax(scores, dim=dim))
+
+
+def test_naive_softmax_overflows_where_the_stable_one_does_not():
+    scores = torch.tensor([1e4, 2e4, 3e4])
+    assert torch.isnan(softmax_naive(scores)).any()  # exp(1e4) = inf, inf / inf = nan
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        stable = softmax_stable(scores.to(dtype))
+        assert torch.isfinite(stable).all(), dtype
+        torch.testing.assert_close(stable.float(), torch.softmax(scores, dim=-1))
+    big = torch.tensor([[1e4, -1e4, 5e3], [0.0, 1e4, 1e4]], dtype=torch.float16)
+    assert torch.isfinite(softmax_stable(big)).all()
+    torch.testing.assert_close(softmax_stable(big).sum(-1), torch.ones(2, dtype=torch.float16))
+
+
+def test_stable_softmax_is_shift_invariant():
+    scores = torch.randn(3, 8)
+    torch.testing.assert_close(softmax_stable(scores), softmax_stable(scores + 1000.0))
+
+
+def test_causal_mask_hides_exactly_the_future():
+    mask = causal_mask(5)
+    assert mask.dtype == torch.bool and mask.shape == (5, 5)
+    for i in range(5):
+        for j in range(5):
+            assert bool(mask[i, j]) == (j > i)
+
+
+def _random_qkv(*batch, num_queries=5, num_keys=7, d_k=4, d_v=6, dtype=torch.float32):
+    return (
+        torch.randn(*batch, num_queries, d_k, dtype=dtype),
+        torch.randn(*batch, num_keys, d_k, dtype=dtype),
+        torch.randn(*batch, num_keys, d_v, dtype=dtype),
+    )
+
+
+def test_sdpa_matches_pytorch_without_mask():
+    q, k, v = _random_qkv(2, 3)  # num_queries != num_keys, d_k != d_v
+    context, weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(context, F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5)
+    assert weights.shape == (2, 3, 5, 7)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+
+
+def test_sdpa_matches_pytorch_with_causal_and_random_masks():
+    q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
+    context, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
+    torch.testing.assert_close(context, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-6, rtol=1e-5)
+    assert (weights.triu(1) == 0).all()
+
+    hidden = torch.rand(2, 6, 6) < 0.4
+    hidden[..., 0] = False  # every query keeps at least one key
+    context, weights = scaled_dot_product_attention(q, k, v, mask=hidden)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden)  # torch: True = may attend
+    torch.testing.assert_close(context, expected, atol=1e-6, rtol=1e-5)
+    assert (weights[hidden] == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 6))
+
+
+def test_fully_masked_row_gives_zero_weights_and_zero_context_with_finite_gradients():
+    q, k, v = (t.requires_grad_() for t in _random_qkv(2, num_queries=4, num_keys=4))
+    hidden = causal_mask(4).expand(2, 4, 4).clone()
+    hidden[0, 2, :] = True  # query 2 of batch 0 may see nothing
+    context, weights = scaled_dot_product_attention(q, k, v, mask=hidden)
+    assert (weights[0, 2] == 0).all() and (context[0, 2] == 0).all()
+    assert torch.isfinite(context).all()
+    # The same convention as PyTorch's fused kernel.
+    torch.testing.assert_close(
+        context, F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden), atol=1e-6, rtol=1e-5
+    )
+    context.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_stays_finite_and_close(dtype):
+    q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
+    reference, _ = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
+    context, weights = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask=causal_mask(6))
+    assert context.dtype == dtype and torch.isfinite(context).all() and torch.isfinite(weights).all()
+    torch.testing.assert_close(context.float(), reference, atol=3e-2, rtol=3e-2)
+    # Masking with -inf (not -1e20, which overflows float16 to -inf anyway and breaks arithmetic) is exact.
+    assert (weights.triu(1) == 0).all()
+
+
+def test_dropout_is_applied_to_the_weights():
+    q, k, v = _random_qkv(num_queries=50, num_keys=50)
+    dropout = torch.nn.Dropout(0.5)
+    _, kept = scaled_dot_product_attention(q, k, v)
+    _, dropped = scaled_dot_product_attention(q, k, v, dropout=dropout)
+    survivors = dropped != 0
+    assert 0.4 < survivors.float().mean() < 0.6
+    torch.testing.assert_close(dropped[survivors], kept[survivors] / 0.5)  # survivors scaled by 1 / (1 - p)

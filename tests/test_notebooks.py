@@ -1,0 +1,83 @@
+"""Structure rules for every notebook in notebooks/ (their outputs are checked by `make nbval`)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+REPO_URL = re.search(r'Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_there_are_notebooks_and_their_names_are_ordered():
+    assert NOTEBOOKS
+    for path in NOTEBOOKS:
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+class TestNotebook:
+    def test_kernel_is_python3(self, path):
+        assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
+
+    def test_outputs_come_from_one_clean_run(self, path):
+        counts = [c["execution_count"] for c in code_cells(load(path)) if source(c).strip()]
+        assert counts == list(range(1, len(counts) + 1))
+
+    def test_no_errors_and_nothing_that_cannot_repeat(self, path):
+        for cell in code_cells(load(path)):
+            for output in cell["outputs"]:
+                assert output["output_type"] != "error", source(cell)[:80]
+                text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+                assert " at 0x" not in text and "grad_fn=" not in text, text[:80]
+                if output["output_type"] == "execute_result":
+                    assert "<Figure" not in text, "end plot cells with plt.show()"
+
+    def test_no_absolute_paths_in_outputs(self, path):
+        for cell in code_cells(load(path)):
+            for output in cell["outputs"]:
+                text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+                assert not re.search(r"(/home/|/root/|/tmp/|/Users/|/work/|[A-Z]:\\\\)", text), text[:120]
+
+    def test_has_a_title_a_colab_badge_and_a_setup_cell(self, path):
+        nb = load(path)
+        first = source(nb["cells"][0])
+        assert first.startswith("# ")
+        badge = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/notebooks/{path.name}"
+        assert badge in first, "the Colab badge must open this notebook from the one repository URL"
+        setup = source(code_cells(nb)[0])
+        assert '"google.colab" in sys.modules' in setup and f'REPO_URL = "{REPO_URL}"' in setup
+        assert "%matplotlib inline" in setup and "import attention_helpers" in setup
+
+    def test_has_a_parameters_cell_after_setup(self, path):
+        cells = code_cells(load(path))
+        tagged = [i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])]
+        assert tagged == [1], "exactly one cell tagged 'parameters', right after the setup cell"
+        assert cells[1]["outputs"] == []
+
+    def test_few_ignored_outputs_and_no_skipped_cells(self, path):
+        cells = code_cells(load(path))
+        ignored = 0
+        for cell in cells:
+            tags = cell["metadata"].get("tags", [])
+            assert "NBVAL_SKIP" not in source(cell) and "nbval-skip" not in tags
+            ignored += "NBVAL_IGNORE_OUTPUT" in source(cell) or "nbval-ignore-output" in tags
+        assert ignored <= 0.10 * len(cells)
+
+    def test_ends_with_a_summary(self, path):
+        last = load(path)["cells"][-1]
+        assert last["cell_type"] == "markdown" and "Summary" in source(last)
