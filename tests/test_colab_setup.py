@@ -17,7 +17,9 @@ NOTEBOOK = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
 
 RUN_CELL = """
 import json, os, sys
+import google.colab  # Colab's kernel has imported it before any cell runs
 from IPython.core.interactiveshell import InteractiveShell
+InteractiveShell.enable_gui = lambda self, gui=None: None  # `%matplotlib inline` needs no event loop here
 shell = InteractiveShell.instance()
 result = shell.run_cell(open(sys.argv[1]).read())
 result.raise_error()
