@@ -13,6 +13,8 @@ PARAMS ?=
 # The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
 CHECK_PARAMS := -p seed 7
 LAB_ARGS ?=
+# Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark clean
 
@@ -22,7 +24,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
+	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
 
 test: lint unit nbval papermill-check
 
