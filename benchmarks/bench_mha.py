@@ -64,7 +64,7 @@ class MinimalAttention(nn.Module):
         return self.out_proj(context.transpose(1, 2).reshape(b, n, d))
 
 
-def build(d_model: int, num_heads: int, tokens: int) -> dict[str, callable]:
+def build(d_model: int, num_heads: int, tokens: int) -> tuple[dict[str, callable], list[nn.Module]]:
     """Every implementation with the same weights (all with biases, as nn.MultiheadAttention has by default)."""
     ours = MultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
     torch_mha = to_torch(ours)
@@ -76,23 +76,29 @@ def build(d_model: int, num_heads: int, tokens: int) -> dict[str, callable]:
         minimal.out_proj.load_state_dict(ours.out_proj.state_dict())
         seed.load_state_dict({**ours.state_dict(), "mask": seed.mask})
     mask = causal_mask(tokens)
-    return {
+    modules = [ours, torch_mha, minimal, seed]
+    impls = {
         "ours, fast path": lambda x: ours(x),
         "ours, explicit path": lambda x: ours(x, return_weights=True)[0],
         "minimal (fused qkv + SDPA)": lambda x: minimal(x),
         "nn.MultiheadAttention": lambda x: torch_mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0],
         "seed 001 class": lambda x: seed(x),
     }
+    return impls, modules
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: allocator, thread pool, kernel selection
-    times = []
+def median_seconds(steps: dict[str, callable], repeats: int) -> dict[str, float]:
+    """Median time of each step. The steps take turns within every repeat, so a disturbance from the rest of
+    the machine lands on all of them alike instead of on whichever happened to be running."""
+    for step in steps.values():
+        step()  # warm-up: allocator, thread pool, kernel selection
+    times = {name: [] for name in steps}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -105,7 +111,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     args = parser.parse_args(argv)
 
     torch.manual_seed(0)
-    impls = build(args.dim, args.heads, args.tokens)
+    impls, modules = build(args.dim, args.heads, args.tokens)
+    params = [x for m in modules for x in m.parameters()]
     x = torch.randn(args.batch, args.tokens, args.dim)
     with torch.no_grad():
         reference = impls["minimal (fused qkv + SDPA)"](x)
@@ -117,8 +124,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         f"CPU with {torch.get_num_threads()} threads; median of {args.repeats} runs"
     )
     results: dict[str, dict[str, float]] = {}
+    x_grad = x.clone().requires_grad_()
     for mode in ("forward", "forward+backward"):
-        timings = {}
+        steps = {}
         for name, fn in impls.items():
             if mode == "forward":
 
@@ -126,12 +134,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                     with torch.no_grad():
                         fn(x)
             else:
-                x_grad = x.clone().requires_grad_()
 
-                def step(fn=fn, x_grad=x_grad):
+                def step(fn=fn):
+                    for tensor in params:  # fresh gradients every time, as after optimizer.zero_grad()
+                        tensor.grad = None
                     fn(x_grad).sum().backward()
 
-            timings[name] = median_seconds(step, args.repeats)
+            steps[name] = step
+        timings = median_seconds(steps, args.repeats)
         base, torch_time, seed_time = (
             timings["minimal (fused qkv + SDPA)"],
             timings["nn.MultiheadAttention"],
