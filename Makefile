@@ -19,7 +19,8 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 .PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
+	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
 

@@ -2,6 +2,10 @@
 
 Modules, each importable on its own, depend on one another in one direction:
 ``data -> functional -> attention -> encoder``; ``plotting`` and ``interop`` sit on top.
+
+"Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
+from (not random seeds): the classes keep their constructor arguments, so that the same
+``torch.manual_seed`` reproduces their printed numbers.
 """
 
 from .attention import (

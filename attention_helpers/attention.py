@@ -1,8 +1,8 @@
 """Self-attention modules, from the simplest single head to multi-head attention.
 
-The classes follow seed 001's constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``,
-``out_proj``) and parameter creation order, so that the same ``torch.manual_seed`` gives the same weights,
-and therefore the same numbers, as the seed's own classes.
+The classes keep the constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``, ``out_proj``)
+and parameter creation order of seed 001, the reference notebook this series follows, so that the same
+``torch.manual_seed`` gives the same weights, and therefore the same numbers, as the seed's own classes.
 
 Inputs are batch-first: ``(batch, num_tokens, d_in)``.
 """
@@ -293,6 +293,8 @@ class MultiHeadAttention(nn.Module):
         cls, torch_mha: nn.MultiheadAttention, *, causal: bool = False, context_length: int | None = None
     ) -> MultiHeadAttention:
         """Build a module with the same weights as a ``torch.nn.MultiheadAttention``.
+
+        Unlike the constructor, ``causal`` defaults to ``False`` here: torch's module has no built-in mask.
 
         Given the same self-attention input (ours batch-first), both compute the same output; pass
         ``causal=True`` (and a ``context_length``) to compare with torch's module run with a causal

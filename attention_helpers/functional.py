@@ -2,7 +2,7 @@
 
 Mask convention used everywhere in this package (and by ``nn.MultiheadAttention``'s boolean masks):
 ``True`` marks a position to *hide*. ``F.scaled_dot_product_attention`` uses the opposite convention
-(``True`` = may attend), so the fast paths pass ``~mask``.
+(``True`` = may attend), so ``MultiHeadAttention``'s fast path (in ``attention.py``) passes ``~mask``.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax that subtracts the maximum first, so no exponent exceeds ``exp(0) = 1``.
+    """Softmax that subtracts the maximum first, so that ``exp`` cannot overflow.
 
     ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m``
-    (the ``exp(-m)`` factors cancel), and with ``m = max(x)`` it cannot overflow: the result is
+    (the ``exp(-m)`` factors cancel). With ``m = max(x)`` no exponent exceeds 0, so no term exceeds
+    ``exp(0) = 1`` and nothing can overflow: the result is
     finite for scores of size 1e4 in float32 and float16. A slice that is entirely ``-inf`` has
     no maximum to subtract and gives ``nan``, as ``torch.softmax`` does.
 

@@ -33,8 +33,7 @@ def _check_labels(name: str, labels: Sequence[str], count: int, what: str) -> No
 def plot_embeddings_3d(vectors: torch.Tensor, labels: Sequence[str], ax=None, title: str = "Word embeddings in 3D"):
     """Scatter ``(num_words, 3)`` vectors in 3D, each point named by its word; all three axes labelled.
 
-    In JupyterLab, ``%matplotlib widget`` (ipympl) makes the figure rotatable with the mouse; with
-    ``%matplotlib inline``, pass a fresh ``ax`` and call ``ax.view_init(elev, azim)`` to turn it.
+    To turn the view, call ``ax.view_init(elev, azim)`` on the returned axes before ``plt.show()``.
     """
     points = _as_2d("vectors", vectors)
     if points.shape[1] != 3:

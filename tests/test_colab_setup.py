@@ -7,6 +7,7 @@ package from the clone, import it from there and change into the clone's noteboo
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -32,8 +33,18 @@ print(json.dumps({
 """
 
 
+def local_repository(tmp_path: Path) -> Path:
+    """A git repository holding this working tree as it is now, to stand in for the GitHub URL."""
+    remote = tmp_path / "remote"
+    ignore = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache", "*.egg-info")
+    shutil.copytree(ROOT, remote, ignore=ignore)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-C", str(remote)]
+    for args in (["init", "--quiet"], ["add", "--all"], ["commit", "--quiet", "-m", "snapshot"]):
+        subprocess.run([*git, *args], check=True)
+    return remote
+
+
 def test_setup_cell_clones_and_installs_the_package_on_colab(tmp_path):
-    assert (ROOT / ".git").exists(), "the simulation clones this repository, so it must be a git checkout"
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     setup_source = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
     assert '"google.colab" in sys.modules' in setup_source
@@ -61,7 +72,7 @@ def test_setup_cell_clones_and_installs_the_package_on_colab(tmp_path):
     env = {
         **os.environ,
         "PYTHONPATH": str(tmp_path / "fake_modules"),
-        "SERIES_REPO_URL": str(ROOT),
+        "SERIES_REPO_URL": local_repository(tmp_path).as_uri(),
         "MPLBACKEND": "Agg",
     }
     env.pop("VIRTUAL_ENV", None)

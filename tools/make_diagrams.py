@@ -34,7 +34,7 @@ def attention_pipeline(path: Path) -> None:
     ax.set_ylim(0, 4.4)
     ax.axis("off")
     _box(ax, 1.25, 2.2, "inputs X\n(num_tokens, d_in)", "input", w=2.3, h=1.0)
-    for y, name in ((3.6, "Q = X W_q"), (2.2, "K = X W_k"), (0.8, "V = X W_v")):
+    for y, name in ((3.6, "Q = X W_query"), (2.2, "K = X W_key"), (0.8, "V = X W_value")):
         _box(ax, 4.35, y, name + "\n(num_tokens, d_out)", "qkv", w=2.5)
         _arrow(ax, (2.45, 2.2), (3.05, y))
     _box(ax, 7.3, 2.9, "scores\nQ Kᵀ / √d_k", "op", w=1.9, h=1.0)
@@ -46,7 +46,8 @@ def attention_pipeline(path: Path) -> None:
     _arrow(ax, (10.6, 2.7), (10.8, 2.3))
     _arrow(ax, (5.65, 0.8), (10.8, 1.6))
     ax.set_title(
-        "Self-attention in one picture: every token's output is a weighted mix of all value vectors", fontsize=12
+        "Self-attention in one picture: each token's output is a weighted mix of the value vectors it may see",
+        fontsize=12,
     )
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
