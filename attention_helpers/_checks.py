@@ -18,8 +18,9 @@ def shape_str(shape) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def check_tensor(name: str, x, ndims: tuple[int, ...], layout: str) -> None:
-    """Require a floating-point tensor with one of the ranks in ``ndims``.
+def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> None:
+    """Require a floating-point tensor with one of the ranks in ``ndims`` (a tuple), or at least ``ndims``
+    dimensions (an int).
 
     ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
     """
@@ -30,8 +31,9 @@ def check_tensor(name: str, x, ndims: tuple[int, ...], layout: str) -> None:
             f"{name} must have a floating-point dtype, got {x.dtype} with shape {shape_str(x.shape)}; "
             f"convert it with {name}.float()"
         )
-    if x.dim() not in ndims:
-        ranks = " or ".join(str(n) for n in ndims)
+    rank_ok = x.dim() >= ndims if isinstance(ndims, int) else x.dim() in ndims
+    if not rank_ok:
+        ranks = f"at least {ndims}" if isinstance(ndims, int) else " or ".join(str(n) for n in ndims)
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
 
 
@@ -67,7 +69,7 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
         broadcast = None
     if broadcast != torch.Size(target_shape):
         raise ValueError(
-            f"{name} of shape {shape_str(mask.shape)} does not broadcast to the attention scores' "
+            f"{name} of shape {shape_str(mask.shape)} does not broadcast to the expected "
             f"shape {shape_str(target_shape)} {layout}"
         )
     check_same_device(name, mask, "the inputs", like)

@@ -20,7 +20,6 @@ from ._checks import (
     check_probability,
     check_size,
     check_tensor,
-    shape_str,
 )
 from .functional import scaled_dot_product_attention
 
@@ -244,8 +243,8 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             x: ``(batch, num_tokens, d_in)``.
-            key_padding_mask: optional boolean ``(batch, num_tokens)``, ``True`` for padding tokens that
-                no query may attend to (the convention of ``nn.MultiheadAttention``).
+            key_padding_mask: optional boolean ``(batch, num_tokens)`` (or broadcastable to it), ``True`` for
+                padding tokens that no query may attend to (the convention of ``nn.MultiheadAttention``).
             return_weights: also return the per-head attention weights (explicit path).
 
         Returns:
@@ -257,11 +256,7 @@ class MultiHeadAttention(nn.Module):
         _check_context_length(num_tokens, self.context_length)
         if key_padding_mask is not None:
             check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_tokens), "(batch, num_tokens)", x)
-            if key_padding_mask.shape != (batch, num_tokens):
-                raise ValueError(
-                    f"key_padding_mask must have shape (batch, num_tokens) = ({batch}, {num_tokens}), "
-                    f"got {shape_str(key_padding_mask.shape)}"
-                )
+            key_padding_mask = key_padding_mask.expand(batch, num_tokens)  # (num_tokens,) serves every sequence
 
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         keys = self._split_heads(self.W_key(x))

@@ -17,7 +17,7 @@ from ._checks import shape_str
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 
 
-def _as_2d(name: str, values, rows: int | None = None) -> torch.Tensor:
+def _as_2d(name: str, values) -> torch.Tensor:
     if not isinstance(values, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
     if values.dim() != 2:
@@ -98,9 +98,10 @@ def plot_attention_heads(
 ):
     """A grid of heatmaps, one per head, from ``(num_heads, num_tokens, num_tokens)`` weights
     (take one batch element of a ``(batch, num_heads, ...)`` tensor first). Returns the figure."""
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 3:
-        got = shape_str(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-        raise ValueError(f"weights must have shape (num_heads, num_tokens, num_tokens), got {got}")
+    if not isinstance(weights, torch.Tensor):
+        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    if weights.dim() != 3:
+        raise ValueError(f"weights must have shape (num_heads, num_tokens, num_tokens), got {shape_str(weights.shape)}")
     num_heads = weights.shape[0]
     ncols = min(ncols, num_heads)
     nrows = -(-num_heads // ncols)

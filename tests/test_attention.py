@@ -392,3 +392,10 @@ def test_same_seed_gives_seed_001s_numbers():
         assert torch.equal(outputs[name].round(decimals=4), torch.tensor(expected)), name
     # The wrapper's first head is built first, from the same random numbers as the lone CausalAttention.
     assert torch.equal(wrapper[0, :, :2], outputs["CausalAttention (seed 123)"])
+
+
+def test_one_padding_row_serves_the_whole_batch():
+    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3))
+    x = torch.randn(3, 7, 6)
+    padding = torch.tensor([False] * 5 + [True] * 2)  # (num_tokens,)
+    close(mha(x, padding), mha(x, padding.expand(3, 7)))

@@ -119,3 +119,8 @@ def test_dropout_is_applied_to_the_weights():
     survivors = dropped != 0
     assert 0.4 < survivors.float().mean() < 0.6
     torch.testing.assert_close(dropped[survivors], kept[survivors] / 0.5)  # survivors scaled by 1 / (1 - p)
+
+
+def test_softmax_accepts_any_rank():
+    scores = torch.randn(2, 1, 3, 1, 2, 1, 2, 2, 5)  # 9 dimensions
+    torch.testing.assert_close(softmax_stable(scores), torch.softmax(scores, dim=-1))
