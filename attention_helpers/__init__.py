@@ -1,7 +1,7 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting`` and ``interop`` sit on top.
+``data -> functional -> attention -> encoder``; ``plotting``, ``widgets`` and ``interop`` sit on top.
 
 "Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
 from (not random seeds): the classes keep their constructor arguments, so that the same
@@ -20,12 +20,31 @@ from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEn
 from .functional import (
     attention_scores_loop,
     causal_mask,
+    random_dot_products,
     scaled_dot_product_attention,
     softmax_naive,
     softmax_stable,
+    softmax_with_temperature,
 )
 from .interop import to_torch
-from .plotting import diagram_path, plot_attention, plot_attention_heads, plot_embeddings_3d, show_diagram
+from .plotting import (
+    diagram_path,
+    plot_attention,
+    plot_attention_heads,
+    plot_dropout,
+    plot_embeddings_3d,
+    plot_scaling,
+    plot_scores,
+    show_diagram,
+)
+from .widgets import (
+    dropout_widget,
+    heads_widget,
+    query_scores_widget,
+    rotate_embeddings_widget,
+    scaling_widget,
+    temperature_widget,
+)
 
 __version__ = "0.1.0"
 
@@ -44,13 +63,24 @@ __all__ = [
     "attention_scores_loop",
     "causal_mask",
     "diagram_path",
+    "dropout_widget",
+    "heads_widget",
     "plot_attention",
     "plot_attention_heads",
+    "plot_dropout",
     "plot_embeddings_3d",
+    "plot_scaling",
+    "plot_scores",
+    "query_scores_widget",
+    "random_dot_products",
+    "rotate_embeddings_widget",
     "scaled_dot_product_attention",
+    "scaling_widget",
     "show_diagram",
     "softmax_naive",
     "softmax_stable",
+    "softmax_with_temperature",
+    "temperature_widget",
     "to_torch",
     "toy_embeddings",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import check_bool_mask, check_size, check_tensor, shape_str
+from ._checks import check_bool_mask, check_positive_int, check_size, check_tensor, shape_str
 
 
 def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -71,6 +71,42 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     check_tensor("x", x, 1, "(..., num_scores)")
     exp_x = torch.exp(x - x.amax(dim=dim, keepdim=True))
     return exp_x / exp_x.sum(dim=dim, keepdim=True)
+
+
+def softmax_with_temperature(x: torch.Tensor, temperature: float, dim: int = -1) -> torch.Tensor:
+    """``softmax(x / temperature)``: below 1 sharpens the weights towards the largest score, above 1
+    flattens them towards uniform. ``temperature = 1`` is the ordinary softmax.
+
+    Args:
+        x: scores of any shape.
+        temperature: a positive number.
+
+    Returns:
+        Same shape as ``x``; slices along ``dim`` sum to 1.
+    """
+    check_tensor("x", x, 1, "(..., num_scores)")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a positive number, got {type(temperature).__name__} ({temperature!r})")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be positive and finite, got {temperature}")
+    return softmax_stable(x / temperature, dim=dim)
+
+
+def random_dot_products(d_k: int, num_pairs: int = 2000, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Dot products ``q · k`` of ``num_pairs`` random query/key pairs whose ``d_k`` entries are
+    independent standard normal numbers.
+
+    Each product is a sum of ``d_k`` terms of variance 1, so its variance is ``d_k`` and its standard
+    deviation ``sqrt(d_k)``: the reason scaled dot-product attention divides the scores by ``sqrt(d_k)``.
+
+    Returns:
+        ``(num_pairs,)`` float32 tensor.
+    """
+    check_positive_int("d_k", d_k)
+    check_positive_int("num_pairs", num_pairs)
+    queries = torch.randn(num_pairs, d_k, generator=generator)
+    keys = torch.randn(num_pairs, d_k, generator=generator)
+    return (queries * keys).sum(dim=-1)
 
 
 def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> torch.Tensor:

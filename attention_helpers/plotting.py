@@ -6,13 +6,15 @@ the notebook cell ends with ``plt.show()``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import shape_str
+from ._checks import check_positive_int, check_probability, shape_str
+from .functional import random_dot_products
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 
@@ -30,10 +32,18 @@ def _check_labels(name: str, labels: Sequence[str], count: int, what: str) -> No
         raise ValueError(f"{name} has {len(labels)} labels but there are {count} {what}")
 
 
-def plot_embeddings_3d(vectors: torch.Tensor, labels: Sequence[str], ax=None, title: str = "Word embeddings in 3D"):
+def plot_embeddings_3d(
+    vectors: torch.Tensor,
+    labels: Sequence[str],
+    ax=None,
+    title: str = "Word embeddings in 3D",
+    elev: float | None = None,
+    azim: float | None = None,
+):
     """Scatter ``(num_words, 3)`` vectors in 3D, each point named by its word; all three axes labelled.
 
-    To turn the view, call ``ax.view_init(elev, azim)`` on the returned axes before ``plt.show()``.
+    ``elev`` and ``azim`` (degrees) turn the camera: elevation above the x-y plane and rotation about
+    the vertical axis (Matplotlib's defaults, 30 and -60, when None).
     """
     points = _as_2d("vectors", vectors)
     if points.shape[1] != 3:
@@ -48,6 +58,106 @@ def plot_embeddings_3d(vectors: torch.Tensor, labels: Sequence[str], ax=None, ti
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")
     ax.set_title(title)
+    ax.view_init(elev=elev, azim=azim)
+    return ax
+
+
+def plot_scores(
+    values: torch.Tensor,
+    labels: Sequence[str],
+    ax=None,
+    title: str = "Attention scores",
+    ylabel: str = "score",
+    ylim: tuple[float, float] | None = None,
+):
+    """Bar chart of one value per word, ``(num_words,)``, with the words on the x axis and each bar's
+    value written on it (two decimals). Used for one query's scores or its attention weights."""
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+    if values.dim() != 1:
+        raise ValueError(f"values must have shape (num_words,), got {shape_str(values.shape)}")
+    _check_labels("labels", labels, values.shape[0], "values")
+    heights = values.detach().float().cpu().tolist()
+    if ax is None:
+        ax = plt.figure(figsize=(1.5 + 0.9 * len(heights), 3.2)).add_subplot()
+    bars = ax.bar(range(len(heights)), heights, color="#4c72b0")
+    ax.bar_label(bars, labels=[f"{h:.2f}" for h in heights], fontsize=9)
+    ax.set_xticks(range(len(heights)), labels=list(labels))
+    ax.set_xlabel("word")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.axhline(0.0, color="black", lw=0.8)
+    return ax
+
+
+def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
+    """Why attention divides by ``sqrt(d_k)``, for random queries and keys with ``d_k`` entries.
+
+    Left: the spread of raw dot products ``q · k`` (standard deviation about ``sqrt(d_k)``) next to
+    the scaled ones ``q · k / sqrt(d_k)`` (about 1). Right: one query's softmax weights over
+    ``num_keys`` random keys, raw and scaled: the raw weights pile onto one key as ``d_k`` grows.
+    Draws from a ``torch.Generator`` seeded with ``seed``, leaving the global random state alone.
+    Returns the figure.
+    """
+    check_positive_int("num_keys", num_keys)
+    generator = torch.Generator().manual_seed(seed)
+    raw = random_dot_products(d_k, generator=generator)
+    scaled = raw / math.sqrt(d_k)
+    query = torch.randn(d_k, generator=generator)
+    keys = torch.randn(num_keys, d_k, generator=generator)
+    raw_weights = torch.softmax(keys @ query, dim=-1)
+    scaled_weights = torch.softmax(keys @ query / math.sqrt(d_k), dim=-1)
+
+    fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(11, 3.6))
+    limit = max(4.0, float(raw.abs().max()))
+    bins = torch.linspace(-limit, limit, 61).tolist()
+    ax_spread.hist(raw.tolist(), bins=bins, alpha=0.6, label=f"q · k  (std {raw.std():.2f})")
+    ax_spread.hist(scaled.tolist(), bins=bins, alpha=0.6, label=f"q · k / √d_k  (std {scaled.std():.2f})")
+    ax_spread.set_xlabel("score")
+    ax_spread.set_ylabel("number of query/key pairs")
+    ax_spread.set_title(f"Spread of 2000 random dot products, d_k = {d_k}")
+    ax_spread.legend(fontsize=8)
+
+    positions = torch.arange(num_keys)
+    ax_weights.bar((positions - 0.2).tolist(), raw_weights.tolist(), width=0.4, label="softmax(q · k)")
+    ax_weights.bar((positions + 0.2).tolist(), scaled_weights.tolist(), width=0.4, label="softmax(q · k / √d_k)")
+    ax_weights.set_xticks(positions.tolist(), labels=[f"key {j}" for j in range(num_keys)])
+    ax_weights.set_ylim(0, 1)
+    ax_weights.set_xlabel("key")
+    ax_weights.set_ylabel("attention weight")
+    ax_weights.set_title(f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled")
+    ax_weights.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
+    """Heatmap of ``nn.Dropout(p)`` (training mode) applied to a ``(size, size)`` matrix of ones.
+
+    Dropped entries are 0; the survivors are scaled to ``1 / (1 - p)`` so that the expected value of
+    every entry stays 1. The title counts the survivors and gives the matrix's mean. The draw is made
+    with ``torch.manual_seed(seed)`` inside ``torch.random.fork_rng``, so it repeats for a seed and
+    leaves the caller's random state alone; with ``p=0.5`` and seed 123 it is seed 001's example.
+    """
+    check_probability("p", p)
+    check_positive_int("size", size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        dropped = torch.nn.Dropout(p).train()(torch.ones(size, size))
+    if ax is None:
+        ax = plt.figure(figsize=(1 + 0.75 * size, 0.9 + 0.65 * size)).add_subplot()
+    ax.imshow(dropped.numpy(), cmap="Blues", vmin=0.0, vmax=max(2.0, 1.0 / (1.0 - p)))
+    for i in range(size):
+        for j in range(size):
+            ax.text(j, i, f"{float(dropped[i, j]):.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(size))
+    ax.set_yticks(range(size))
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+    kept = int((dropped != 0).sum())
+    ax.set_title(f"Dropout p = {p:.2f}: {kept} of {size * size} kept, mean {float(dropped.mean()):.2f}")
     return ax
 
 

@@ -5,9 +5,11 @@ import torch.nn.functional as F
 from attention_helpers import (
     attention_scores_loop,
     causal_mask,
+    random_dot_products,
     scaled_dot_product_attention,
     softmax_naive,
     softmax_stable,
+    softmax_with_temperature,
     toy_embeddings,
 )
 
@@ -124,3 +126,30 @@ def test_dropout_is_applied_to_the_weights():
 def test_softmax_accepts_any_rank():
     scores = torch.randn(2, 1, 3, 1, 2, 1, 2, 2, 5)  # 9 dimensions
     torch.testing.assert_close(softmax_stable(scores), torch.softmax(scores, dim=-1))
+
+
+def test_temperature_one_is_softmax_low_sharpens_high_flattens():
+    scores = torch.randn(4, 7)
+    assert torch.allclose(softmax_with_temperature(scores, 1.0), torch.softmax(scores, dim=-1))
+    cold = softmax_with_temperature(scores, 0.01)
+    hot = softmax_with_temperature(scores, 1000.0)
+    assert torch.allclose(cold, F.one_hot(scores.argmax(-1), 7).float(), atol=1e-4)  # all weight on the maximum
+    assert torch.allclose(hot, torch.full_like(hot, 1 / 7), atol=1e-3)  # nearly uniform
+    warm = softmax_with_temperature(scores, 2.0)
+    assert torch.equal(warm.argsort(-1), scores.argsort(-1))  # the order of the scores is kept
+    assert torch.allclose(cold.sum(-1), torch.ones(4))
+
+
+@pytest.mark.parametrize(("temperature", "error"), [(0.0, ValueError), (-1.0, ValueError), ("1", TypeError)])
+def test_temperature_must_be_a_positive_number(temperature, error):
+    with pytest.raises(error, match="temperature"):
+        softmax_with_temperature(torch.zeros(3), temperature)
+
+
+@pytest.mark.parametrize("d_k", [1, 16, 256])
+def test_random_dot_products_spread_like_sqrt_d_k(d_k):
+    products = random_dot_products(d_k, num_pairs=20000, generator=torch.Generator().manual_seed(0))
+    assert products.shape == (20000,)
+    # variance of a sum of d_k independent products of two standard normals is d_k
+    assert abs(products.std().item() / d_k**0.5 - 1) < 0.05
+    assert abs(products.mean().item()) < 0.05 * d_k**0.5

@@ -1,0 +1,101 @@
+"""Knobs for the notebooks (ipywidgets): each widget only passes its controls' values to a plotting
+function from ``plotting`` or a computation from ``functional``, both tested on their own.
+
+Every function returns a ``VBox`` of the controls above an ``Output`` area; display it as a cell's last
+expression. The figure is redrawn whenever a control moves. A widget needs a live kernel: a stored
+notebook (GitHub, nbval) shows no figure for it, so each notebook draws the same figure statically too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import torch
+
+from ._checks import check_tensor
+from .functional import attention_scores_loop, softmax_with_temperature
+from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_scaling, plot_scores
+
+
+def _panel(draw: Callable[..., None], **controls: widgets.ValueWidget) -> widgets.VBox:
+    def draw_and_show(**values):
+        draw(**values)
+        plt.show()
+
+    output = widgets.interactive_output(draw_and_show, controls)
+    return widgets.VBox([widgets.HBox(list(controls.values())), output])
+
+
+def _check_labels(labels: Sequence[str], count: int, what: str) -> None:
+    if len(labels) != count:
+        raise ValueError(f"labels has {len(labels)} entries but there are {count} {what}")
+
+
+def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
+    """Sliders for the camera's elevation and azimuth over :func:`plot_embeddings_3d` of
+    ``(num_words, 3)`` vectors."""
+    check_tensor("vectors", vectors, (2,), "(num_words, 3)")
+    _check_labels(labels, vectors.shape[0], "vectors")
+    return _panel(
+        lambda elev, azim: plot_embeddings_3d(vectors, labels, elev=elev, azim=azim, title="Turn the view"),
+        elev=widgets.IntSlider(value=30, min=-90, max=90, step=5, description="elevation"),
+        azim=widgets.IntSlider(value=-60, min=-180, max=180, step=5, description="azimuth"),
+    )
+
+
+def query_scores_widget(inputs: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
+    """Choose a query word; see its dot-product scores with every word of ``(num_words, d)`` inputs."""
+    check_tensor("inputs", inputs, (2,), "(num_words, d)")
+    _check_labels(labels, inputs.shape[0], "rows in inputs")
+
+    def draw(query_index: int) -> None:
+        scores = attention_scores_loop(inputs, inputs[query_index])
+        plot_scores(scores, labels, title=f"Dot products with the query {labels[query_index]!r}")
+
+    options = [(word, i) for i, word in enumerate(labels)]
+    dropdown = widgets.Dropdown(options=options, value=min(1, len(labels) - 1), description="query")
+    return _panel(draw, query_index=dropdown)
+
+
+def temperature_widget(scores: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
+    """A temperature slider (0.1 to 10, log scale) over ``softmax(scores / temperature)`` of one
+    query's ``(num_words,)`` scores."""
+    check_tensor("scores", scores, (1,), "(num_words,)")
+    _check_labels(labels, scores.shape[0], "scores")
+
+    def draw(temperature: float) -> None:
+        weights = softmax_with_temperature(scores, temperature)
+        plot_scores(weights, labels, title=f"softmax(scores / {temperature:.2f})", ylabel="weight", ylim=(0, 1))
+
+    slider = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature")
+    return _panel(draw, temperature=slider)
+
+
+def scaling_widget(seed: int = 0) -> widgets.VBox:
+    """A d_k slider (1 to 1024) over :func:`plot_scaling`: raw vs scaled dot products and weights."""
+    options = [2**i for i in range(11)]
+    return _panel(
+        lambda d_k: plot_scaling(d_k, seed=seed),
+        d_k=widgets.SelectionSlider(options=options, value=64, description="d_k"),
+    )
+
+
+def dropout_widget(size: int = 6, seed: int = 123) -> widgets.VBox:
+    """A dropout-probability slider (0 to 0.9) over :func:`plot_dropout` of a matrix of ones."""
+    return _panel(
+        lambda p: plot_dropout(p, size=size, seed=seed),
+        p=widgets.FloatSlider(value=0.5, min=0.0, max=0.9, step=0.1, description="p"),
+    )
+
+
+def heads_widget(attn_weights: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
+    """Choose a head; see its ``(num_tokens, num_tokens)`` slice of ``(num_heads, num_tokens, num_tokens)``
+    attention weights as a heatmap with the words as ticks."""
+    check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)")
+    _check_labels(labels, attn_weights.shape[1], "query tokens in attn_weights")
+    return _panel(
+        lambda head: plot_attention(attn_weights[head], labels, title=f"Head {head}"),
+        head=widgets.IntSlider(value=0, min=0, max=attn_weights.shape[0] - 1, description="head"),
+    )

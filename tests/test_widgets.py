@@ -1,0 +1,104 @@
+"""Each widget passes its controls' values to a tested function, and redraws when a control moves."""
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+import attention_helpers as ah
+import attention_helpers.widgets as ah_widgets
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _controls(panel: widgets.VBox) -> list:
+    controls, output = panel.children
+    assert isinstance(output, widgets.Output)
+    return list(controls.children)
+
+
+def _record(monkeypatch, name: str) -> list:
+    """Replace widgets.<name> by a recorder that still draws, and return the list of its calls."""
+    calls = []
+    original = getattr(ah_widgets, name)
+
+    def recorder(*args, **kwargs):
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ah_widgets, name, recorder)
+    return calls
+
+
+def test_rotate_widget_turns_the_camera(monkeypatch):
+    calls = _record(monkeypatch, "plot_embeddings_3d")
+    elev, azim = _controls(ah.rotate_embeddings_widget(ah.toy_embeddings(), ah.WORDS))
+    azim.value = 45
+    elev.value = 10
+    assert [(c[1]["elev"], c[1]["azim"]) for c in calls] == [(30, -60), (30, 45), (10, 45)]
+
+
+def test_query_widget_plots_the_chosen_words_dot_products(monkeypatch):
+    calls = _record(monkeypatch, "plot_scores")
+    inputs = ah.toy_embeddings()
+    (dropdown,) = _controls(ah.query_scores_widget(inputs, ah.WORDS))
+    assert dropdown.label == "journey"
+    dropdown.value = 4
+    assert dropdown.label == "one"
+    scores = [c[0][0] for c in calls]
+    assert torch.allclose(scores[0], inputs @ inputs[1]) and torch.allclose(scores[1], inputs @ inputs[4])
+    assert "'one'" in calls[1][1]["title"]
+
+
+def test_temperature_widget_shows_softmax_of_scaled_scores(monkeypatch):
+    calls = _record(monkeypatch, "plot_scores")
+    scores = torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
+    (slider,) = _controls(ah.temperature_widget(scores, ah.WORDS))
+    slider.value = 0.1
+    first, sharp = calls[0][0][0], calls[1][0][0]
+    assert torch.allclose(first, torch.softmax(scores, dim=-1))
+    assert torch.allclose(sharp, torch.softmax(scores / 0.1, dim=-1))
+    assert sharp.max() > first.max()  # a low temperature sharpens
+
+
+def test_scaling_widget_passes_d_k(monkeypatch):
+    calls = _record(monkeypatch, "plot_scaling")
+    (slider,) = _controls(ah.scaling_widget(seed=3))
+    slider.value = 512
+    assert [(c[0][0], c[1]["seed"]) for c in calls] == [(64, 3), (512, 3)]
+
+
+def test_dropout_widget_passes_p(monkeypatch):
+    calls = _record(monkeypatch, "plot_dropout")
+    (slider,) = _controls(ah.dropout_widget(size=4, seed=5))
+    slider.value = 0.2
+    assert [c[0][0] for c in calls] == [0.5, pytest.approx(0.2)]
+    assert all(c[1] == {"size": 4, "seed": 5} for c in calls)
+
+
+def test_heads_widget_shows_the_chosen_head(monkeypatch):
+    calls = _record(monkeypatch, "plot_attention")
+    weights = torch.softmax(torch.randn(3, 6, 6), dim=-1)
+    (slider,) = _controls(ah.heads_widget(weights, ah.WORDS))
+    assert (slider.min, slider.max) == (0, 2)
+    slider.value = 2
+    assert torch.equal(calls[0][0][0], weights[0]) and torch.equal(calls[1][0][0], weights[2])
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: ah.rotate_embeddings_widget(torch.zeros(6, 3), ah.WORDS[:5]), r"5 entries .* 6 vectors"),
+        (lambda: ah.query_scores_widget(torch.zeros(6), ah.WORDS), r"inputs .*\(6,\)"),
+        (lambda: ah.temperature_widget(torch.zeros(6, 6), ah.WORDS), r"scores .*\(6, 6\)"),
+        (lambda: ah.heads_widget(torch.zeros(6, 6), ah.WORDS), r"attn_weights .*\(6, 6\)"),
+        (lambda: ah.heads_widget(torch.zeros(2, 5, 5), ah.WORDS), r"6 entries .* 5 query tokens"),
+    ],
+)
+def test_widgets_reject_bad_input_before_drawing(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
