@@ -1,7 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting``, ``widgets`` and ``interop`` sit on top.
+``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
+(the notebooks' answer checks) sit on top.
 
 "Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
 from (not random seeds): the classes keep their constructor arguments, so that the same
@@ -17,6 +18,7 @@ from .attention import (
 )
 from .data import WORDS, toy_embeddings
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
+from .exercises import check_answer, check_function
 from .functional import (
     attention_scores_loop,
     causal_mask,
@@ -62,6 +64,8 @@ __all__ = [
     "SelfAttentionV2",
     "attention_scores_loop",
     "causal_mask",
+    "check_answer",
+    "check_function",
     "diagram_path",
     "dropout_widget",
     "heads_widget",
