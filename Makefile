@@ -42,20 +42,22 @@ nbval: $(STAMP)
 	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
 
 papermill-check: $(STAMP)
-	@mkdir -p $(BUILD)/papermill-check
+	@rm -rf $(BUILD)/papermill-check && mkdir -p $(BUILD)/papermill-check
 	@for nb in $(NOTEBOOKS); do \
 		echo "papermill $$nb $(CHECK_PARAMS)"; \
 		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd notebooks --kernel python3 \
 			$$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
 	done
+	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*.ipynb
 
 run: $(STAMP)
-	@mkdir -p $(BUILD)/run
+	@rm -rf $(BUILD)/run && mkdir -p $(BUILD)/run
 	@for nb in $(NOTEBOOKS); do \
 		echo "papermill $$nb -> $(BUILD)/run/$$(basename $$nb) $(PARAMS)"; \
 		$(BIN)/papermill --log-level WARNING --cwd notebooks --kernel python3 \
 			$$nb $(BUILD)/run/$$(basename $$nb) $(PARAMS) || exit 1; \
 	done
+	@$(BIN)/python tools/cell_times.py $(BUILD)/run/*.ipynb
 
 notebooks: $(STAMP)
 	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS)

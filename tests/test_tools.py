@@ -1,0 +1,22 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_cell_times_sums_papermill_durations(tmp_path):
+    for name, durations in (("01_a.ipynb", [0.5, None, 1.25]), ("02_b.ipynb", [2.0])):
+        cells = [{"metadata": {"papermill": {"duration": d}}} for d in durations] + [{"metadata": {}}]
+        (tmp_path / name).write_text(json.dumps({"cells": cells}))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "cell_times.py"), *sorted(map(str, tmp_path.glob("*.ipynb")))],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stdout.splitlines()
+    assert "01_a.ipynb" in lines[0] and "1.8 s of cell time (slowest cell 1.2 s)" in lines[0]
+    assert "02_b.ipynb" in lines[1] and "2.0 s" in lines[1]
+    assert lines[2].startswith("series") and "3.8 s" in lines[2]
