@@ -81,3 +81,39 @@ class TestNotebook:
     def test_ends_with_a_summary(self, path):
         last = load(path)["cells"][-1]
         assert last["cell_type"] == "markdown" and "Summary" in source(last)
+
+    def test_diagrams_shown_exist(self, path):
+        for cell in code_cells(load(path)):
+            for name in re.findall(r'show_diagram\("([^"]+)"', source(cell)):
+                assert (ROOT / "images" / f"{name}.png").is_file(), name
+
+    def test_widget_cells_are_marked_and_show_nothing_else(self, path):
+        for cell in code_cells(load(path)):
+            if re.search(r"ah\.\w+_widget\(", source(cell)):
+                assert source(cell).startswith("# NBVAL_IGNORE_OUTPUT"), source(cell)[:80]
+                # in a live kernel the figure goes into the widget; stored, only the widget itself is shown
+                outputs = [o for o in cell["outputs"] if o["output_type"] != "stream" or o["name"] != "stderr"]
+                assert len(outputs) == 1 and "application/vnd.jupyter.widget-view+json" in outputs[0]["data"]
+
+
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00_")]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_has_two_checked_exercises_each_with_a_shown_solution(path):
+    """Each exercise ships unanswered and has a solution that its check accepts (both verdicts stored)."""
+    cells = code_cells(load(path))
+    names = {name for c in cells for name in re.findall(r'ah\.check_(?:answer|function)\(\s*"([^"]+)"', source(c))}
+    printed = "".join("".join(o.get("text", "")) for c in cells for o in c["outputs"])
+    assert len(names) >= 2, f"exercises found: {sorted(names)}"
+    for name in names:
+        assert f"{name}: Not answered yet" in printed, f"{name}: the reader's cell should ship unanswered"
+        assert f"{name}: correct" in printed, f"{name}: no solution that the check accepts"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_summary_names_the_next_notebook(path):
+    summary = source(load(path)["cells"][-1])
+    later = [p for p in NOTEBOOKS if p.name > path.name]
+    if later:
+        assert later[0].name in summary, f"the summary should point to {later[0].name}"
