@@ -6,10 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 IMAGES = Path(__file__).resolve().parent.parent / "images"
-COLORS = {"input": "#dbe9f6", "proj": "#fde2c8", "qkv": "#e3f1dc", "op": "#efe3f6", "out": "#fff2b3"}
+COLORS = {"input": "#dbe9f6", "proj": "#fde2c8", "qkv": "#e3f1dc", "op": "#efe3f6", "out": "#fff2b3", "norm": "#f7c6c6"}
+HEADS = ("#9ecae1", "#fdae6b")  # one colour per attention head
+HIDDEN = "#e0e0e0"  # masked-out (future) cells
+WORDS = ("Your", "journey", "starts", "with", "one", "step")
 
 
 def _box(ax, x, y, text, kind, w=1.6, h=0.8):
@@ -25,6 +28,29 @@ def _arrow(ax, start, end, label=None):
         ax.text(
             (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.18, label, ha="center", fontsize=9, color="#444444"
         )
+
+
+def _inch_axes(width, height):
+    """A figure whose data units are inches (axes fill the figure), so cells stay square and sizes are predictable."""
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    return fig, ax
+
+
+def _grid(ax, left, top, fills, cell, texts=None, hatches=None):
+    """Draw a matrix as square cells from its top-left corner; fills[r][c] is a cell's colour, texts/hatches alike."""
+    for r, row in enumerate(fills):
+        for c, fill in enumerate(row):
+            x, y = left + c * cell, top - (r + 1) * cell
+            hatch = hatches[r][c] if hatches else None
+            ax.add_patch(
+                Rectangle((x, y), cell, cell, fc=fill, ec="#444444", lw=1.0, hatch=hatch, hatchcolor="#aaaaaa")
+            )
+            if texts and texts[r][c]:
+                ax.text(x + cell / 2, y + cell / 2, texts[r][c], ha="center", va="center", fontsize=10)
 
 
 def attention_pipeline(path: Path) -> None:
@@ -53,7 +79,273 @@ def attention_pipeline(path: Path) -> None:
     plt.close(fig)
 
 
-DIAGRAMS = {"attention_pipeline": attention_pipeline}
+def qkv_projections(path: Path) -> None:
+    """The six-word example: X (6, 3) @ W_query, W_key, W_value (3, 2) gives Q, K, V (6, 2), one row per word."""
+    cell = 0.3
+    fig, ax = _inch_axes(8.8, 7.15)
+    x_rows = [[COLORS["input"]] * 3 for _ in WORDS]
+    x_rows[1] = ["#a6c8e8"] * 3  # "journey", followed into Q, K and V
+    _grid(ax, 1.3, 4.9, x_rows, cell)
+    for r, word in enumerate(WORDS):
+        ax.text(1.2, 4.9 - (r + 0.5) * cell, word, ha="right", va="center", fontsize=10)
+    ax.text(1.75, 5.05, "X (inputs)", ha="center", va="bottom", fontsize=11)
+    ax.text(1.75, 2.95, "(num_tokens, d_in)\n= (6, 3)", ha="center", va="top", fontsize=10)
+    for name, weight, role, y in (
+        ("Q", "W_query", "query", 6.1),
+        ("K", "W_key", "key", 4.0),
+        ("V", "W_value", "value", 1.9),
+    ):
+        _arrow(ax, (2.3, 4.0), (2.85, y))
+        ax.text(3.0, y, "@", ha="center", va="center", fontsize=16)
+        _grid(ax, 3.25, y + 1.5 * cell, [[COLORS["proj"]] * 2 for _ in range(3)], cell)
+        ax.text(3.55, y + 1.5 * cell + 0.08, weight, ha="center", va="bottom", fontsize=11)
+        ax.text(3.55, y - 1.5 * cell - 0.08, "(d_in, d_out)\n= (3, 2)", ha="center", va="top", fontsize=10)
+        ax.text(4.2, y, "=", ha="center", va="center", fontsize=16)
+        rows = [[COLORS["qkv"]] * 2 for _ in WORDS]
+        rows[1] = ["#b5dca5"] * 2
+        _grid(ax, 4.5, y + 3 * cell, rows, cell)
+        ax.text(
+            5.35,
+            y,
+            f"{name} = X @ {weight}\n(num_tokens, d_out) = (6, 2)\nrow i = the {role} vector of word i",
+            ha="left",
+            va="center",
+            fontsize=11,
+        )
+    ax.text(
+        0.2,
+        0.75,
+        'Highlighted: the row of "journey" in X gives the row of "journey" in Q, K and V.\n'
+        "The same three weight matrices are shared by every word (every row of X):\n"
+        "their values are what training learns.",
+        ha="left",
+        va="top",
+        fontsize=10.5,
+    )
+    ax.set_title("Queries, keys and values: three matrix products of the same inputs X", fontsize=13)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def masked_attention(path: Path) -> None:
+    """Causal mask: scores with the future set to -inf, then a row-by-row softmax gives weights that are 0 there."""
+    cell, top, n = 0.6, 4.25, len(WORDS)
+    allowed = "#d5c3ea"
+    fig, ax = _inch_axes(12.6, 5.85)
+    fills = [[allowed if c <= r else HIDDEN for c in range(n)] for r in range(n)]
+    hatches = [[None if c <= r else "///" for c in range(n)] for r in range(n)]
+    for left, heading, hidden_text in (
+        (1.5, "1. scores, future set to -inf", "-inf"),
+        (7.7, "2. weights = softmax of each row", "0"),
+    ):
+        texts = [["" if c <= r else hidden_text for c in range(n)] for r in range(n)]
+        _grid(ax, left, top, fills, cell, texts, hatches)
+        for i, word in enumerate(WORDS):
+            ax.text(left - 0.1, top - (i + 0.5) * cell, word, ha="right", va="center", fontsize=10)
+            ax.text(
+                left + (i + 0.5) * cell,
+                top + 0.08,
+                word,
+                rotation=45,
+                rotation_mode="anchor",
+                ha="left",
+                va="bottom",
+                fontsize=10,
+            )
+        ax.text(left + 1.8, top + 0.75, "keys (the words looked at)", ha="center", va="bottom", fontsize=10)
+        ax.text(
+            left - 1.0, top - 1.8, "queries (the words looking)", rotation=90, ha="center", va="center", fontsize=10
+        )
+        ax.text(left + 1.8, top + 1.2, heading, ha="center", va="bottom", fontsize=12, fontweight="bold")
+    for r in range(n):
+        ax.text(7.7 + n * cell + 0.12, top - (r + 0.5) * cell, "sum = 1", ha="left", va="center", fontsize=10)
+    _arrow(ax, (5.3, top - 1.8), (6.45, top - 1.8))
+    ax.text(5.875, top - 1.65, "softmax\nrow by row", ha="center", va="bottom", fontsize=10)
+    ax.text(5.875, top - 1.95, "exp(-inf) = 0", ha="center", va="top", fontsize=10)
+    ax.legend(
+        handles=[
+            Patch(fc=allowed, ec="#444444", label="may attend: the word itself or an earlier word"),
+            Patch(fc=HIDDEN, ec="#444444", hatch="///", hatchcolor="#aaaaaa", label="future: hidden (a later word)"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(6.3, top - 3.75),
+        bbox_transform=ax.transData,
+        ncol=2,
+        fontsize=10,
+        frameon=False,
+    )
+    ax.set_title("Causal attention: each word may only look at itself and the words before it", fontsize=13)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def multihead_split_concat(path: Path) -> None:
+    """Multi-head attention: split d_out into heads, attend in each head, transpose back, concatenate, out_proj."""
+    cell, tokens = 0.32, ("t1", "t2", "t3")
+    fig, ax = _inch_axes(13.8, 7.1)
+    top, middle, bottom = 6.5, 4.1, 1.7  # grid tops of the three rows
+    by_head = [[HEADS[c // 2] for c in range(4)] for _ in tokens]  # head h owns columns 2h and 2h + 1
+    texts = [[t] * 4 for t in tokens]
+    head = [[[colour] * 2 for _ in tokens] for colour in HEADS]
+    heads_left = (8.43, 9.53)  # each head's own (num_tokens, head_dim) matrix
+
+    for row_top in (top, bottom):
+        # (num_tokens, num_heads, head_dim): still one row per token, each row cut into heads
+        _grid(ax, 5.63, row_top, head[0], cell, texts)
+        _grid(ax, 6.33, row_top, head[1], cell, texts)
+        ax.add_patch(Rectangle((5.56, row_top - 1.03), 1.48, 1.1, fill=False, ec="#888888", ls="--"))
+        ax.text(6.3, row_top - 1.13, "(num_tokens,\nnum_heads, head_dim)", ha="center", va="top", fontsize=10)
+        # (num_heads, num_tokens, head_dim): one matrix per head
+        for h, left in enumerate(heads_left):
+            _grid(ax, left, row_top, head[h], cell, texts)
+        _grid(ax, 2.96, row_top, by_head, cell, texts)
+
+    # top row: X -> Q -> split -> heads first
+    _grid(ax, 0.52, top, [[COLORS["input"]] * 3 for _ in tokens], cell, texts)
+    ax.text(1.0, top - 1.06, "X\n(num_tokens, d_in)", ha="center", va="top", fontsize=10)
+    ax.text(3.6, top - 1.06, "Q = X @ W_query\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
+    for h, left in enumerate(heads_left):
+        ax.text(left + cell, top + 0.08, f"head {h + 1}", ha="center", va="bottom", fontsize=10)
+    ax.text(10.5, top - 0.48, "(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10)
+    for start, end, label in (
+        (1.6, 2.84, "@ W_query"),
+        (4.36, 5.46, "split columns\n.view(...)"),
+        (7.14, 8.31, "heads first\n.transpose(1, 2)"),
+    ):
+        _arrow(ax, (start, top - 0.48), (end, top - 0.48))
+        ax.text((start + end) / 2, top - 0.36, label, ha="center", va="bottom", fontsize=10)
+
+    # middle: attention, separately in each head
+    for h, left in enumerate(heads_left):
+        _grid(ax, left - 0.16, middle, [[HEADS[h]] * 3 for _ in tokens], cell)
+        _arrow(ax, (left + cell, top - 1.04), (left + cell, middle + 0.08))
+        _arrow(ax, (left + cell, middle - 1.04), (left + cell, bottom + 0.08))
+    ax.text(
+        10.5,
+        middle - 0.48,
+        "attention in each head on its own:\nweights_h = softmax(Q_h K_hᵀ / √head_dim),\n"
+        "one (num_tokens, num_tokens) matrix per head;\ncontext_h = weights_h @ V_h",
+        ha="left",
+        va="center",
+        fontsize=10,
+    )
+
+    # bottom row, right to left: context per head -> tokens first -> concatenate -> out_proj
+    for h, left in enumerate(heads_left):
+        ax.text(left + cell, bottom - 1.04, f"head {h + 1}", ha="center", va="top", fontsize=10)
+    ax.text(
+        10.5, bottom - 0.48, "context vectors\n(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10
+    )
+    _grid(ax, 0.36, bottom, [[COLORS["out"]] * 4 for _ in tokens], cell, texts)
+    ax.text(1.0, bottom - 1.06, "output\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
+    ax.text(3.6, bottom - 1.06, "heads side by side\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
+    for start, end, label in (
+        (8.31, 7.14, "tokens first\n.transpose(1, 2)"),
+        (5.46, 4.36, "concatenate\n.reshape(...)"),
+        (2.84, 1.76, "out_proj"),
+    ):
+        _arrow(ax, (start, bottom - 0.48), (end, bottom - 0.48))
+        ax.text((start + end) / 2, bottom - 0.36, label, ha="center", va="bottom", fontsize=10)
+
+    note = {"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#999999"}
+    ax.text(
+        0.3,
+        middle + 0.6,
+        "head_dim = d_out / num_heads; here d_out = 4, num_heads = 2, head_dim = 2\n"
+        "(the batch dimension is left out; t1, t2, t3 mark the tokens).\n"
+        "K = X @ W_key and V = X @ W_value are split into heads the same way.",
+        ha="left",
+        va="top",
+        fontsize=10,
+        bbox=note,
+    )
+    ax.text(
+        6.0,
+        bottom + 0.55,
+        "Transpose back BEFORE the reshape: reshaping\n"
+        "(num_heads, num_tokens, head_dim) directly\n"
+        "would mix tokens and heads.",
+        ha="center",
+        va="bottom",
+        fontsize=10,
+        bbox=note,
+    )
+    ax.set_title("Multi-head attention: split d_out into heads, attend in each head, concatenate back", fontsize=13)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def encoder_layer_ln_placement(path: Path) -> None:
+    """One encoder layer, bottom to top, Post-LN beside Pre-LN: the same blocks, LayerNorm in different places."""
+    fig, ax = _inch_axes(11.6, 10.4)
+    attention = "multi-head\nself-attention"
+    ffn = "feed-forward\nLinear(d_model → ffn_hidden)\nReLU\nLinear(ffn_hidden → d_model)"
+    heights = {attention: 0.65, ffn: 1.15, "+": 0.4, "dropout": 0.4, "LayerNorm": 0.45}  # others 0.5
+    x_in, out = ("x  (num_tokens, d_model)", "input"), ("output  (num_tokens, d_model)", "out")
+    ln, drop, add = ("LayerNorm", "norm"), ("dropout", "op"), ("+", "add")
+    # each panel: left edge, heading, steps bottom to top, residuals (branch after step i, into the "+" at step j), note
+    panels = (
+        (
+            0.3,
+            "Post-LN\n(original Transformer, 2017)",
+            [x_in, (attention, "op"), drop, add, ln, (ffn, "op"), drop, add, ln, out],
+            ((0, 3), (4, 7)),
+            "LayerNorm AFTER each add, on the main path:\nx = LayerNorm(x + dropout(sublayer(x)))\n"
+            "The residual path goes through every LayerNorm.",
+        ),
+        (
+            6.1,
+            "Pre-LN\n(used by GPT-2 and most modern models)",
+            [x_in, ln, (attention, "op"), drop, add, ln, (ffn, "op"), drop, add, out],
+            ((0, 4), (4, 8)),
+            "LayerNorm BEFORE each sub-layer, inside the branch:\nx = x + dropout(sublayer(LayerNorm(x)))\n"
+            "The residual path skips every LayerNorm;\na pre-LN stack usually ends with one final LayerNorm.",
+        ),
+    )
+    gap = 0.34
+    for x0, heading, steps, residuals, note in panels:
+        cx, y = x0 + 2.4, 1.3
+        centers, tops = [], []
+        for text, kind in steps:
+            h = heights.get(text, 0.5)
+            if tops:
+                _arrow(ax, (cx, tops[-1]), (cx, y))
+            if kind == "add":
+                ax.add_patch(Circle((cx, y + h / 2), h / 2, fc="white", ec="#444444", lw=1.2))
+                ax.text(cx, y + h / 2, "+", ha="center", va="center", fontsize=14)
+            else:
+                _box(ax, cx, y + h / 2, text, kind, w=3.0, h=h - 0.1)  # _box pads 0.05 on every side
+            centers.append(y + h / 2)
+            tops.append(y + h)
+            y += h + gap
+        for src, dst in residuals:
+            branch = tops[src] + 0.09  # below the arrowhead of the main path
+            ax.plot([cx, cx + 2.0, cx + 2.0], [branch, branch, centers[dst]], color="#444444", lw=1.2)
+            ax.add_patch(Circle((cx, branch), 0.045, color="#444444"))
+            _arrow(ax, (cx + 2.0, centers[dst]), (cx + 0.2, centers[dst]))
+            ax.text(cx + 2.1, (branch + centers[dst]) / 2, "residual", rotation=90, ha="left", va="center", fontsize=10)
+        ax.text(cx, tops[-1] + 0.2, heading, ha="center", va="bottom", fontsize=12, fontweight="bold")
+        ax.text(
+            x0,
+            1.0,
+            note,
+            ha="left",
+            va="top",
+            fontsize=10,
+            bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#c96f6f"},
+        )
+    ax.set_title("Where LayerNorm goes in an encoder layer (read bottom to top; red = LayerNorm)", fontsize=13)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+DIAGRAMS = {
+    "attention_pipeline": attention_pipeline,
+    "qkv_projections": qkv_projections,
+    "masked_attention": masked_attention,
+    "multihead_split_concat": multihead_split_concat,
+    "encoder_layer_ln_placement": encoder_layer_ln_placement,
+}
 
 if __name__ == "__main__":
     for name, draw in DIAGRAMS.items():
