@@ -51,9 +51,11 @@ def plot_embeddings_3d(
     _check_labels("labels", labels, points.shape[0], "vectors")
     if ax is None:
         ax = plt.figure(figsize=(6, 5)).add_subplot(projection="3d")
-    for (x, y, z), word in zip(points.tolist(), labels, strict=True):
+    for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
         ax.scatter(x, y, z, s=40)
-        ax.text(x, y, z, f" {word}", fontsize=10)
+        # a point almost on top of an earlier one gets its label on the left, so the two do not overlap
+        crowded = i > 0 and bool((points[:i] - points[i]).norm(dim=1).min() < 0.1)
+        ax.text(x, y, z, f"{word}  " if crowded else f"  {word}", fontsize=10, ha="right" if crowded else "left")
     ax.set_xlabel("dimension 1")
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")

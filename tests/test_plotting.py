@@ -82,3 +82,10 @@ def test_dropout_heatmap_is_seeded_dropout_and_keeps_global_rng():
     assert torch.equal(shown, expected)
     assert f"{int((expected != 0).sum())} of 36 kept" in ax.get_title()
     assert set(shown.unique().tolist()) <= {0.0, 2.0}  # survivors scaled by 1 / (1 - p)
+
+
+def test_3d_labels_of_nearly_equal_points_go_on_opposite_sides():
+    ax = ah.plot_embeddings_3d(ah.toy_embeddings(), ah.WORDS)
+    sides = {t.get_text().strip(): t.get_horizontalalignment() for t in ax.texts}
+    assert sides["journey"] == "left" and sides["starts"] == "right"  # 0.03 apart in the running example
+    assert sides["step"] == "left"
