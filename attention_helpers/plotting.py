@@ -181,14 +181,16 @@ def plot_attention(
     _check_labels("col_labels", col_labels, matrix.shape[1], "columns in weights")
     if ax is None:
         ax = plt.figure(figsize=(1 + 0.8 * matrix.shape[1], 0.8 + 0.7 * matrix.shape[0])).add_subplot()
-    image = ax.imshow(matrix.numpy(), cmap="viridis", vmin=0.0, vmax=max(1e-12, float(matrix.max())))
+    # weights are never negative, so the scale starts at 0; raw scores may be, and then it starts lower
+    vmin = min(0.0, float(matrix.min()))
+    image = ax.imshow(matrix.numpy(), cmap="viridis", vmin=vmin, vmax=max(vmin + 1e-12, float(matrix.max())))
     ax.set_xticks(range(matrix.shape[1]), labels=list(col_labels), rotation=45, ha="right")
     ax.set_yticks(range(matrix.shape[0]), labels=list(row_labels))
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     ax.set_title(title)
     if annotate:
-        threshold = 0.6 * float(matrix.max())
+        threshold = vmin + 0.6 * (float(matrix.max()) - vmin)
         for i in range(matrix.shape[0]):
             for j in range(matrix.shape[1]):
                 value = float(matrix[i, j])

@@ -89,3 +89,10 @@ def test_3d_labels_of_nearly_equal_points_go_on_opposite_sides():
     sides = {t.get_text().strip(): t.get_horizontalalignment() for t in ax.texts}
     assert sides["journey"] == "left" and sides["starts"] == "right"  # 0.03 apart in the running example
     assert sides["step"] == "left"
+
+
+def test_heatmap_scale_starts_at_zero_for_weights_and_below_for_negative_scores():
+    weights = torch.softmax(torch.randn(6, 6), dim=-1)
+    assert ah.plot_attention(weights, ah.WORDS).images[0].get_clim()[0] == 0.0
+    scores = torch.tensor([[-1.0, 1.0], [1.0, -1.0]])
+    assert ah.plot_attention(scores, ["a", "b"]).images[0].get_clim() == (-1.0, 1.0)
