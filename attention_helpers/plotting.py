@@ -141,7 +141,7 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     Dropped entries are 0; the survivors are scaled to ``1 / (1 - p)`` so that the expected value of
     every entry stays 1. The title counts the survivors and gives the matrix's mean. The draw is made
     with ``torch.manual_seed(seed)`` inside ``torch.random.fork_rng``, so it repeats for a seed and
-    leaves the caller's random state alone; with ``p=0.5`` and seed 123 it is seed 001's example.
+    leaves the caller's random state alone.
     """
     check_probability("p", p)
     check_positive_int("size", size)
