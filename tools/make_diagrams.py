@@ -205,7 +205,7 @@ def multihead_split_concat(path: Path) -> None:
     ax.text(1.0, top - 1.06, "X\n(num_tokens, d_in)", ha="center", va="top", fontsize=10)
     ax.text(3.6, top - 1.06, "Q = X @ W_query\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
     for h, left in enumerate(heads_left):
-        ax.text(left + cell, top + 0.08, f"head {h + 1}", ha="center", va="bottom", fontsize=10)
+        ax.text(left + cell, top + 0.08, f"head {h}", ha="center", va="bottom", fontsize=10)
     ax.text(10.5, top - 0.48, "(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10)
     for start, end, label in (
         (1.6, 2.84, "@ W_query"),
@@ -232,7 +232,7 @@ def multihead_split_concat(path: Path) -> None:
 
     # bottom row, right to left: context per head -> tokens first -> concatenate -> out_proj
     for h, left in enumerate(heads_left):
-        ax.text(left + cell, bottom - 1.04, f"head {h + 1}", ha="center", va="top", fontsize=10)
+        ax.text(left + cell, bottom - 1.04, f"head {h}", ha="center", va="top", fontsize=10)
     ax.text(
         10.5, bottom - 0.48, "context vectors\n(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10
     )
