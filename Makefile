@@ -46,7 +46,7 @@ papermill-check: $(STAMP)
 	@for nb in $(NOTEBOOKS); do \
 		echo "papermill $$nb $(CHECK_PARAMS)"; \
 		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd notebooks --kernel python3 \
-			$$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
+			--execution-timeout 300 $$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
 	done
 	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*.ipynb
 

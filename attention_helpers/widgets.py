@@ -1,13 +1,16 @@
 """Knobs for the notebooks (ipywidgets): each widget only passes its controls' values to a plotting
 function from ``plotting`` or a computation from ``functional``, both tested on their own.
 
-Every function returns a ``VBox`` of the controls above an ``Output`` area; display it as a cell's last
-expression. The figure is redrawn whenever a control moves. A widget needs a live kernel: a stored
-notebook (GitHub, nbval) shows no figure for it, so each notebook draws the same figure statically too.
+Every function returns a ``VBox`` of the controls above an ``Image`` that shows the figure, redrawn as
+PNG bytes whenever a control moves. An ``Image`` rather than an ``Output`` area: the figure never reaches
+the cell's output, so a batch run (nbval, papermill) stores the same output as a live kernel, and nbclient
+has no output-capture messages to route (its ``Output`` handling can hang under load). A stored notebook
+(GitHub) shows no figure for a widget, so each notebook also draws the same figure statically.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -19,13 +22,22 @@ from .functional import attention_scores_loop, softmax_with_temperature
 from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_scaling, plot_scores
 
 
-def _panel(draw: Callable[..., None], **controls: widgets.ValueWidget) -> widgets.VBox:
-    def draw_and_show(**values):
-        draw(**values)
-        plt.show()
+def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> widgets.VBox:
+    """Controls over an image of ``draw(**values)``, which returns the Matplotlib Axes or Figure it drew."""
+    image = widgets.Image(format="png")
 
-    output = widgets.interactive_output(draw_and_show, controls)
-    return widgets.VBox([widgets.HBox(list(controls.values())), output])
+    def redraw(change=None) -> None:
+        drawn = draw(**{name: control.value for name, control in controls.items()})
+        figure = getattr(drawn, "figure", drawn)  # an Axes knows its figure; a Figure is its own
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+        plt.close(figure)  # so that the inline backend does not also show it under the cell
+        image.value = buffer.getvalue()
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(list(controls.values())), image])
 
 
 def _check_labels(labels: Sequence[str], count: int, what: str) -> None:
@@ -50,9 +62,9 @@ def query_scores_widget(inputs: torch.Tensor, labels: Sequence[str]) -> widgets.
     check_tensor("inputs", inputs, (2,), "(num_words, d)")
     _check_labels(labels, inputs.shape[0], "rows in inputs")
 
-    def draw(query_index: int) -> None:
+    def draw(query_index: int):
         scores = attention_scores_loop(inputs, inputs[query_index])
-        plot_scores(scores, labels, title=f"Dot products with the query {labels[query_index]!r}")
+        return plot_scores(scores, labels, title=f"Dot products with the query {labels[query_index]!r}")
 
     options = [(word, i) for i, word in enumerate(labels)]
     dropdown = widgets.Dropdown(options=options, value=min(1, len(labels) - 1), description="query")
@@ -65,9 +77,9 @@ def temperature_widget(scores: torch.Tensor, labels: Sequence[str]) -> widgets.V
     check_tensor("scores", scores, (1,), "(num_words,)")
     _check_labels(labels, scores.shape[0], "scores")
 
-    def draw(temperature: float) -> None:
+    def draw(temperature: float):
         weights = softmax_with_temperature(scores, temperature)
-        plot_scores(weights, labels, title=f"softmax(scores / {temperature:.2f})", ylabel="weight", ylim=(0, 1))
+        return plot_scores(weights, labels, title=f"softmax(scores / {temperature:.2f})", ylabel="weight", ylim=(0, 1))
 
     slider = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature")
     return _panel(draw, temperature=slider)

@@ -16,8 +16,8 @@ def _close_figures():
 
 
 def _controls(panel: widgets.VBox) -> list:
-    controls, output = panel.children
-    assert isinstance(output, widgets.Output)
+    controls, image = panel.children
+    assert isinstance(image, widgets.Image) and image.value[:8] == b"\x89PNG\r\n\x1a\n"
     return list(controls.children)
 
 
@@ -87,6 +87,15 @@ def test_heads_widget_shows_the_chosen_head(monkeypatch):
     assert (slider.min, slider.max) == (0, 2)
     slider.value = 2
     assert torch.equal(calls[0][0][0], weights[0]) and torch.equal(calls[1][0][0], weights[2])
+
+
+def test_moving_a_control_redraws_the_image_and_leaves_no_figure_open():
+    panel = ah.temperature_widget(torch.tensor([0.9544, 1.4950, 1.4754]), ah.WORDS[:3])
+    (slider,), image = _controls(panel), panel.children[1]
+    first = image.value
+    slider.value = 0.1
+    assert image.value[:8] == b"\x89PNG\r\n\x1a\n" and image.value != first
+    assert plt.get_fignums() == []  # nothing left for the inline backend to show under the cell
 
 
 @pytest.mark.parametrize(
