@@ -20,3 +20,26 @@ def test_cell_times_sums_papermill_durations(tmp_path):
     assert "01_a.ipynb" in lines[0] and "1.8 s of cell time (slowest cell 1.2 s)" in lines[0]
     assert "02_b.ipynb" in lines[1] and "2.0 s" in lines[1]
     assert lines[2].startswith("series") and "3.8 s" in lines[2]
+
+
+def test_refresh_merges_consecutive_stream_chunks():
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from refresh_notebooks import merge_streams
+
+    out = nbformat.v4.new_output
+    outputs = [
+        out("stream", name="stdout", text="a\n"),
+        out("stream", name="stdout", text="b\n"),
+        out("stream", name="stderr", text="warn\n"),
+        out("display_data", data={"text/plain": "x"}),
+        out("stream", name="stdout", text="c\n"),
+    ]
+    merged = merge_streams(outputs)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in merged] == [
+        ("stream", "stdout", "a\nb\n"),
+        ("stream", "stderr", "warn\n"),
+        ("display_data", None, None),
+        ("stream", "stdout", "c\n"),
+    ]

@@ -1,7 +1,8 @@
 """Re-run notebooks top to bottom in a fresh kernel and store their outputs in place (`make notebooks`).
 
-Execution counts come out as 1, 2, 3, ...; per-cell timing metadata is not written, so a refresh that
-changes no output changes no byte.
+Execution counts come out as 1, 2, 3, ...; per-cell timing metadata is not written, and consecutive
+stdout (or stderr) chunks are merged into one output (how the kernel splits them depends on timing), so a
+refresh that changes no output changes no byte.
 """
 
 import sys
@@ -9,6 +10,23 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+
+def merge_streams(outputs: list) -> list:
+    """Join each run of consecutive stream outputs with the same name (stdout, stderr) into one."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
 
 
 def refresh(path: Path) -> None:
@@ -23,6 +41,8 @@ def refresh(path: Path) -> None:
     client.execute()
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
     nbformat.write(notebook, path)
     print(f"refreshed {path}")
 
