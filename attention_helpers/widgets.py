@@ -30,11 +30,14 @@ def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> widg
         drawn = draw(**{name: control.value for name, control in controls.items()})
         figure = getattr(drawn, "figure", drawn)  # an Axes knows its figure; a Figure is its own
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
         plt.close(figure)  # so that the inline backend does not also show it under the cell
-        image.value = buffer.getvalue()
+        png = buffer.getvalue()
+        image.width = str(int.from_bytes(png[16:20], "big"))  # the PNG's own width: shown 1:1, not stretched
+        image.value = png
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat..."
         control.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox(list(controls.values())), image])

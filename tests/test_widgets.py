@@ -96,6 +96,7 @@ def test_moving_a_control_redraws_the_image_and_leaves_no_figure_open():
     slider.value = 0.1
     assert image.value[:8] == b"\x89PNG\r\n\x1a\n" and image.value != first
     assert plt.get_fignums() == []  # nothing left for the inline backend to show under the cell
+    assert image.width == str(int.from_bytes(image.value[16:20], "big"))  # PNG width, from its IHDR header
 
 
 @pytest.mark.parametrize(
