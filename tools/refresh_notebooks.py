@@ -2,7 +2,9 @@
 
 Execution counts come out as 1, 2, 3, ...; per-cell timing metadata is not written, and consecutive
 stdout (or stderr) chunks are merged into one output (how the kernel splits them depends on timing), so a
-refresh that changes no output changes no byte.
+refresh that changes no output changes no byte, except in widget cells: each run gives a widget new random
+model ids. Widget state (the figure the widget showed) is stored in the notebook's metadata, for viewers
+that can show it without a kernel.
 """
 
 import sys
