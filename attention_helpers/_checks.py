@@ -98,3 +98,9 @@ def check_heads(width: int, num_heads: int, name: str = "d_out") -> None:
             f"{name}={width} must be divisible by num_heads={num_heads} so that each head gets "
             f"{name} // num_heads dimensions ({name} % num_heads = {width % num_heads})"
         )
+
+
+def check_labels(name: str, labels, count: int, what: str) -> None:
+    """Require one label per row or column being labelled (``count`` of ``what``)."""
+    if len(labels) != count:
+        raise ValueError(f"{name} has {len(labels)} labels but there are {count} {what}")

@@ -13,8 +13,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_positive_int, check_probability, shape_str
-from .functional import random_dot_products
+from ._checks import check_labels, check_positive_int, check_probability, shape_str
+from .functional import random_dot_products, softmax_with_temperature
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 
@@ -25,11 +25,6 @@ def _as_2d(name: str, values) -> torch.Tensor:
     if values.dim() != 2:
         raise ValueError(f"{name} must have 2 dimensions, got shape {shape_str(values.shape)}")
     return values.detach().float().cpu()
-
-
-def _check_labels(name: str, labels: Sequence[str], count: int, what: str) -> None:
-    if len(labels) != count:
-        raise ValueError(f"{name} has {len(labels)} labels but there are {count} {what}")
 
 
 def plot_embeddings_3d(
@@ -48,7 +43,7 @@ def plot_embeddings_3d(
     points = _as_2d("vectors", vectors)
     if points.shape[1] != 3:
         raise ValueError(f"vectors must have shape (num_words, 3), got {shape_str(points.shape)}")
-    _check_labels("labels", labels, points.shape[0], "vectors")
+    check_labels("labels", labels, points.shape[0], "vectors")
     if ax is None:
         ax = plt.figure(figsize=(6, 5)).add_subplot(projection="3d")
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
@@ -78,7 +73,7 @@ def plot_scores(
         raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
     if values.dim() != 1:
         raise ValueError(f"values must have shape (num_words,), got {shape_str(values.shape)}")
-    _check_labels("labels", labels, values.shape[0], "values")
+    check_labels("labels", labels, values.shape[0], "values")
     heights = values.detach().float().cpu().tolist()
     if ax is None:
         ax = plt.figure(figsize=(1.5 + 0.9 * len(heights), 3.2)).add_subplot()
@@ -110,7 +105,7 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     query = torch.randn(d_k, generator=generator)
     keys = torch.randn(num_keys, d_k, generator=generator)
     raw_weights = torch.softmax(keys @ query, dim=-1)
-    scaled_weights = torch.softmax(keys @ query / math.sqrt(d_k), dim=-1)
+    scaled_weights = softmax_with_temperature(keys @ query, math.sqrt(d_k))  # the scaling is a temperature
 
     fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(11, 3.6))
     limit = max(4.0, float(raw.abs().max()))
@@ -119,7 +114,7 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     ax_spread.hist(scaled.tolist(), bins=bins, alpha=0.6, label=f"q · k / √d_k  (std {scaled.std():.2f})")
     ax_spread.set_xlabel("score")
     ax_spread.set_ylabel("number of query/key pairs")
-    ax_spread.set_title(f"Spread of 2000 random dot products, d_k = {d_k}")
+    ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}")
     ax_spread.legend(fontsize=8)
 
     positions = torch.arange(num_keys)
@@ -177,8 +172,8 @@ def plot_attention(
     """
     matrix = _as_2d("weights", weights)
     col_labels = row_labels if col_labels is None else col_labels
-    _check_labels("row_labels", row_labels, matrix.shape[0], "rows in weights")
-    _check_labels("col_labels", col_labels, matrix.shape[1], "columns in weights")
+    check_labels("row_labels", row_labels, matrix.shape[0], "rows in weights")
+    check_labels("col_labels", col_labels, matrix.shape[1], "columns in weights")
     if ax is None:
         ax = plt.figure(figsize=(1 + 0.8 * matrix.shape[1], 0.8 + 0.7 * matrix.shape[0])).add_subplot()
     # weights are never negative, so the scale starts at 0; raw scores may be, and then it starts lower

@@ -17,7 +17,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_tensor
+from ._checks import check_labels, check_tensor
 from .functional import attention_scores_loop, softmax_with_temperature
 from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_scaling, plot_scores
 
@@ -43,16 +43,11 @@ def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> widg
     return widgets.VBox([widgets.HBox(list(controls.values())), image])
 
 
-def _check_labels(labels: Sequence[str], count: int, what: str) -> None:
-    if len(labels) != count:
-        raise ValueError(f"labels has {len(labels)} entries but there are {count} {what}")
-
-
 def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
     """Sliders for the camera's elevation and azimuth over :func:`plot_embeddings_3d` of
     ``(num_words, 3)`` vectors."""
     check_tensor("vectors", vectors, (2,), "(num_words, 3)")
-    _check_labels(labels, vectors.shape[0], "vectors")
+    check_labels("labels", labels, vectors.shape[0], "vectors")
     return _panel(
         lambda elev, azim: plot_embeddings_3d(vectors, labels, elev=elev, azim=azim, title="Turn the view"),
         elev=widgets.IntSlider(value=30, min=-90, max=90, step=5, description="elevation"),
@@ -63,7 +58,7 @@ def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> wi
 def query_scores_widget(inputs: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
     """Choose a query word; see its dot-product scores with every word of ``(num_words, d)`` inputs."""
     check_tensor("inputs", inputs, (2,), "(num_words, d)")
-    _check_labels(labels, inputs.shape[0], "rows in inputs")
+    check_labels("labels", labels, inputs.shape[0], "rows in inputs")
 
     def draw(query_index: int):
         scores = attention_scores_loop(inputs, inputs[query_index])
@@ -78,7 +73,7 @@ def temperature_widget(scores: torch.Tensor, labels: Sequence[str]) -> widgets.V
     """A temperature slider (0.1 to 10, log scale) over ``softmax(scores / temperature)`` of one
     query's ``(num_words,)`` scores."""
     check_tensor("scores", scores, (1,), "(num_words,)")
-    _check_labels(labels, scores.shape[0], "scores")
+    check_labels("labels", labels, scores.shape[0], "scores")
 
     def draw(temperature: float):
         weights = softmax_with_temperature(scores, temperature)
@@ -109,7 +104,7 @@ def heads_widget(attn_weights: torch.Tensor, labels: Sequence[str]) -> widgets.V
     """Choose a head; see its ``(num_tokens, num_tokens)`` slice of ``(num_heads, num_tokens, num_tokens)``
     attention weights as a heatmap with the words as ticks."""
     check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)")
-    _check_labels(labels, attn_weights.shape[1], "query tokens in attn_weights")
+    check_labels("labels", labels, attn_weights.shape[1], "query tokens in attn_weights")
     return _panel(
         lambda head: plot_attention(attn_weights[head], labels, title=f"Head {head}"),
         head=widgets.IntSlider(value=0, min=0, max=attn_weights.shape[0] - 1, description="head"),

@@ -102,11 +102,14 @@ def test_moving_a_control_redraws_the_image_and_leaves_no_figure_open():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: ah.rotate_embeddings_widget(torch.zeros(6, 3), ah.WORDS[:5]), r"5 entries .* 6 vectors"),
+        (
+            lambda: ah.rotate_embeddings_widget(torch.zeros(6, 3), ah.WORDS[:5]),
+            r"5 labels but there are 6 vectors",
+        ),
         (lambda: ah.query_scores_widget(torch.zeros(6), ah.WORDS), r"inputs .*\(6,\)"),
         (lambda: ah.temperature_widget(torch.zeros(6, 6), ah.WORDS), r"scores .*\(6, 6\)"),
         (lambda: ah.heads_widget(torch.zeros(6, 6), ah.WORDS), r"attn_weights .*\(6, 6\)"),
-        (lambda: ah.heads_widget(torch.zeros(2, 5, 5), ah.WORDS), r"6 entries .* 5 query tokens"),
+        (lambda: ah.heads_widget(torch.zeros(2, 5, 5), ah.WORDS), r"6 labels but there are 5 query tokens"),
     ],
 )
 def test_widgets_reject_bad_input_before_drawing(build, message):

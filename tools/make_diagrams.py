@@ -22,6 +22,11 @@ def _box(ax, x, y, text, kind, w=1.6, h=0.8):
     ax.text(x, y, text, ha="center", va="center", fontsize=11)
 
 
+def _save(fig, path: Path) -> None:
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def _arrow(ax, start, end, label=None):
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.2, color="#444444"))
     if label:
@@ -75,8 +80,7 @@ def attention_pipeline(path: Path) -> None:
         "Self-attention in one picture: each token's output is a weighted mix of the value vectors it may see",
         fontsize=12,
     )
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def qkv_projections(path: Path) -> None:
@@ -123,8 +127,7 @@ def qkv_projections(path: Path) -> None:
         fontsize=10.5,
     )
     ax.set_title("Queries, keys and values: three matrix products of the same inputs X", fontsize=13)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def masked_attention(path: Path) -> None:
@@ -175,8 +178,7 @@ def masked_attention(path: Path) -> None:
         frameon=False,
     )
     ax.set_title("Causal attention: each word may only look at itself and the words before it", fontsize=13)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def multihead_split_concat(path: Path) -> None:
@@ -271,8 +273,7 @@ def multihead_split_concat(path: Path) -> None:
         bbox=note,
     )
     ax.set_title("Multi-head attention: split d_out into heads, attend in each head, concatenate back", fontsize=13)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def encoder_layer_ln_placement(path: Path) -> None:
@@ -335,8 +336,7 @@ def encoder_layer_ln_placement(path: Path) -> None:
             bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#c96f6f"},
         )
     ax.set_title("Where LayerNorm goes in an encoder layer (read bottom to top; red = LayerNorm)", fontsize=13)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 DIAGRAMS = {
