@@ -23,10 +23,14 @@ def test_cell_times_sums_papermill_durations(tmp_path):
 
 
 def test_refresh_merges_consecutive_stream_chunks():
+    import importlib.util
+
     import nbformat
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    from refresh_notebooks import merge_streams
+    spec = importlib.util.spec_from_file_location("refresh_notebooks", ROOT / "tools" / "refresh_notebooks.py")
+    refresh_notebooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh_notebooks)
+    merge_streams = refresh_notebooks.merge_streams
 
     out = nbformat.v4.new_output
     outputs = [
