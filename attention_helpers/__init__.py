@@ -29,24 +29,47 @@ from .functional import (
     softmax_with_temperature,
 )
 from .interop import to_torch
-from .plotting import (
-    diagram_path,
-    plot_attention,
-    plot_attention_heads,
-    plot_dropout,
-    plot_embeddings_3d,
-    plot_scaling,
-    plot_scores,
-    show_diagram,
-)
-from .widgets import (
-    dropout_widget,
-    heads_widget,
-    query_scores_widget,
-    rotate_embeddings_widget,
-    scaling_widget,
-    temperature_widget,
-)
+from .parameters import ParameterError, check_parameter
+
+# Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
+# training script or a test never uses: they are imported the first time one of their names is used.
+_LAZY = {
+    "plotting": (
+        "diagram_path",
+        "plot_attention",
+        "plot_attention_heads",
+        "plot_dropout",
+        "plot_embeddings_3d",
+        "plot_scaling",
+        "plot_scores",
+        "show_diagram",
+    ),
+    "widgets": (
+        "dropout_widget",
+        "heads_widget",
+        "query_scores_widget",
+        "rotate_embeddings_widget",
+        "scaling_widget",
+        "temperature_widget",
+    ),
+}
+_LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _LAZY_MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attention_helpers' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_MODULE))
+
 
 __version__ = "0.1.0"
 
@@ -59,6 +82,7 @@ __all__ = [
     "LayerNorm",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
+    "ParameterError",
     "PositionalEncoding",
     "SelfAttentionV1",
     "SelfAttentionV2",
@@ -66,6 +90,7 @@ __all__ = [
     "causal_mask",
     "check_answer",
     "check_function",
+    "check_parameter",
     "diagram_path",
     "dropout_widget",
     "heads_widget",

@@ -151,16 +151,22 @@ class EncoderLayer(nn.Module):
         self.norm2 = LayerNorm(d_model, eps=eps)
         self.dropout2 = nn.Dropout(drop_prob)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
-        ``True`` for padding. Returns ``(batch, num_tokens, d_model)``."""
+        ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
+        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
+        attn_input = self.norm1(x) if self.norm_first else x
+        if return_weights:
+            attn_out, attn_weights = self.attention(attn_input, key_padding_mask, return_weights=True)
+        else:
+            attn_out, attn_weights = self.attention(attn_input, key_padding_mask), None
         if self.norm_first:
-            x = x + self.dropout1(self.attention(self.norm1(x), key_padding_mask))
+            x = x + self.dropout1(attn_out)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            x = self.norm1(x + self.dropout1(self.attention(x, key_padding_mask)))
+            x = self.norm1(x + self.dropout1(attn_out))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return x
+        return (x, attn_weights) if return_weights else x
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
@@ -234,11 +240,21 @@ class Encoder(nn.Module):
         )
         self.norm = LayerNorm(d_model, eps=eps) if final_norm else None
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``."""
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
+        """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``.
+
+        Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
+        from the same forward pass, stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
+        """
+        all_weights = []
         for layer in self.layers:
-            x = layer(x, key_padding_mask)
-        return x if self.norm is None else self.norm(x)
+            if return_weights:
+                x, attn_weights = layer(x, key_padding_mask, return_weights=True)
+                all_weights.append(attn_weights)
+            else:
+                x = layer(x, key_padding_mask)
+        x = x if self.norm is None else self.norm(x)
+        return (x, torch.stack(all_weights)) if return_weights else x
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:

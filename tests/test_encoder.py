@@ -147,3 +147,25 @@ def test_positional_encoding_follows_the_formula(d_model):
     close(pe(x), pe.pe[:10].expand(2, 10, d_model))
     assert pe.pe.abs().max() <= 1.0
     assert len({tuple(row) for row in pe.pe.round(decimals=4).tolist()}) == 50  # every position distinct
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_encoder_returns_every_layers_weights_from_one_pass_equal_to_torchs(norm_first):
+    torch_encoder = nn.TransformerEncoder(
+        _torch_layer(16, 4, 40, norm_first, "gelu"), num_layers=3, enable_nested_tensor=False
+    )
+    perturb_(torch_encoder, std=0.2).eval()
+    ours = Encoder.from_torch(torch_encoder)
+    x, padding = torch.randn(3, 7, 16), _padding(3, 7)
+    with torch.no_grad():
+        out, attn_weights = ours(x, padding, return_weights=True)
+        close(out, ours(x, padding))
+        assert attn_weights.shape == (3, 3, 4, 7, 7)  # (num_layers, batch, num_heads, num_tokens, num_tokens)
+        layer_input = x
+        for layer, weights in zip(torch_encoder.layers, attn_weights, strict=True):
+            attn_input = layer.norm1(layer_input) if norm_first else layer_input
+            _, ref = layer.self_attn(
+                attn_input, attn_input, attn_input, key_padding_mask=padding, average_attn_weights=False
+            )
+            close(weights, ref)
+            layer_input = layer(layer_input, src_key_padding_mask=padding)

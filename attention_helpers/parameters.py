@@ -1,0 +1,44 @@
+"""Checks for a notebook's ``parameters`` cell.
+
+papermill (``-p name value``) and curious readers change those values; a value out of range should stop
+the notebook at once with one sentence that names the parameter, its range and how to change it, rather
+than with an error deep in the lesson.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+
+class ParameterError(ValueError):
+    """A notebook parameter is out of range. Its message is one sentence a learner can act on."""
+
+
+def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, choices=None):
+    """Return ``value`` if it is a ``kind`` (``int`` or ``float``) in ``[low, high]`` (either bound may be
+    ``None``) or one of ``choices``; raise :class:`ParameterError` otherwise.
+
+    >>> check_parameter("num_heads", 3, low=1, high=8)
+    3
+    """
+    where = f"change {name} in the parameters cell (or with papermill's -p {name} ...)"
+    if choices is not None:
+        if value not in choices:
+            raise ParameterError(f"Parameter {name} must be one of {list(choices)}, got {value!r}: {where}.")
+        return value
+    if kind not in (int, float):
+        raise TypeError(f"kind must be int or float, got {kind!r}")
+    wanted = numbers.Integral if kind is int else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, wanted):
+        raise ParameterError(
+            f"Parameter {name} must be {'an int' if kind is int else 'a number'}, got {value!r}: {where}."
+        )
+    if (low is not None and value < low) or (high is not None and value > high):
+        if low is not None and high is not None:
+            span = f"from {low} to {high}"
+        elif low is not None:
+            span = f"at least {low}"
+        else:
+            span = f"at most {high}"
+        raise ParameterError(f"Parameter {name} must be {span}, got {value!r}: {where}.")
+    return value
