@@ -37,6 +37,26 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
 
 
+def check_dim(name: str, dim, x: torch.Tensor) -> None:
+    """Require an int ``dim`` that indexes one of ``x``'s dimensions (negative counts from the end)."""
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(dim).__name__} ({dim!r})")
+    if not -x.dim() <= dim < x.dim():
+        raise ValueError(
+            f"{name}={dim} is out of range for a tensor with {x.dim()} dimensions (shape {shape_str(x.shape)}); "
+            f"use -{x.dim()} to {x.dim() - 1}"
+        )
+
+
+def check_module_dtype(name: str, x: torch.Tensor, weight: torch.Tensor, module: str) -> None:
+    """Require ``x`` to have the dtype of the module's weights: torch would fail deep inside a matmul."""
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the weights of {module} are {weight.dtype}; convert the input with "
+            f"{name}.to({weight.dtype}) or the module with .to({x.dtype})"
+        )
+
+
 def check_size(name: str, x: torch.Tensor, dim: int, expected: int, what: str, layout: str) -> None:
     """Require ``x.shape[dim] == expected``; ``what`` names the size (``"d_in"``)."""
     if x.shape[dim] != expected:
@@ -61,7 +81,8 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
     if mask.dtype != torch.bool:
         raise TypeError(
             f"{name} must have dtype torch.bool (True marks a position to hide), got {mask.dtype} "
-            f"with shape {shape_str(mask.shape)}; convert a 0/1 mask with {name}.bool()"
+            f"with shape {shape_str(mask.shape)}. A Hugging Face style attention_mask (1 = real token, "
+            f"0 = padding) converts with {name} = attention_mask == 0; .bool() would hide the real tokens instead"
         )
     try:
         broadcast = torch.broadcast_shapes(mask.shape, target_shape)

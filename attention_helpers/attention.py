@@ -16,6 +16,7 @@ from torch import nn
 from ._checks import (
     check_bool_mask,
     check_heads,
+    check_module_dtype,
     check_positive_int,
     check_probability,
     check_size,
@@ -24,10 +25,13 @@ from ._checks import (
 from .functional import scaled_dot_product_attention
 
 
-def _check_input(x, d_in: int, ndims: tuple[int, ...] = (3,)) -> None:
+def _check_input(module: nn.Module, x, ndims: tuple[int, ...] = (3,)) -> None:
+    """Check ``x`` against ``module``'s ``d_in`` and the dtype of its query weights."""
     layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
     check_tensor("x", x, ndims, layout)
-    check_size("x", x, -1, d_in, "d_in", layout)
+    check_size("x", x, -1, module.d_in, "d_in", layout)
+    weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
+    check_module_dtype("x", x, weight, type(module).__name__)
 
 
 def _check_context_length(num_tokens: int, context_length: int | None) -> None:
@@ -63,7 +67,7 @@ class SelfAttentionV1(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return ``context_vec`` ``(..., num_tokens, d_out)``, and the ``(..., num_tokens, num_tokens)``
         attention weights too when ``return_weights`` is set."""
-        _check_input(x, self.d_in, (2, 3))
+        _check_input(self, x, (2, 3))
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
@@ -89,7 +93,7 @@ class SelfAttentionV2(nn.Module):
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
-        _check_input(x, self.d_in, (2, 3))
+        _check_input(self, x, (2, 3))
         context_vec, attn_weights = scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
@@ -121,7 +125,7 @@ class CausalAttention(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
         num_tokens)`` attention weights when ``return_weights`` is set)."""
-        _check_input(x, self.d_in)
+        _check_input(self, x)
         num_tokens = x.shape[1]
         _check_context_length(num_tokens, self.context_length)
         context_vec, attn_weights = scaled_dot_product_attention(
@@ -251,7 +255,7 @@ class MultiHeadAttention(nn.Module):
             ``context_vec`` ``(batch, num_tokens, d_out)``, or ``(context_vec, attn_weights)`` with
             ``attn_weights`` ``(batch, num_heads, num_tokens, num_tokens)`` when ``return_weights``.
         """
-        _check_input(x, self.d_in)
+        _check_input(self, x)
         batch, num_tokens, _ = x.shape
         _check_context_length(num_tokens, self.context_length)
         if key_padding_mask is not None:

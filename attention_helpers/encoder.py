@@ -8,13 +8,21 @@ each layer is post-LN, as in seed 004 and the original paper (``x = norm(x + sub
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_heads, check_positive_int, check_probability, check_tensor, shape_str
+from ._checks import (
+    check_heads,
+    check_module_dtype,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+    shape_str,
+)
 from .attention import MultiHeadAttention
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
@@ -25,6 +33,32 @@ def _check_activation(activation) -> None:
         raise TypeError(f"activation must be one of {sorted(ACTIVATIONS)} as a string, got {type(activation).__name__}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+
+
+def _normalized_shape(parameters_shape) -> tuple[int, ...]:
+    """``d_model`` or a sequence of sizes -> a tuple of positive ints, with errors that name parameters_shape."""
+    if isinstance(parameters_shape, numbers.Integral) and not isinstance(parameters_shape, bool):
+        shape = (int(parameters_shape),)
+    elif isinstance(parameters_shape, (Sequence, torch.Size)) and not isinstance(parameters_shape, str):
+        shape = tuple(parameters_shape)
+    else:
+        raise TypeError(
+            "parameters_shape must be an int (d_model) or a sequence of ints, "
+            f"got {type(parameters_shape).__name__} ({parameters_shape!r})"
+        )
+    if not shape:
+        raise ValueError("parameters_shape must name at least one dimension, got ()")
+    for size in shape:
+        check_positive_int("parameters_shape", size)
+    return tuple(int(size) for size in shape)
+
+
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a positive number, got {type(eps).__name__} ({eps!r})")
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be positive and finite, got {eps}")
+    return float(eps)
 
 
 class LayerNorm(nn.Module):
@@ -42,15 +76,10 @@ class LayerNorm(nn.Module):
 
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()
-        shape = (parameters_shape,) if isinstance(parameters_shape, int) else tuple(parameters_shape)
-        if not shape:
-            raise ValueError("parameters_shape must name at least one dimension, got ()")
-        for size in shape:
-            check_positive_int("parameters_shape", size)
-        self.parameters_shape = shape
-        self.eps = eps
-        self.gamma = nn.Parameter(torch.ones(shape))
-        self.beta = nn.Parameter(torch.zeros(shape))
+        self.parameters_shape = _normalized_shape(parameters_shape)
+        self.eps = _check_eps(eps)
+        self.gamma = nn.Parameter(torch.ones(self.parameters_shape))
+        self.beta = nn.Parameter(torch.zeros(self.parameters_shape))
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         n = len(self.parameters_shape)
@@ -60,10 +89,14 @@ class LayerNorm(nn.Module):
                 f"inputs of shape {shape_str(inputs.shape)} must end with parameters_shape "
                 f"{shape_str(self.parameters_shape)}"
             )
+        check_module_dtype("inputs", inputs, self.gamma, "LayerNorm")
         dims = tuple(range(-n, 0))
-        mean = inputs.mean(dim=dims, keepdim=True)
-        var = ((inputs - mean) ** 2).mean(dim=dims, keepdim=True)  # biased, as nn.LayerNorm
-        normalized = (inputs - mean) / torch.sqrt(var + self.eps)
+        # Statistics in float32 even for float16/bfloat16 inputs, as nn.LayerNorm does: in float16,
+        # (300 - 0)**2 = 90000 overflows 65504 and the whole token would come out as zeros.
+        x = inputs.float() if inputs.dtype in (torch.float16, torch.bfloat16) else inputs
+        mean = x.mean(dim=dims, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased, as nn.LayerNorm
+        normalized = ((x - mean) / torch.sqrt(var + self.eps)).to(inputs.dtype)
         return self.gamma * normalized + self.beta
 
     @classmethod
@@ -105,6 +138,7 @@ class FeedForward(nn.Module):
         check_tensor("x", x, 1, "(..., d_model)")
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model) with d_model={self.d_model}, got {shape_str(x.shape)}")
+        check_module_dtype("x", x, self.linear1.weight, "FeedForward")
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 

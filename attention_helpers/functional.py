@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import check_bool_mask, check_positive_int, check_size, check_tensor, shape_str
+from ._checks import check_bool_mask, check_dim, check_positive_int, check_size, check_tensor, shape_str
 
 
 def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -58,19 +58,24 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m``
     (the ``exp(-m)`` factors cancel). With ``m = max(x)`` no exponent exceeds 0, so no term exceeds
-    ``exp(0) = 1`` and nothing can overflow: the result is
-    finite for scores of size 1e4 in float32 and float16. A slice that is entirely ``-inf`` has
-    no maximum to subtract and gives ``nan``, as ``torch.softmax`` does.
+    ``exp(0) = 1``, and the sum is at least 1 (the maximum's own term). In float16 and bfloat16 the
+    arithmetic runs in float32 and the result is cast back, as ``torch.softmax`` does: a float16 sum of
+    70,000 terms of 1 would overflow to ``inf``. A slice that is entirely ``-inf`` has no maximum to
+    subtract and gives ``nan``, as ``torch.softmax`` does.
 
     Args:
-        x: scores of any shape.
+        x: scores of any shape, with at least one score along ``dim``.
 
     Returns:
-        Same shape as ``x``; slices along ``dim`` sum to 1.
+        Same shape and dtype as ``x``; slices along ``dim`` sum to 1.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
-    exp_x = torch.exp(x - x.amax(dim=dim, keepdim=True))
-    return exp_x / exp_x.sum(dim=dim, keepdim=True)
+    check_dim("dim", dim, x)
+    if x.shape[dim] == 0:
+        raise ValueError(f"x has no scores along dim={dim} (shape {shape_str(x.shape)}): softmax needs at least one")
+    x_acc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    exp_x = torch.exp(x_acc - x_acc.amax(dim=dim, keepdim=True))
+    return (exp_x / exp_x.sum(dim=dim, keepdim=True)).to(x.dtype)
 
 
 def softmax_with_temperature(x: torch.Tensor, temperature: float, dim: int = -1) -> torch.Tensor:
@@ -166,12 +171,25 @@ def scaled_dot_product_attention(
             raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
         if t.dtype != queries.dtype:
             raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
+    if queries.shape[-1] == 0:
+        raise ValueError(f"queries and keys need d_k >= 1, got queries {shape_str(queries.shape)}")
+    if keys.shape[-2] == 0:
+        raise ValueError(f"keys must hold at least one token (num_keys >= 1), got keys {shape_str(keys.shape)}")
+    try:
+        torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            "the leading (batch, head) dimensions of queries, keys and values must broadcast, got queries "
+            f"{shape_str(queries.shape)}, keys {shape_str(keys.shape)} and values {shape_str(values.shape)}"
+        ) from None
     if dropout is not None and not callable(dropout):
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
 
     d_k = queries.shape[-1]
-    attn_scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
-    attn_scores.div_(math.sqrt(d_k))  # in place: the product is a fresh tensor, and autograd does not need it
+    # Scale the queries, then multiply: dividing the product afterwards gives the same scores in exact
+    # arithmetic, but in float16 Q·Kᵀ itself can overflow 65504 (64 entries of 40 · 40 = 102400) before
+    # the division would bring it back. F.scaled_dot_product_attention scales first too.
+    attn_scores = (queries / math.sqrt(d_k)) @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
     fully_masked = None
     if mask is not None:
         check_bool_mask("mask", mask, tuple(attn_scores.shape), "(..., num_queries, num_keys)", queries)

@@ -1,5 +1,6 @@
 """Malformed calls fail at once with a TypeError or ValueError that names the argument and the shapes."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -160,6 +161,64 @@ CASES = {
         ValueError,
         ["x", "d_in=8", "(2, 6, 3)"],
     ),
+    # an input whose dtype differs from the module's weights (torch fails inside a matmul)
+    **{
+        f"float64 input to a float32 {name}": (
+            lambda make=make, shape=shape: make()(torch.randn(*shape, dtype=torch.float64)),
+            TypeError,
+            ["x" if name != "LayerNorm" else "inputs", "torch.float64", "torch.float32", ".to("],
+        )
+        for name, make, shape in [
+            ("SelfAttentionV1", lambda: ah.SelfAttentionV1(3, 2), (6, 3)),
+            ("SelfAttentionV2", lambda: ah.SelfAttentionV2(3, 2), (6, 3)),
+            ("CausalAttention", lambda: ah.CausalAttention(3, 2, 6, 0.0), (2, 6, 3)),
+            ("MultiHeadAttentionWrapper", lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2), (2, 6, 3)),
+            ("MultiHeadAttention", lambda: mha(), (2, 6, 3)),
+            ("LayerNorm", lambda: ah.LayerNorm(3), (2, 6, 3)),
+            ("FeedForward", lambda: ah.FeedForward(3, 8), (2, 6, 3)),
+            ("EncoderLayer", lambda: ah.EncoderLayer(4, 8, 2, 0.0), (2, 6, 4)),
+            ("Encoder", lambda: ah.Encoder(4, 8, 2, 0.0, 2), (2, 6, 4)),
+        ]
+    },
+    # scaled_dot_product_attention and softmax
+    "sdpa batch dimensions that do not broadcast": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(2, 5, 4), torch.randn(3, 7, 4), torch.randn(3, 7, 2)),
+        ValueError,
+        ["broadcast", "(2, 5, 4)", "(3, 7, 4)"],
+    ),
+    "sdpa with d_k = 0": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 0), torch.randn(7, 0), torch.randn(7, 2)),
+        ValueError,
+        ["d_k", "(5, 0)"],
+    ),
+    "sdpa with no keys": (
+        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(0, 4), torch.randn(0, 2)),
+        ValueError,
+        ["num_keys", "(0, 4)"],
+    ),
+    "softmax over an empty last dimension": (
+        lambda: ah.softmax_stable(torch.randn(3, 0)),
+        ValueError,
+        ["dim=-1", "(3, 0)"],
+    ),
+    "softmax along a dim out of range": (
+        lambda: ah.softmax_stable(torch.randn(3, 4), dim=2),
+        ValueError,
+        ["dim=2", "(3, 4)"],
+    ),
+    "softmax along a float dim": (lambda: ah.softmax_stable(torch.randn(3, 4), dim=1.0), TypeError, ["dim", "float"]),
+    # LayerNorm's arguments
+    "LayerNorm of a float width": (lambda: ah.LayerNorm(4.0), TypeError, ["parameters_shape", "float", "4.0"]),
+    "LayerNorm of a string width": (lambda: ah.LayerNorm("4"), TypeError, ["parameters_shape", "str"]),
+    "LayerNorm with a negative eps": (lambda: ah.LayerNorm(4, eps=-1e-5), ValueError, ["eps", "-1e-05"]),
+    "LayerNorm with a string eps": (lambda: ah.LayerNorm(4, eps="1e-5"), TypeError, ["eps", "str"]),
+    "Encoder with eps 0": (lambda: ah.Encoder(4, 8, 2, 0.0, 1, eps=0.0), ValueError, ["eps", "0.0"]),
+    # a Hugging Face attention_mask (1 = real token) where a key_padding_mask (True = hide) belongs
+    "integer attention_mask as key_padding_mask": (
+        lambda: mha()(X, key_padding_mask=torch.ones(2, 6, dtype=torch.long)),
+        TypeError,
+        ["key_padding_mask", "torch.int64", "attention_mask == 0"],
+    ),
     # plotting and interop
     "3d plot of 2-d vectors": (
         lambda: ah.plot_embeddings_3d(torch.randn(6, 2), ah.WORDS),
@@ -196,5 +255,14 @@ def test_bad_input_raises_a_clear_error(call, error, fragments):
         assert fragment in message, f"{fragment!r} missing from: {message}"
 
 
-def test_there_are_at_least_25_distinct_cases():
-    assert len(CASES) >= 25
+def test_a_numpy_integer_is_a_valid_layer_norm_width():
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(ah.LayerNorm(np.int64(4))(x), ah.LayerNorm(4)(x))
+
+
+def test_the_integer_mask_hint_does_not_suggest_bool():
+    """`.bool()` of a Hugging Face attention_mask hides the real tokens: the hint must not offer it as the fix."""
+    with pytest.raises(TypeError) as info:
+        mha()(X, key_padding_mask=torch.ones(2, 6, dtype=torch.long))
+    assert "key_padding_mask = attention_mask == 0" in str(info.value)
+    assert "convert a 0/1 mask with key_padding_mask.bool()" not in str(info.value)

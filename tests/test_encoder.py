@@ -56,6 +56,33 @@ def _padding(batch, num_tokens):
     return mask
 
 
+def _torch_layer_grads_in_our_names(layer: nn.TransformerEncoderLayer, prefix: str = "") -> dict:
+    """The gradients of torch's layer, keyed by the names of the same parameters in our EncoderLayer
+    (torch packs the three projections into one in_proj; ours keeps W_query, W_key, W_value apart)."""
+    attn = layer.self_attn
+    grads = {}
+    for i, name in enumerate(("W_query", "W_key", "W_value")):
+        grads[f"{prefix}attention.{name}.weight"] = attn.in_proj_weight.grad.chunk(3)[i]
+        grads[f"{prefix}attention.{name}.bias"] = attn.in_proj_bias.grad.chunk(3)[i]
+    for ours, theirs in (
+        ("attention.out_proj", attn.out_proj),
+        ("ffn.linear1", layer.linear1),
+        ("ffn.linear2", layer.linear2),
+    ):
+        grads[f"{prefix}{ours}.weight"], grads[f"{prefix}{ours}.bias"] = theirs.weight.grad, theirs.bias.grad
+    for ours, theirs in (("norm1", layer.norm1), ("norm2", layer.norm2)):
+        grads[f"{prefix}{ours}.gamma"], grads[f"{prefix}{ours}.beta"] = theirs.weight.grad, theirs.bias.grad
+    return grads
+
+
+def _assert_parameter_grads_equal(ours: nn.Module, expected: dict) -> None:
+    names = [name for name, _ in ours.named_parameters()]
+    assert sorted(names) == sorted(expected)
+    for name, param in ours.named_parameters():
+        scale = expected[name].abs().max().item()
+        close(param.grad, expected[name], atol=1e-5 * max(scale, 1.0))
+
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("padded", [False, True])
@@ -68,8 +95,12 @@ def test_encoder_layer_equals_torch_forward_and_backward(norm_first, activation,
     padding = _padding(3, 7) if padded else None
     out, ref = ours(x, padding), torch_layer(x_ref, src_key_padding_mask=padding)
     close(out, ref)
-    close(torch.autograd.grad(out.square().sum(), x)[0], torch.autograd.grad(ref.square().sum(), x_ref)[0])
-    close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    close(x.grad, x_ref.grad)
+    _assert_parameter_grads_equal(ours, _torch_layer_grads_in_our_names(torch_layer))
+    with torch.no_grad():
+        close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
@@ -87,9 +118,17 @@ def test_five_layer_encoder_equals_torch_transformer_encoder(norm_first, activat
     padding = _padding(3, 7)
     out, ref = ours(x, padding), torch_encoder(x_ref, src_key_padding_mask=padding)
     close(out, ref)
-    g, g_ref = torch.autograd.grad(out.square().sum(), x)[0], torch.autograd.grad(ref.square().sum(), x_ref)[0]
-    close(g, g_ref, atol=1e-4 * g_ref.abs().max().item())
-    close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    close(x.grad, x_ref.grad, atol=1e-4 * x_ref.grad.abs().max().item())
+    expected = {}
+    for i, layer in enumerate(torch_encoder.layers):
+        expected |= _torch_layer_grads_in_our_names(layer, prefix=f"layers.{i}.")
+    if final_norm is not None:
+        expected |= {"norm.gamma": final_norm.weight.grad, "norm.beta": final_norm.bias.grad}
+    _assert_parameter_grads_equal(ours, expected)
+    with torch.no_grad():
+        close(to_torch(ours)(x_ref, src_key_padding_mask=padding), out)
 
 
 def test_seed_004_configuration_equals_torch_and_has_torchs_parameter_count():
@@ -117,11 +156,15 @@ def test_pre_and_post_ln_differ_but_both_normalise_where_they_should():
 
 
 def test_encoder_dropout_is_random_in_training_and_off_in_eval():
+    torch.manual_seed(2)
     encoder = Encoder(16, 40, 4, 0.1, 2)
+    torch.manual_seed(2)
+    no_dropout = Encoder(16, 40, 4, 0.0, 2)  # the same weights: dropout creates no parameters
     x = torch.randn(2, 6, 16)
-    assert not torch.allclose(encoder(x), encoder(x))
-    encoder.eval()
-    torch.testing.assert_close(encoder(x), encoder(x))
+    with torch.no_grad():
+        first, second, plain = encoder(x), encoder(x), no_dropout(x)
+        assert not torch.allclose(first, second) and not torch.allclose(first, plain)
+        close(encoder.eval()(x), plain)
 
 
 def test_encoder_without_positions_is_permutation_equivariant_and_positions_break_it():
