@@ -295,9 +295,14 @@ class MultiHeadAttention(nn.Module):
 
         Unlike the constructor, ``causal`` defaults to ``False`` here: torch's module has no built-in mask.
 
-        Given the same self-attention input (ours batch-first), both compute the same output; pass
-        ``causal=True`` (and a ``context_length``) to compare with torch's module run with a causal
-        ``attn_mask``. ``d_in = d_out = embed_dim``, since torch's query projection is square.
+        Ours is always batch-first, ``(batch, num_tokens, embed_dim)``. A torch module built with
+        ``batch_first=False`` (torch's default) reads its input as ``(num_tokens, batch, embed_dim)``: fed the
+        same tensor, it silently attends over the batch axis instead of the tokens. Compare with a module built
+        with ``batch_first=True``, or transpose its input and output (``x.transpose(0, 1)``).
+
+        Given the same self-attention input, both compute the same output; pass ``causal=True`` (and a
+        ``context_length``) to compare with torch's module run with a causal ``attn_mask``.
+        ``d_in = d_out = embed_dim``, since torch's query projection is square.
         """
         if not isinstance(torch_mha, nn.MultiheadAttention):
             raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")

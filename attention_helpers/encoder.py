@@ -204,7 +204,12 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer``."""
+        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer``.
+
+        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
+        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
+        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
+        """
         if not isinstance(torch_layer, nn.TransformerEncoderLayer):
             raise TypeError(f"torch_layer must be a torch.nn.TransformerEncoderLayer, got {type(torch_layer).__name__}")
         activation = _torch_activation_name(torch_layer.activation)
@@ -292,7 +297,12 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm)."""
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm).
+
+        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
+        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
+        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
+        """
         if not isinstance(torch_encoder, nn.TransformerEncoder):
             raise TypeError(f"torch_encoder must be a torch.nn.TransformerEncoder, got {type(torch_encoder).__name__}")
         first = torch_encoder.layers[0]

@@ -384,3 +384,20 @@ def test_one_padding_row_serves_the_whole_batch():
     x = torch.randn(3, 7, 6)
     padding = torch.tensor([False] * 5 + [True] * 2)  # (num_tokens,)
     close(mha(x, padding), mha(x, padding.expand(3, 7)))
+
+
+def test_from_torch_documents_that_ours_is_batch_first():
+    """A batch_first=False torch module reads (num_tokens, batch, d): fed our layout it attends over the batch.
+    The from_torch docstrings say so, and transposing is the fix they give."""
+    from attention_helpers import Encoder, EncoderLayer
+
+    torch_mha = perturb_(nn.MultiheadAttention(8, 2, batch_first=False)).eval()
+    ours = MultiHeadAttention.from_torch(torch_mha).eval()
+    x = torch.randn(3, 5, 8)  # (batch, num_tokens, d)
+    with torch.no_grad():
+        assert not torch.allclose(torch_mha(x, x, x)[0], ours(x), atol=1e-3)
+        xt = x.transpose(0, 1)
+        close(torch_mha(xt, xt, xt)[0].transpose(0, 1), ours(x))
+    for constructor in (MultiHeadAttention.from_torch, EncoderLayer.from_torch, Encoder.from_torch):
+        doc = " ".join(constructor.__doc__.split())
+        assert "batch-first" in doc and "batch_first=False" in doc and "x.transpose(0, 1)" in doc

@@ -1,5 +1,6 @@
 """The project's own promises: installable files agree, one repository URL, CI calls the README's command."""
 
+import os
 import re
 import subprocess
 import sys
@@ -74,3 +75,23 @@ def test_package_modules_import_on_their_own_without_cycles():
         text = (ROOT / "attention_helpers" / f"{module}.py").read_text()
         for later in order[i + 1 :]:
             assert f"from .{later} import" not in text, f"{module} imports {later}: imports must flow one way"
+
+
+def test_importing_the_package_is_light_and_plotting_loads_on_first_use():
+    script = """
+import sys
+import attention_helpers as ah
+heavy = [m for m in ("matplotlib", "IPython", "ipywidgets") if m in sys.modules]
+assert not heavy, f"import attention_helpers imported {heavy}"
+from attention_helpers import plot_attention
+assert "matplotlib" in sys.modules and plot_attention is ah.plot_attention
+assert callable(ah.temperature_widget) and "ipywidgets" in sys.modules
+assert "plot_attention_heads" in dir(ah) and set(ah.__all__) <= set(dir(ah))
+try:
+    ah.no_such_name
+except AttributeError as error:
+    assert "no_such_name" in str(error)
+else:
+    raise AssertionError("a missing name must raise AttributeError")
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, env={**os.environ, "MPLBACKEND": "Agg"})
