@@ -16,7 +16,7 @@ LAB_ARGS ?=
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark clean
+.PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark colab-check repo-url clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
@@ -67,6 +67,16 @@ diagrams: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
+
+# Not part of `make test`: every notebook in a separate venv with Colab's IPython, traitlets and ipywidgets,
+# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes several minutes.
+colab-check: $(STAMP)
+	$(BIN)/python tools/colab_check.py
+
+# `make repo-url URL=https://github.com/OWNER/REPO` sets the URL in pyproject.toml and rewrites the notebooks'
+# badges and setup cells and the README from it; without URL, it rewrites them from pyproject's.
+repo-url:
+	$(PYTHON) tools/repo_url.py $(URL)
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache

@@ -91,3 +91,42 @@ def test_setup_cell_clones_and_installs_the_package_on_colab(tmp_path):
         [python, "-m", "pip", "show", "-f", "attention-helpers"], capture_output=True, text=True, env=env, check=True
     ).stdout
     assert str(clone) in installed, installed
+
+
+FAILING_CELL = """
+import sys
+import google.colab
+from IPython.core.interactiveshell import InteractiveShell
+InteractiveShell.enable_gui = lambda self, gui=None: None
+shell = InteractiveShell.instance()
+result = shell.run_cell(open(sys.argv[1]).read())
+print("error:", type(result.error_in_exec).__name__)
+"""
+
+
+def test_a_failed_clone_gives_one_sentence_not_a_traceback(tmp_path):
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    cell = tmp_path / "setup_cell.py"
+    cell.write_text("".join(next(c for c in cells if c["cell_type"] == "code")["source"]))
+    fake = tmp_path / "fake_modules" / "google" / "colab"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    content = tmp_path / "content"
+    content.mkdir()
+    missing = (tmp_path / "no-such-repository").as_uri()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake_modules"), "SERIES_REPO_URL": missing, "MPLBACKEND": "Agg"}
+    run = subprocess.run(
+        [sys.executable, "-c", FAILING_CELL, str(cell)],
+        cwd=content,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = run.stdout + run.stderr
+    assert "error: SetupError" in run.stdout, output
+    assert f"Could not download the series from {missing} (" in output
+    assert "then run this cell again." in output
+    assert "Traceback" not in output and "CalledProcessError" not in output, output
+    assert not (content / "attention-from-scratch").exists()

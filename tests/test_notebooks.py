@@ -1,5 +1,6 @@
 """Structure rules for every notebook in notebooks/ (their outputs are checked by `make nbval`)."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -7,6 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "repo_url.py")
+repo_url = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(repo_url)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 REPO_URL = re.search(r'Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
 
@@ -66,6 +70,7 @@ class TestNotebook:
         badge = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/notebooks/{path.name}"
         assert badge in first, "the Colab badge must open this notebook from the one repository URL"
         setup = source(code_cells(nb)[0])
+        assert setup == repo_url.setup_cell(REPO_URL), "every setup cell comes from tools/repo_url.py"
         assert '"google.colab" in sys.modules' in setup and f'REPO_URL = "{REPO_URL}"' in setup
         assert "%matplotlib inline" in setup and "import attention_helpers" in setup
 

@@ -95,3 +95,34 @@ else:
     raise AssertionError("a missing name must raise AttributeError")
 """
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+def _lower_bounds(specs):
+    """{package: lower bound} for every `name>=version` in specs."""
+    bounds = {}
+    for spec in specs:
+        match = re.search(r">=\s*([\d.]+)", spec)
+        if match:
+            bounds[name_of(spec)] = match.group(1)
+    return bounds
+
+
+def _version(text):
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_no_lower_bound_exceeds_what_colab_ships():
+    """On Colab the setup cell installs the package into a running kernel: a bound above Colab's own version
+    upgrades IPython or traitlets under it (tests/colab_versions.txt says where the versions come from)."""
+    colab = dict(line.split("==") for line in requirement_lines((ROOT / "tests" / "colab_versions.txt").read_text()))
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    deps = re.search(r"dependencies = \[(.*?)\]", pyproject, re.S).group(1)
+    package_specs = [s.strip().strip('"') for s in deps.split(",") if s.strip()]
+    requirement_specs = requirement_lines((ROOT / "requirements.txt").read_text())
+    for source, specs in (("pyproject.toml", package_specs), ("requirements.txt", requirement_specs)):
+        for name, bound in _lower_bounds(specs).items():
+            if name in colab:
+                assert _version(bound) <= _version(colab[name]), (
+                    f"{source}: {name}>={bound} but Colab has {colab[name]}"
+                )
+    assert {"ipython", "traitlets", "ipywidgets", "torch"} <= set(colab)

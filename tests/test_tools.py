@@ -47,3 +47,55 @@ def test_refresh_merges_consecutive_stream_chunks():
         ("display_data", None, None),
         ("stream", "stdout", "c\n"),
     ]
+
+
+def _copy_for_repo_url(tmp_path: Path) -> Path:
+    """A copy of the files repo_url.py reads and writes, so that the test can change the URL."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    (copy / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "repo_url.py", copy / "tools")
+    shutil.copy(ROOT / "pyproject.toml", copy)
+    shutil.copy(ROOT / "README.md", copy)
+    shutil.copytree(ROOT / "notebooks", copy / "notebooks")
+    return copy
+
+
+def test_repo_url_finds_the_repository_in_agreement_with_pyproject():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "repo_url.py"), "--check"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout
+
+
+def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
+    copy = _copy_for_repo_url(tmp_path)
+    tool = [sys.executable, str(copy / "tools" / "repo_url.py")]
+    new = "https://github.com/someone-else/attention-fork"
+    subprocess.run([*tool, new], check=True, capture_output=True)
+    assert f'Repository = "{new}"' in (copy / "pyproject.toml").read_text()
+    readme = (copy / "README.md").read_text()
+    assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
+    for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        text = path.read_text()
+        assert "attention-notebooks" not in text, path.name
+        cells = json.loads(text)["cells"]
+        assert f"colab.research.google.com/github/someone-else/attention-fork/blob/main/notebooks/{path.name}" in (
+            "".join(cells[0]["source"])
+        )
+        setup = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+        assert f'REPO_URL = "{new}"' in setup and 'os.path.abspath("attention-fork")' in setup
+    assert subprocess.run([*tool, "--check"], capture_output=True).returncode == 0
+    (copy / "pyproject.toml").write_text((copy / "pyproject.toml").read_text().replace(new, new + "2"))
+    stale = subprocess.run([*tool, "--check"], capture_output=True, text=True)
+    assert stale.returncode == 1 and "README.md disagrees" in stale.stdout
+
+
+def test_repo_url_rejects_an_address_that_is_not_a_github_repository(tmp_path):
+    copy = _copy_for_repo_url(tmp_path)
+    run = subprocess.run(
+        [sys.executable, str(copy / "tools" / "repo_url.py"), "https://example.com/x"], capture_output=True, text=True
+    )
+    assert run.returncode != 0 and "https://github.com/OWNER/REPO" in run.stderr
+    assert "attention-notebooks/attention-from-scratch" in (copy / "pyproject.toml").read_text()

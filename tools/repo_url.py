@@ -1,0 +1,152 @@
+"""The repository URL lives in one place, pyproject.toml's [project.urls]; this tool writes it everywhere else.
+
+    python tools/repo_url.py https://github.com/OWNER/REPO   # set the URL (make repo-url URL=...)
+    python tools/repo_url.py                                  # rewrite from the URL pyproject already has
+    python tools/repo_url.py --check                          # exit 1 and list what disagrees
+
+It rewrites each notebook's Open-in-Colab badge and its whole setup cell (the first code cell, generated from
+SETUP_CELL below, so that every notebook shares one setup cell), and the README's clone commands. Standard
+library only: it runs before any virtual environment exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = ROOT / "pyproject.toml"
+README = ROOT / "README.md"
+URL_LINE = re.compile(r'^Repository = "([^"]*)"$', re.M)
+GITHUB_URL = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)/?$")
+
+SETUP_CELL = """\
+# Setup: on Colab, fetch the series and install its package; locally, `make lab` has done both.
+import os
+import sys
+
+REPO_URL = "{url}"
+if "google.colab" in sys.modules:
+    import subprocess
+
+    class SetupError(Exception):
+        def _render_traceback_(self):  # IPython shows this one line instead of a traceback
+            return [str(self)]
+
+    repo_dir = os.path.abspath("{name}")
+    if not os.path.isdir(repo_dir):
+        url = os.environ.get("SERIES_REPO_URL", REPO_URL)
+        clone = subprocess.run(
+            ["git", "clone", "--quiet", "--depth", "1", url, repo_dir], capture_output=True, text=True
+        )
+        if clone.returncode != 0:
+            reason = (clone.stderr.strip().splitlines() or ["no message"])[0].removeprefix("fatal: ")
+            raise SetupError(
+                f"Could not download the series from {{url}} ({{reason}}): check the internet connection "
+                "and that the address is right, then run this cell again."
+            )
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "-e", repo_dir], capture_output=True, text=True
+    )
+    if install.returncode != 0:
+        reason = ([line for line in install.stderr.splitlines() if "ERROR" in line] or ["no message"])[0]
+        raise SetupError(f"Could not install the series' package ({{reason}}): run this cell again.")
+    sys.path.insert(0, repo_dir)  # a running kernel only sees a new editable install after a restart
+    os.chdir(os.path.join(repo_dir, "notebooks"))
+
+%matplotlib inline
+import matplotlib.pyplot as plt
+import torch
+
+import attention_helpers as ah
+
+torch.set_printoptions(precision=4, sci_mode=False)"""
+
+
+def read_url() -> str:
+    match = URL_LINE.search(PYPROJECT.read_text())
+    if not match:
+        raise SystemExit('pyproject.toml has no line `Repository = "https://github.com/OWNER/REPO"`')
+    return match.group(1)
+
+
+def parts(url: str) -> tuple[str, str]:
+    match = GITHUB_URL.match(url)
+    if not match:
+        raise SystemExit(f"expected https://github.com/OWNER/REPO, got {url!r}")
+    return match.group(1), match.group(2)
+
+
+def setup_cell(url: str) -> str:
+    return SETUP_CELL.format(url=url, name=parts(url)[1])
+
+
+def badge(url: str, notebook: str) -> str:
+    owner, name = parts(url)
+    return (
+        "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+        f"(https://colab.research.google.com/github/{owner}/{name}/blob/main/notebooks/{notebook})"
+    )
+
+
+def dump_notebook(notebook: dict) -> str:
+    """The bytes nbformat writes: sorted keys, one-space indent, UTF-8 left as it is, a final newline."""
+    return json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def as_source(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def rewrite_notebook(path: Path, url: str) -> str:
+    notebook = json.loads(path.read_text())
+    title = notebook["cells"][0]
+    text = re.sub(
+        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)", lambda _: badge(url, path.name), "".join(title["source"])
+    )
+    if badge(url, path.name) not in text:
+        raise SystemExit(f"{path.name}: the first cell has no Open In Colab badge to rewrite")
+    title["source"] = as_source(text)
+    setup = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+    setup["source"] = as_source(setup_cell(url))
+    return dump_notebook(notebook)
+
+
+def rewrite_readme(text: str, url: str) -> str:
+    name = parts(url)[1]
+    text = re.sub(r"https://github\.com/[\w.-]+/[\w.-]+", url, text)
+    return re.sub(r"^cd [\w.-]+$", f"cd {name}", text, count=1, flags=re.M)
+
+
+def expected_files(url: str) -> dict[Path, str]:
+    files = {README: rewrite_readme(README.read_text(), url)}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        files[path] = rewrite_notebook(path, url)
+    return files
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    args = [a for a in argv if a != "--check"]
+    if args:
+        if check:
+            raise SystemExit("give either a URL or --check")
+        parts(args[0])
+        PYPROJECT.write_text(URL_LINE.sub(f'Repository = "{args[0]}"', PYPROJECT.read_text()))
+    url = read_url()
+    stale = [path for path, text in expected_files(url).items() if path.read_text() != text]
+    if check:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} disagrees with the repository URL {url}: run make repo-url URL={url}")
+        return 1 if stale else 0
+    for path, text in expected_files(url).items():
+        if path in stale:
+            path.write_text(text)
+            print(f"rewrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
