@@ -4,9 +4,9 @@ Modules, each importable on its own, depend on one another in one direction:
 ``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
 (the notebooks' answer checks) sit on top.
 
-"Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
-from (not random seeds): the classes keep their constructor arguments, so that the same
-``torch.manual_seed`` reproduces their printed numbers.
+The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
+Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
+reproduces the book's numbers.
 """
 
 from .attention import (

@@ -1,8 +1,8 @@
 """Self-attention modules, from the simplest single head to multi-head attention.
 
 The classes keep the constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``, ``out_proj``)
-and parameter creation order of seed 001, the reference notebook this series follows, so that the same
-``torch.manual_seed`` gives the same weights, and therefore the same numbers, as the seed's own classes.
+and parameter creation order of the classes in chapter 3 of Sebastian Raschka's *Build a Large Language Model
+(From Scratch)*, so that the same ``torch.manual_seed`` gives the same weights, and therefore the book's numbers.
 
 Inputs are batch-first: ``(batch, num_tokens, d_in)``.
 """
@@ -177,7 +177,7 @@ class MultiHeadAttention(nn.Module):
     - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which
       materialises the ``(batch, num_heads, num_tokens, num_tokens)`` attention weights. It is used when
       ``return_weights=True``, and in training mode with ``dropout > 0`` so that dropout masks are drawn
-      exactly as in seed 001 (``nn.Dropout`` on the weights);
+      exactly as in the book (``nn.Dropout`` on the weights);
     - the *fast* path, ``F.scaled_dot_product_attention``, a fused kernel that never stores the weights.
 
     Args:
@@ -187,7 +187,7 @@ class MultiHeadAttention(nn.Module):
         dropout: probability of dropping an attention weight during training, in [0, 1).
         num_heads: number of heads; must divide ``d_out``.
         qkv_bias: whether the query, key and value projections have a bias.
-        causal: hide future tokens (default, as in seed 001); ``False`` for an encoder.
+        causal: hide future tokens (default, as in the book); ``False`` for an encoder.
         proj_bias: whether ``out_proj`` has a bias.
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.

@@ -1,8 +1,8 @@
 """The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
 
-``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)`` takes seed 004's arguments. By default
-each layer is post-LN, as in seed 004 and the original paper (``x = norm(x + sublayer(x))``);
-``norm_first=True`` gives the pre-LN layer of seed 003 (``x = x + sublayer(norm(x))``).
+``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)``. By default each layer is post-LN, as in the
+original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
+later models (``x = x + sublayer(norm(x))``).
 """
 
 from __future__ import annotations
@@ -145,12 +145,12 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention and a feed-forward network, each wrapped in a residual connection and LayerNorm.
 
-    Post-LN (default, seed 004 and the original paper)::
+    Post-LN (default, the original paper)::
 
         x = norm1(x + dropout1(attention(x)))
         x = norm2(x + dropout2(ffn(x)))
 
-    Pre-LN (``norm_first=True``, seed 003)::
+    Pre-LN (``norm_first=True``, GPT-2 and most later models)::
 
         x = x + dropout1(attention(norm1(x)))
         x = x + dropout2(ffn(norm2(x)))
@@ -241,10 +241,10 @@ def _torch_activation_name(activation) -> str:
 
 
 class Encoder(nn.Module):
-    """A stack of ``num_layers`` :class:`EncoderLayer` s (seed 004: 5 layers of d_model 512, 8 heads).
+    """A stack of ``num_layers`` :class:`EncoderLayer` s (lesson 07 builds 5 layers of d_model 512, 8 heads).
 
     Args:
-        d_model, ffn_hidden, num_heads, drop_prob, num_layers: as in seed 004.
+        d_model, ffn_hidden, num_heads, drop_prob, num_layers: width, feed-forward width, heads, dropout, layers.
         norm_first: pre-LN layers instead of post-LN.
         activation: ``"relu"`` or ``"gelu"`` in the feed-forward networks.
         final_norm: apply one more LayerNorm after the last layer (usual with pre-LN, whose residual

@@ -1,10 +1,10 @@
-"""Time MultiHeadAttention against PyTorch's modules and seed 001's class, all measured in this run.
+"""Time MultiHeadAttention against PyTorch's modules and the book's class, all measured in this run.
 
     python benchmarks/bench_mha.py            # batch 8, 1024 tokens, d=768, 12 heads, causal, float32, CPU
     python benchmarks/bench_mha.py --tokens 256 --repeats 5
 
 Prints the median time of each implementation and its ratio to the minimal module (one fused qkv projection
-plus F.scaled_dot_product_attention), to nn.MultiheadAttention(need_weights=False) and to seed 001's class.
+plus F.scaled_dot_product_attention), to nn.MultiheadAttention(need_weights=False) and to the book's class.
 Ratios, not seconds, are the result: they compare implementations on the same machine at the same moment.
 Before timing, every implementation is checked to give the same output from the same weights.
 """
@@ -22,8 +22,8 @@ from torch import nn
 from attention_helpers import MultiHeadAttention, causal_mask, to_torch
 
 
-class Seed001MultiHeadAttention(nn.Module):
-    """Seed 001's class as the seed writes it: explicit masked_fill, softmax and dropout on the weights."""
+class BookMultiHeadAttention(nn.Module):
+    """The book's class as the book writes it: explicit masked_fill, softmax and dropout on the weights."""
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -69,20 +69,20 @@ def build(d_model: int, num_heads: int, tokens: int) -> tuple[dict[str, callable
     ours = MultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
     torch_mha = to_torch(ours)
     minimal = MinimalAttention(d_model, num_heads)
-    seed = Seed001MultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
+    book = BookMultiHeadAttention(d_model, d_model, tokens, 0.0, num_heads, qkv_bias=True)
     with torch.no_grad():
         minimal.qkv.weight.copy_(torch_mha.in_proj_weight)
         minimal.qkv.bias.copy_(torch_mha.in_proj_bias)
         minimal.out_proj.load_state_dict(ours.out_proj.state_dict())
-        seed.load_state_dict({**ours.state_dict(), "mask": seed.mask})
+        book.load_state_dict({**ours.state_dict(), "mask": book.mask})
     mask = causal_mask(tokens)
-    modules = [ours, torch_mha, minimal, seed]
+    modules = [ours, torch_mha, minimal, book]
     impls = {
         "ours, fast path": lambda x: ours(x),
         "ours, explicit path": lambda x: ours(x, return_weights=True)[0],
         "minimal (fused qkv + SDPA)": lambda x: minimal(x),
         "nn.MultiheadAttention": lambda x: torch_mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)[0],
-        "seed 001 class": lambda x: seed(x),
+        "book's class": lambda x: book(x),
     }
     return impls, modules
 
@@ -142,17 +142,17 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
             steps[name] = step
         timings = median_seconds(steps, args.repeats)
-        base, torch_time, seed_time = (
+        base, torch_time, book_time = (
             timings["minimal (fused qkv + SDPA)"],
             timings["nn.MultiheadAttention"],
-            timings["seed 001 class"],
+            timings["book's class"],
         )
         print(f"\n{mode}:")
-        print(f"  {'implementation':28s} {'ms':>8s} {'/ minimal':>10s} {'/ nn.MHA':>9s} {'/ seed 001':>11s}")
+        print(f"  {'implementation':28s} {'ms':>8s} {'/ minimal':>10s} {'/ nn.MHA':>9s} {'/ book':>11s}")
         for name, seconds in timings.items():
             print(
                 f"  {name:28s} {seconds * 1e3:8.1f} {seconds / base:10.2f} {seconds / torch_time:9.2f} "
-                f"{seconds / seed_time:11.2f}"
+                f"{seconds / book_time:11.2f}"
             )
         results[mode] = timings
     return results
