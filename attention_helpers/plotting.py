@@ -68,7 +68,7 @@ def plot_embeddings_3d(
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")
     ax.set_title(title)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, title="word")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=9, title="word")  # clear of the z label
     ax.view_init(elev=elev, azim=azim)
     return ax
 
