@@ -350,13 +350,14 @@ def plot_attention(
     ax=None,
     title: str = "Attention weights",
     annotate: bool = True,
-    value_label: str = "weight",
+    value_label: str | None = None,
 ):
     """Heatmap of a ``(num_queries, num_keys)`` attention matrix with the words as tick labels.
 
     Rows are the queries (the token doing the attending), columns the keys (the tokens attended to).
-    The colour bar is labelled ``value_label`` (``"score"`` for raw scores). A matrix of zeros and ones
-    only (a mask, boolean or not) gets two colours and a colour bar with just the two values.
+    The colour bar is labelled ``value_label`` (pass ``"score"`` for raw scores; default ``"weight"``). A
+    matrix of zeros and ones only (a mask, boolean or not) gets two colours and a colour bar with just the
+    two values, labelled ``"mask"`` by default.
     """
     matrix = _check_weights_matrix(weights)
     col_labels = row_labels if col_labels is None else col_labels
@@ -370,6 +371,8 @@ def plot_attention(
     image = _heatmap(ax, matrix, row_labels, col_labels, title, annotate, vmin, float(matrix.max()), mask=mask)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
+    if value_label is None:
+        value_label = "mask" if mask else "weight"
     colorbar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=value_label)
     if mask:
         colorbar.set_ticks([0.25, 0.75], labels=["0", "1"])

@@ -142,6 +142,7 @@ def test_a_zero_one_mask_gets_two_colours_not_a_continuous_scale():
         assert image.get_cmap().N == 2
         assert [t.get_text() for t in image.colorbar.ax.get_yticklabels()] == ["0", "1"]
         assert _colorbar_label(ax) == "may attend"
+    assert _colorbar_label(ah.plot_attention(mask, ["a", "b", "c", "d"])) == "mask"
     weights = torch.softmax(torch.randn(4, 4), dim=-1)
     assert ah.plot_attention(weights, ["a", "b", "c", "d"]).images[0].get_cmap().N > 2
 
