@@ -8,6 +8,7 @@ with a wrong answer or a traceback from deep inside torch.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 
 import torch
 
@@ -123,5 +124,7 @@ def check_heads(width: int, num_heads: int, name: str = "d_out") -> None:
 
 def check_labels(name: str, labels, count: int, what: str) -> None:
     """Require one label per row or column being labelled (``count`` of ``what``)."""
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise TypeError(f"{name} must be a list or tuple of {count} words, one per {what}, got {type(labels).__name__}")
     if len(labels) != count:
         raise ValueError(f"{name} has {len(labels)} labels but there are {count} {what}")

@@ -80,7 +80,7 @@ class SelfAttentionV2(nn.Module):
 
     ``nn.Linear`` stores its weight transposed, ``(d_out, d_in)``, computes ``x @ weight.T (+ bias)``
     and starts from a better-scaled random initialisation than ``torch.rand``. To copy a V2 into a V1,
-    assign ``v1.W_query.data = v2.W_query.weight.T`` (and likewise for keys and values).
+    copy under ``torch.no_grad()``: ``v1.W_query.copy_(v2.W_query.weight.T)`` (likewise for keys and values).
     """
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):

@@ -1,7 +1,8 @@
 """The running example: six 3-dimensional word vectors for "Your journey starts with one step".
 
-The numbers are hand-picked toy embeddings (seed 001), small enough to follow by hand and to draw in 3D.
-Real models learn embeddings with hundreds of dimensions.
+The numbers are the hand-picked toy embeddings of chapter 3 of Sebastian Raschka's *Build a Large Language
+Model (From Scratch)*, small enough to follow by hand and to draw in 3D. Real models learn embeddings with
+hundreds of dimensions.
 """
 
 import torch

@@ -19,17 +19,31 @@ NOT_ANSWERED = "Not answered yet (the answer is still None)."
 
 
 def _compare(answer, expected, atol: float) -> str | None:
-    """Why ``answer`` differs from ``expected``, or None when they agree."""
+    """Why ``answer`` differs from ``expected``, or None when they agree. The reason names the part that
+    failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(answer, torch.Tensor):
             return f"expected a tensor, got {type(answer).__name__}"
         if answer.shape != expected.shape:
             return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
         if expected.dtype == torch.bool or answer.dtype == torch.bool:
-            same = torch.equal(answer.bool(), expected.bool()) and answer.dtype == expected.dtype
-            return None if same else "some entries differ"
-        close = torch.allclose(answer.detach().double(), expected.detach().double(), atol=atol, rtol=0, equal_nan=True)
-        return None if close else "the shape is right but some values differ"
+            if not torch.equal(answer.detach().double(), expected.detach().double()):
+                wrong = int((answer.detach().double() != expected.detach().double()).sum())
+                return f"the shape is right but {wrong} of {expected.numel()} entries differ"
+            if answer.dtype != expected.dtype:
+                return (
+                    f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
+                    f"(convert with .{'bool' if expected.dtype == torch.bool else 'float'}())"
+                )
+            return None
+        difference = (answer.detach().double() - expected.detach().double()).abs()
+        if torch.allclose(answer.detach().double(), expected.detach().double(), atol=atol, rtol=0, equal_nan=True):
+            return None
+        where = tuple(
+            int(i) for i in torch.unravel_index(difference.nan_to_num(float("inf")).argmax(), difference.shape)
+        )
+        index = f" at index {shape_str(where)}" if where else ""
+        return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
     if isinstance(expected, (bool, str)):
         return None if type(answer) is type(expected) and answer == expected else "that is not it"
     if isinstance(expected, (int, float)):
@@ -37,11 +51,14 @@ def _compare(answer, expected, atol: float) -> str | None:
             return f"expected a number, got {type(answer).__name__}"
         return None if abs(answer - expected) <= atol else "that is not the right number"
     if isinstance(expected, (tuple, list)):
-        if not isinstance(answer, (tuple, list, torch.Size)) or len(answer) != len(expected):
-            return f"expected {len(expected)} items"
-        for a, e in zip(answer, expected, strict=True):
-            if _compare(a, e, atol) is not None:
-                return "at least one item is not right"
+        if not isinstance(answer, (tuple, list, torch.Size)):
+            return f"expected a tuple of {len(expected)} items, got {type(answer).__name__}"
+        if len(answer) != len(expected):
+            return f"expected {len(expected)} items, got {len(answer)}"
+        for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
+            problem = _compare(a, e, atol)
+            if problem is not None:
+                return f"item {number} of {len(expected)} is not right: {problem}"
         return None
     raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
 

@@ -27,6 +27,9 @@ def _as_2d(name: str, values) -> torch.Tensor:
     return values.detach().float().cpu()
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
+
+
 def plot_embeddings_3d(
     vectors: torch.Tensor,
     labels: Sequence[str],
@@ -37,6 +40,8 @@ def plot_embeddings_3d(
 ):
     """Scatter ``(num_words, 3)`` vectors in 3D, each point named by its word; all three axes labelled.
 
+    Every word gets its own colour and marker, listed in a legend, so that two points almost on top of
+    each other ("journey" and "starts" in the running example) can still be told apart.
     ``elev`` and ``azim`` (degrees) turn the camera: elevation above the x-y plane and rotation about
     the vertical axis (Matplotlib's defaults, 30 and -60, when None).
     """
@@ -45,16 +50,142 @@ def plot_embeddings_3d(
         raise ValueError(f"vectors must have shape (num_words, 3), got {shape_str(points.shape)}")
     check_labels("labels", labels, points.shape[0], "vectors")
     if ax is None:
-        ax = plt.figure(figsize=(6, 5)).add_subplot(projection="3d")
+        ax = plt.figure(figsize=(6.5, 5)).add_subplot(projection="3d")
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
-        ax.scatter(x, y, z, s=40)
+        ax.scatter(x, y, z, s=45, marker=_MARKERS[i % len(_MARKERS)], color=f"C{i % 10}", label=word)
         # a point almost on top of an earlier one gets its label on the left, so the two do not overlap
         crowded = i > 0 and bool((points[:i] - points[i]).norm(dim=1).min() < 0.1)
-        ax.text(x, y, z, f"{word}  " if crowded else f"  {word}", fontsize=10, ha="right" if crowded else "left")
+        ax.text(
+            x,
+            y,
+            z,
+            f"{word}  " if crowded else f"  {word}",
+            fontsize=10,
+            ha="right" if crowded else "left",
+            color=f"C{i % 10}",
+        )
     ax.set_xlabel("dimension 1")
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")
     ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=9, title="word")  # clear of the z label
+    ax.view_init(elev=elev, azim=azim)
+    return ax
+
+
+def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str = "a", b_label: str = "b"):
+    """Two 2-D vectors as arrows from the origin, with their lengths and the angle between them.
+
+    The title gives ``a · b = |a| |b| cos θ`` with the numbers filled in, so the sign of the dot
+    product can be read off the angle: positive below 90°, zero at 90°, negative above.
+    """
+    for name, vector in ((a_label, a), (b_label, b)):
+        if not isinstance(vector, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape (2,), got {type(vector).__name__}")
+        if vector.shape != (2,):
+            raise ValueError(f"{name} must have shape (2,), got {shape_str(vector.shape)}")
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    len_a, len_b = float(a.norm()), float(b.norm())
+    if len_a == 0 or len_b == 0:
+        raise ValueError("a and b must not be zero vectors: the angle between them is undefined")
+    dot = float(a @ b)
+    angle = math.degrees(math.acos(max(-1.0, min(1.0, dot / (len_a * len_b)))))
+    if ax is None:
+        ax = plt.figure(figsize=(4.2, 4.2)).add_subplot()
+    reach = 1.35 * max(len_a, len_b)
+    for vector, label, length, color, side in ((a, a_label, len_a, "C0", 1), (b, b_label, len_b, "C1", -1)):
+        x, y = vector.tolist()
+        # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
+        arrow = {"arrowstyle": "-|>", "color": color, "lw": 2 if side == 1 else 3.5, "alpha": 1.0 if side == 1 else 0.7}
+        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=arrow, zorder=3 if side == 1 else 2)
+        # the name beside the arrow's tip, a on one side and b on the other, so collinear arrows stay readable
+        normal_x, normal_y = -y / length, x / length
+        ax.text(
+            x + side * 0.18 * reach * normal_x,
+            y + side * 0.18 * reach * normal_y,
+            f"{label}\n|{label}| = {length:.2f}",
+            color=color,
+            ha="center",
+            va="center",
+        )
+    # the angle: an arc from a's direction to b's, the short way round
+    start = math.atan2(float(a[1]), float(a[0]))
+    turn = math.atan2(float(b[1]), float(b[0])) - start
+    turn = (turn + math.pi) % (2 * math.pi) - math.pi
+    radius = 0.3 * min(len_a, len_b)
+    steps = [start + turn * t / 40 for t in range(41)]
+    ax.plot([radius * math.cos(t) for t in steps], [radius * math.sin(t) for t in steps], color="gray", lw=1)
+    middle = start + turn / 2 - (0.5 if abs(turn) < 0.3 else 0.0)  # off the arrows when they are (nearly) parallel
+    ax.text(
+        2.0 * radius * math.cos(middle),
+        2.0 * radius * math.sin(middle),
+        f"θ = {angle:.0f}°",
+        color="gray",
+        ha="center",
+        va="center",
+    )
+    ax.set_xlim(-reach, reach)
+    ax.set_ylim(-reach, reach)
+    ax.set_aspect("equal")
+    ax.axhline(0.0, color="black", lw=0.5)
+    ax.axvline(0.0, color="black", lw=0.5)
+    ax.set_xlabel("dimension 1")
+    ax.set_ylabel("dimension 2")
+    ax.set_title(f"{a_label} · {b_label} = {len_a:.2f} × {len_b:.2f} × cos {angle:.0f}° = {dot:+.2f}", fontsize=10)
+    return ax
+
+
+def plot_context_vector(
+    vectors: torch.Tensor,
+    weights: torch.Tensor,
+    labels: Sequence[str],
+    query_label: str,
+    ax=None,
+    elev: float | None = None,
+    azim: float | None = None,
+):
+    """A context vector as a weighted average: ``(num_words, 3)`` word vectors drawn in 3D with each point's
+    size proportional to its ``(num_words,)`` attention weight (written next to it), the context vector
+    ``weights @ vectors`` (a star) and the plain mean of the vectors, equal weights (a cross).
+    """
+    points = _as_2d("vectors", vectors)
+    if points.shape[1] != 3:
+        raise ValueError(f"vectors must have shape (num_words, 3), got {shape_str(points.shape)}")
+    if not isinstance(weights, torch.Tensor):
+        raise TypeError(f"weights must be a torch.Tensor of shape (num_words,), got {type(weights).__name__}")
+    if weights.shape != (points.shape[0],):
+        raise ValueError(
+            f"weights must have shape ({points.shape[0]},), one per row of vectors, got {shape_str(weights.shape)}"
+        )
+    check_labels("labels", labels, points.shape[0], "vectors")
+    shares = weights.detach().double().cpu()
+    if bool((shares < 0).any()) or abs(float(shares.sum()) - 1.0) > 1e-4:
+        raise ValueError(f"weights must be non-negative and sum to 1, got sum {float(shares.sum()):.4f}")
+    shares = shares.float()
+    context = shares @ points  # (3,)
+    mean = points.mean(dim=0)  # (3,)
+    if ax is None:
+        ax = plt.figure(figsize=(7, 5.5)).add_subplot(projection="3d")
+    for i, ((x, y, z), word, share) in enumerate(zip(points.tolist(), labels, shares.tolist(), strict=True)):
+        ax.scatter(x, y, z, s=1500 * share, color=f"C{i % 10}", alpha=0.6, marker=_MARKERS[i % len(_MARKERS)])
+        crowded = i > 0 and bool((points[:i] - points[i]).norm(dim=1).min() < 0.1)
+        text = f"{word} ({share:.2f})"
+        ax.text(
+            x,
+            y,
+            z,
+            f"{text}   " if crowded else f"   {text}",
+            fontsize=9,
+            ha="right" if crowded else "left",
+            color=f"C{i % 10}",
+        )
+    ax.scatter(*context.tolist(), s=160, marker="*", color="crimson", label=f"context vector of {query_label!r}")
+    ax.scatter(*mean.tolist(), s=90, marker="x", color="black", label="plain mean (equal weights)")
+    ax.set_xlabel("dimension 1")
+    ax.set_ylabel("dimension 2")
+    ax.set_zlabel("dimension 3")
+    ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
+    ax.legend(loc="upper left", fontsize=9)
     ax.view_init(elev=elev, azim=azim)
     return ax
 
@@ -130,6 +261,20 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     return fig
 
 
+def _annotate(ax, matrix: torch.Tensor, dark_from: float, dark_is_high: bool, decimals: int = 2) -> None:
+    """Write each entry of ``matrix`` in its cell, white on dark cells and black on light ones.
+
+    ``dark_is_high``: the colour map is dark for high values (``Blues``) or for low ones (``viridis``);
+    ``dark_from`` is the value where cells turn dark.
+    """
+    for i in range(matrix.shape[0]):
+        for j in range(matrix.shape[1]):
+            value = float(matrix[i, j])
+            dark = value >= dark_from if dark_is_high else value <= dark_from
+            color = "white" if dark else "black"
+            ax.text(j, i, f"{value:.{decimals}f}", ha="center", va="center", fontsize=8, color=color)
+
+
 def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     """Heatmap of ``nn.Dropout(p)`` (training mode) applied to a ``(size, size)`` matrix of ones.
 
@@ -145,10 +290,9 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
         dropped = torch.nn.Dropout(p).train()(torch.ones(size, size))
     if ax is None:
         ax = plt.figure(figsize=(1 + 0.75 * size, 0.9 + 0.65 * size)).add_subplot()
-    ax.imshow(dropped.numpy(), cmap="Blues", vmin=0.0, vmax=max(2.0, 1.0 / (1.0 - p)))
-    for i in range(size):
-        for j in range(size):
-            ax.text(j, i, f"{float(dropped[i, j]):.2f}", ha="center", va="center", fontsize=8)
+    vmax = max(2.0, 1.0 / (1.0 - p))
+    ax.imshow(dropped.numpy(), cmap="Blues", vmin=0.0, vmax=vmax)
+    _annotate(ax, dropped, dark_from=0.6 * vmax, dark_is_high=True)
     ax.set_xticks(range(size))
     ax.set_yticks(range(size))
     ax.set_xlabel("column")
@@ -158,6 +302,47 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     return ax
 
 
+def _is_mask(matrix: torch.Tensor) -> bool:
+    """True for a matrix of zeros and ones only (a mask), which gets two colours rather than a colour scale."""
+    return bool(((matrix == 0) | (matrix == 1)).all())
+
+
+def _heatmap(
+    ax,
+    matrix: torch.Tensor,
+    row_labels,
+    col_labels,
+    title: str,
+    annotate: bool,
+    vmin: float,
+    vmax: float,
+    mask: bool = False,
+):
+    """Draw a ``(num_queries, num_keys)`` heatmap with the words as ticks (two colours for a ``mask``);
+    return its image."""
+    if mask:
+        from matplotlib.colors import ListedColormap
+
+        image = ax.imshow(matrix.numpy(), cmap=ListedColormap(["#2b2b6b", "#f5e663"]), vmin=0.0, vmax=1.0)
+    else:
+        image = ax.imshow(matrix.numpy(), cmap="viridis", vmin=vmin, vmax=max(vmin + 1e-12, vmax))
+    ax.set_xticks(range(matrix.shape[1]), labels=list(col_labels), rotation=45, ha="right")
+    ax.set_yticks(range(matrix.shape[0]), labels=list(row_labels))
+    ax.set_title(title)
+    if annotate:
+        # viridis is dark at the low end: white text there, black on the bright high values
+        _annotate(ax, matrix, dark_from=vmin + 0.6 * (vmax - vmin), dark_is_high=False, decimals=0 if mask else 2)
+    return image
+
+
+def _check_weights_matrix(weights) -> torch.Tensor:
+    if not isinstance(weights, torch.Tensor):
+        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    if weights.dtype == torch.bool:
+        weights = weights.float()
+    return _as_2d("weights", weights)
+
+
 def plot_attention(
     weights: torch.Tensor,
     row_labels: Sequence[str],
@@ -165,12 +350,16 @@ def plot_attention(
     ax=None,
     title: str = "Attention weights",
     annotate: bool = True,
+    value_label: str | None = None,
 ):
     """Heatmap of a ``(num_queries, num_keys)`` attention matrix with the words as tick labels.
 
     Rows are the queries (the token doing the attending), columns the keys (the tokens attended to).
+    The colour bar is labelled ``value_label`` (pass ``"score"`` for raw scores; default ``"weight"``). A
+    matrix of zeros and ones only (a mask, boolean or not) gets two colours and a colour bar with just the
+    two values, labelled ``"mask"`` by default.
     """
-    matrix = _as_2d("weights", weights)
+    matrix = _check_weights_matrix(weights)
     col_labels = row_labels if col_labels is None else col_labels
     check_labels("row_labels", row_labels, matrix.shape[0], "rows in weights")
     check_labels("col_labels", col_labels, matrix.shape[1], "columns in weights")
@@ -178,27 +367,15 @@ def plot_attention(
         ax = plt.figure(figsize=(1 + 0.8 * matrix.shape[1], 0.8 + 0.7 * matrix.shape[0])).add_subplot()
     # weights are never negative, so the scale starts at 0; raw scores may be, and then it starts lower
     vmin = min(0.0, float(matrix.min()))
-    image = ax.imshow(matrix.numpy(), cmap="viridis", vmin=vmin, vmax=max(vmin + 1e-12, float(matrix.max())))
-    ax.set_xticks(range(matrix.shape[1]), labels=list(col_labels), rotation=45, ha="right")
-    ax.set_yticks(range(matrix.shape[0]), labels=list(row_labels))
+    mask = _is_mask(matrix)
+    image = _heatmap(ax, matrix, row_labels, col_labels, title, annotate, vmin, float(matrix.max()), mask=mask)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
-    ax.set_title(title)
-    if annotate:
-        threshold = vmin + 0.6 * (float(matrix.max()) - vmin)
-        for i in range(matrix.shape[0]):
-            for j in range(matrix.shape[1]):
-                value = float(matrix[i, j])
-                ax.text(
-                    j,
-                    i,
-                    f"{value:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="black" if value > threshold else "white",
-                )
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if value_label is None:
+        value_label = "mask" if mask else "weight"
+    colorbar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=value_label)
+    if mask:
+        colorbar.set_ticks([0.25, 0.75], labels=["0", "1"])
     return ax
 
 
@@ -206,22 +383,38 @@ def plot_attention_heads(
     weights: torch.Tensor, labels: Sequence[str], ncols: int = 4, title: str = "Attention weights per head"
 ):
     """A grid of heatmaps, one per head, from ``(num_heads, num_tokens, num_tokens)`` weights
-    (take one batch element of a ``(batch, num_heads, ...)`` tensor first). Returns the figure."""
+    (take one batch element of a ``(batch, num_heads, ...)`` tensor first), on one colour scale with one
+    colour bar and one pair of axis labels for the whole grid. Returns the figure."""
     if not isinstance(weights, torch.Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
     if weights.dim() != 3:
         raise ValueError(f"weights must have shape (num_heads, num_tokens, num_tokens), got {shape_str(weights.shape)}")
+    check_positive_int("ncols", ncols)
     num_heads = weights.shape[0]
+    if num_heads == 0:
+        raise ValueError(
+            f"weights has no heads: shape {shape_str(weights.shape)} (num_heads, num_tokens, num_tokens) "
+            "with num_heads = 0; pass at least one head"
+        )
+    check_labels("labels", labels, weights.shape[1], "query tokens in weights")
+    check_labels("labels", labels, weights.shape[2], "key tokens in weights")
+    matrices = weights.detach().float().cpu()
+    vmin, vmax = min(0.0, float(matrices.min())), float(matrices.max())
     ncols = min(ncols, num_heads)
     nrows = -(-num_heads // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.2 * ncols + 0.8, 3.0 * nrows + 0.4), squeeze=False, layout="constrained"
+    )
+    image = None
     for head, ax in enumerate(axes.flat):
         if head < num_heads:
-            plot_attention(weights[head], labels, ax=ax, title=f"head {head}", annotate=False)
+            image = _heatmap(ax, matrices[head], labels, labels, f"head {head}", False, vmin, vmax)
         else:
             ax.axis("off")
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="weight", shrink=0.9)
+    fig.supxlabel("key (attended to)")
+    fig.supylabel("query (attending)")
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 

@@ -230,6 +230,21 @@ CASES = {
         ValueError,
         ["row_labels", "5", "6"],
     ),
+    "heatmap with no labels": (
+        lambda: ah.plot_attention(torch.rand(6, 6), None),
+        TypeError,
+        ["row_labels", "NoneType"],
+    ),
+    "heads grid of zero heads": (
+        lambda: ah.plot_attention_heads(torch.rand(0, 6, 6), ah.WORDS),
+        ValueError,
+        ["no heads", "(0, 6, 6)"],
+    ),
+    "heads grid with ncols of 0": (
+        lambda: ah.plot_attention_heads(torch.rand(2, 6, 6), ah.WORDS, ncols=0),
+        ValueError,
+        ["ncols", "0"],
+    ),
     "to_torch of a rectangular MHA": (lambda: ah.to_torch(mha(d_out=4)), ValueError, ["d_in=3", "d_out=4"]),
     "to_torch of an unsupported module": (lambda: ah.to_torch(nn.Linear(2, 2)), TypeError, ["Linear"]),
     "from_torch of the wrong class": (

@@ -15,18 +15,38 @@ def test_unanswered_exercise_gives_the_hint(capsys):
     ("answer", "expected", "verdict", "reason"),
     [
         (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.00001]), True, "correct"),
-        (torch.tensor([1.0, 2.1]), torch.tensor([1.0, 2.0]), False, "some values differ"),
+        (
+            torch.tensor([1.0, 2.1]),
+            torch.tensor([1.0, 2.0]),
+            False,
+            "some values differ (largest difference 0.1 at index (1,))",
+        ),
         (torch.ones(2, 3), torch.ones(3, 2), False, "expected shape (3, 2), got (2, 3)"),  # a transposed answer
         ([1.0, 2.0], torch.ones(2), False, "expected a tensor, got list"),
         (torch.tensor([True, False]), torch.tensor([True, False]), True, "correct"),
-        (torch.tensor([1, 0]), torch.tensor([True, False]), False, "some entries differ"),
+        (torch.tensor([1, 0]), torch.tensor([True, False]), False, "the dtype is torch.int64, expected torch.bool"),
+        # a 0/1 float mask for a boolean one: the values are right, only the dtype is not
+        (
+            torch.triu(torch.ones(4, 4), diagonal=1),
+            torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1),
+            False,
+            "the values are right but the dtype is torch.float32, expected torch.bool (convert with .bool())",
+        ),
+        (torch.tensor([True, True]), torch.tensor([True, False]), False, "1 of 2 entries differ"),
         (0.25, 0.25, True, "correct"),
         (True, 1, False, "expected a number, got bool"),
         ("post-LN", "post-LN", True, "correct"),
         ("pre-LN", "post-LN", False, "that is not it"),
         ((2, 6, 4), (2, 6, 4), True, "correct"),
         (torch.Size([2, 6, 4]), (2, 6, 4), True, "correct"),
-        ((2, 4, 6), (2, 6, 4), False, "at least one item"),
+        ((2, 4, 6), (2, 6, 4), False, "item 2 of 3 is not right: that is not the right number"),
+        ((2, 6), (2, 6, 4), False, "expected 3 items, got 2"),
+        (
+            (torch.ones(5, 5), torch.ones(5, 5)),
+            (torch.ones(5, 5), torch.ones(5, 3)),
+            False,
+            "item 2 of 2 is not right: expected shape (5, 3), got (5, 5)",
+        ),
     ],
 )
 def test_answers_are_judged_with_a_reason(capsys, answer, expected, verdict, reason):

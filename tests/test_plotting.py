@@ -14,7 +14,7 @@ def _close_figures():
 def test_3d_plot_labels_all_three_axes_and_names_every_point():
     ax = ah.plot_embeddings_3d(ah.toy_embeddings(), ah.WORDS)
     labels = [ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()]
-    assert all(labels) and len(set(labels)) == 3  # seed 001 set the x label twice and never the z label
+    assert all(labels) and len(set(labels)) == 3  # a common mistake: the x label set twice, the z label never
     assert ax.get_title()
     assert [t.get_text().strip() for t in ax.texts] == list(ah.WORDS)
 
@@ -29,11 +29,20 @@ def test_attention_heatmap_uses_the_words_as_ticks():
     assert ax.images[0].get_array().shape == (6, 6)
 
 
-def test_heads_grid_has_one_titled_heatmap_per_head():
+def test_heads_grid_has_one_titled_heatmap_per_head_on_one_shared_scale():
     weights = torch.softmax(torch.randn(5, 6, 6), dim=-1)
     fig = ah.plot_attention_heads(weights, ah.WORDS, ncols=3)
     heatmaps = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title() for ax in heatmaps] == [f"head {h}" for h in range(5)]
+    # one colour scale for all heads, and a single colour bar labelled "weight" for the grid
+    assert {ax.images[0].get_clim() for ax in heatmaps} == {(0.0, float(weights.max()))}
+    colorbars = {id(ax.images[0].colorbar) for ax in heatmaps if ax.images[0].colorbar is not None}
+    assert len(colorbars) == 1
+    assert len(fig.axes) == 2 * 3 + 1  # the 2 x 3 grid (one cell unused) and the colour bar
+    assert heatmaps[-1].images[0].colorbar.ax.get_ylabel() == "weight"
+    # the axis labels are said once for the grid, not under every head
+    assert fig.supxlabel is not None and fig._supxlabel.get_text() and fig._supylabel.get_text()
+    assert not any(ax.get_xlabel() or ax.get_ylabel() for ax in heatmaps)
 
 
 def test_diagrams_are_found_in_images():
@@ -84,6 +93,17 @@ def test_dropout_heatmap_is_seeded_dropout_and_keeps_global_rng():
     assert set(shown.unique().tolist()) <= {0.0, 2.0}  # survivors scaled by 1 / (1 - p)
 
 
+def test_3d_plot_tells_nearly_equal_points_apart_by_marker_colour_and_legend():
+    ax = ah.plot_embeddings_3d(ah.toy_embeddings(), ah.WORDS)
+    points = ax.collections
+    assert len(points) == 6
+    journey, starts = points[1], points[2]
+    journey_marker, starts_marker = (p.get_paths()[0].vertices for p in (journey, starts))
+    assert journey_marker.shape != starts_marker.shape or not (journey_marker == starts_marker).all()
+    assert tuple(journey.get_facecolor()[0]) != tuple(starts.get_facecolor()[0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(ah.WORDS)
+
+
 def test_3d_labels_of_nearly_equal_points_go_on_opposite_sides():
     ax = ah.plot_embeddings_3d(ah.toy_embeddings(), ah.WORDS)
     sides = {t.get_text().strip(): t.get_horizontalalignment() for t in ax.texts}
@@ -96,3 +116,78 @@ def test_heatmap_scale_starts_at_zero_for_weights_and_below_for_negative_scores(
     assert ah.plot_attention(weights, ah.WORDS).images[0].get_clim()[0] == 0.0
     scores = torch.tensor([[-1.0, 1.0], [1.0, -1.0]])
     assert ah.plot_attention(scores, ["a", "b"]).images[0].get_clim() == (-1.0, 1.0)
+
+
+def _colorbar_label(ax):
+    return ax.images[0].colorbar.ax.get_ylabel()
+
+
+def test_heatmap_colour_bar_is_labelled_and_text_is_readable_on_dark_and_light_cells():
+    weights = torch.softmax(torch.randn(6, 6) * 3, dim=-1)
+    ax = ah.plot_attention(weights, ah.WORDS)
+    assert _colorbar_label(ax) == "weight"
+    assert _colorbar_label(ah.plot_attention(torch.randn(6, 6), ah.WORDS, value_label="score")) == "score"
+    # viridis is dark at the bottom of the scale: white text on the smallest entry, black on the largest
+    texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_color() for t in ax.texts}
+    smallest = tuple(int(i) for i in torch.unravel_index(weights.argmin(), weights.shape))
+    largest = tuple(int(i) for i in torch.unravel_index(weights.argmax(), weights.shape))
+    assert texts[smallest] == "white" and texts[largest] == "black"
+
+
+def test_a_zero_one_mask_gets_two_colours_not_a_continuous_scale():
+    mask = torch.tril(torch.ones(4, 4))
+    for shown in (mask, mask.bool()):
+        ax = ah.plot_attention(shown, ["a", "b", "c", "d"], value_label="may attend")
+        image = ax.images[0]
+        assert image.get_cmap().N == 2
+        assert [t.get_text() for t in image.colorbar.ax.get_yticklabels()] == ["0", "1"]
+        assert _colorbar_label(ax) == "may attend"
+    assert _colorbar_label(ah.plot_attention(mask, ["a", "b", "c", "d"])) == "mask"
+    weights = torch.softmax(torch.randn(4, 4), dim=-1)
+    assert ah.plot_attention(weights, ["a", "b", "c", "d"]).images[0].get_cmap().N > 2
+
+
+def test_dropout_text_is_white_on_dark_cells_and_black_on_light_ones():
+    ax = ah.plot_dropout(0.5, size=6, seed=123)
+    shown = torch.tensor(ax.images[0].get_array())
+    for text in ax.texts:
+        column, row = (round(v) for v in text.get_position())
+        kept = float(shown[row, column]) > 0  # kept entries (2.0) are the dark end of the Blues map
+        assert text.get_color() == ("white" if kept else "black")
+
+
+def test_dot_product_arrows_show_both_lengths_the_angle_and_the_product():
+    a, b = torch.tensor([1.0, 0.5]), torch.tensor([-1.0, 2.0])
+    ax = ah.plot_dot_product_2d(a, b, a_label="a", b_label="b")
+    arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]  # annotations drawn as arrows
+    assert sorted(tuple(t.xy) for t in arrows) == sorted([tuple(a.tolist()), tuple(b.tolist())])
+    assert all(tuple(t.xyann) == (0, 0) for t in arrows)  # both start at the origin
+    angle = torch.rad2deg(torch.acos(torch.nn.functional.cosine_similarity(a, b, dim=0))).item()
+    words = " ".join(t.get_text() for t in ax.texts)
+    assert f"θ = {angle:.0f}°" in words  # 90 degrees: these two are at right angles
+    assert f"|a| = {a.norm():.2f}" in words and f"|b| = {b.norm():.2f}" in words
+    assert ax.get_title().endswith(f"= {torch.dot(a, b).item():+.2f}")
+    assert ax.get_xlabel() and ax.get_ylabel()
+    opposite = ah.plot_dot_product_2d(a, -2 * a)
+    assert "θ = 180°" in " ".join(t.get_text() for t in opposite.texts)
+    assert opposite.get_title().endswith(f"= {torch.dot(a, -2 * a).item():+.2f}")
+
+
+def test_context_vector_figure_marks_the_weighted_average_and_the_plain_mean():
+    vectors = ah.toy_embeddings()
+    weights = torch.softmax(vectors @ vectors[1], dim=-1)
+    ax = ah.plot_context_vector(vectors, weights, ah.WORDS, query_label="journey")
+    *points, context, mean = ax.collections
+    position = [torch.tensor([float(c[0]) for c in p._offsets3d]) for p in (context, mean)]
+    assert torch.allclose(position[0], weights @ vectors) and torch.allclose(position[1], vectors.mean(dim=0))
+    sizes = torch.tensor([float(p.get_sizes()[0]) for p in points])
+    assert torch.allclose(sizes / sizes.sum(), weights)  # each point's size is proportional to its weight
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["context vector of 'journey'", "plain mean (equal weights)"]
+    assert all(
+        f"{w} ({float(s):.2f})" in " ".join(t.get_text() for t in ax.texts)
+        for w, s in zip(ah.WORDS, weights, strict=True)
+    )
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_zlabel() and "journey" in ax.get_title()
+    with pytest.raises(ValueError, match="sum to 1"):
+        ah.plot_context_vector(vectors, weights * 2, ah.WORDS, query_label="journey")
