@@ -77,6 +77,7 @@ def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
     assert f'Repository = "{new}"' in (copy / "pyproject.toml").read_text()
     readme = (copy / "README.md").read_text()
     assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
+    assert "https://github.com/rasbt/LLMs-from-scratch" in readme  # a cited repository stays as it is
     for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         text = path.read_text()
         assert "attention-notebooks" not in text, path.name

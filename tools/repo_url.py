@@ -21,6 +21,8 @@ PYPROJECT = ROOT / "pyproject.toml"
 README = ROOT / "README.md"
 URL_LINE = re.compile(r'^Repository = "([^"]*)"$', re.M)
 GITHUB_URL = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)/?$")
+# GitHub repositories the README and lessons cite that are not this series: never rewritten.
+EXTERNAL_REPOSITORIES = ("https://github.com/rasbt/LLMs-from-scratch",)
 
 SETUP_CELL = """\
 # Setup: on Colab, fetch the series and install its package; locally, `make lab` has done both.
@@ -116,7 +118,9 @@ def rewrite_notebook(path: Path, url: str) -> str:
 
 def rewrite_readme(text: str, url: str) -> str:
     name = parts(url)[1]
-    text = re.sub(r"https://github\.com/[\w.-]+/[\w.-]+", url, text)
+    text = re.sub(
+        r"https://github\.com/[\w.-]+/[\w.-]+", lambda m: m[0] if m[0] in EXTERNAL_REPOSITORIES else url, text
+    )
     return re.sub(r"^cd [\w.-]+$", f"cd {name}", text, count=1, flags=re.M)
 
 
