@@ -80,6 +80,14 @@ class TestNotebook:
         assert tagged == [1], "exactly one cell tagged 'parameters', right after the setup cell"
         assert cells[1]["outputs"] == []
 
+    def test_every_parameter_is_checked_right_after_the_parameters_cell(self, path):
+        """papermill and readers change parameters: a value out of range must stop the notebook at once with one
+        sentence (ah.check_parameter), not fail deep in the lesson."""
+        cells = code_cells(load(path))
+        names = set(re.findall(r"^(\w+)\s*=", source(cells[1]), re.M))
+        checked = set(re.findall(r"""check_parameter\(\s*["'](\w+)["']""", source(cells[2])))
+        assert names and names <= checked, f"parameters not checked in the next cell: {sorted(names - checked)}"
+
     def test_few_ignored_outputs_and_no_skipped_cells(self, path):
         cells = code_cells(load(path))
         ignored = 0
@@ -128,3 +136,24 @@ def test_lesson_summary_names_the_next_notebook(path):
     later = [p for p in NOTEBOOKS if p.name > path.name]
     if later:
         assert later[0].name in summary, f"the summary should point to {later[0].name}"
+
+
+def test_a_parameter_out_of_range_stops_the_notebook_with_one_sentence():
+    """`papermill 04_causal_attention.ipynb -p short_length 7` used to fail with a bare AssertionError deep in the
+    lesson; it must stop in the check cell, naming the parameter and its range."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    path = ROOT / "notebooks" / "04_causal_attention.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    code[1].source += "\nshort_length = 7  # what papermill -p short_length 7 injects\n"
+    notebook.cells = notebook.cells[: notebook.cells.index(code[2]) + 1]
+    client = NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    with pytest.raises(CellExecutionError) as info:
+        client.execute()
+    assert info.value.ename == "ParameterError"
+    assert info.value.evalue.startswith("Parameter short_length must be from 1 to 6, got 7")
