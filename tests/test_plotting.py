@@ -96,3 +96,11 @@ def test_heatmap_scale_starts_at_zero_for_weights_and_below_for_negative_scores(
     assert ah.plot_attention(weights, ah.WORDS).images[0].get_clim()[0] == 0.0
     scores = torch.tensor([[-1.0, 1.0], [1.0, -1.0]])
     assert ah.plot_attention(scores, ["a", "b"]).images[0].get_clim() == (-1.0, 1.0)
+
+
+def test_diagrams_are_shown_at_their_own_width_unless_told():
+    native = ah.show_diagram("multihead_split_concat")
+    assert native.width is None  # the notebook shows the PNG's own pixels, drawn legible at that size
+    assert ah.show_diagram("multihead_split_concat", width=500).width == 500
+    with pytest.raises(ValueError, match="width"):
+        ah.show_diagram("multihead_split_concat", width=0)
