@@ -430,8 +430,12 @@ def diagram_path(name: str) -> Path:
     return path
 
 
-def show_diagram(name: str, width: int = 720):
+def show_diagram(name: str, width: int | None = None):
     """Display ``images/<name>.png`` in a notebook (an ``IPython.display.Image``).
+
+    By default the diagram is shown at its own pixel width, the size ``tools/make_diagrams.py`` draws
+    its text for (a notebook column narrower than that shrinks it, and the diagrams keep their text
+    legible down to 1000 pixels wide); ``width`` (pixels) overrides it.
 
     Diagrams are shown from a code cell rather than a Markdown image link so that they render
     everywhere: the PNG is stored in the cell's output (GitHub and Colab show it before anything
@@ -440,4 +444,6 @@ def show_diagram(name: str, width: int = 720):
     """
     from IPython.display import Image
 
+    if width is not None:
+        check_positive_int("width", width)
     return Image(filename=str(diagram_path(name)), width=width)

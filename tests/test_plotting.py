@@ -191,3 +191,11 @@ def test_context_vector_figure_marks_the_weighted_average_and_the_plain_mean():
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_zlabel() and "journey" in ax.get_title()
     with pytest.raises(ValueError, match="sum to 1"):
         ah.plot_context_vector(vectors, weights * 2, ah.WORDS, query_label="journey")
+
+
+def test_diagrams_are_shown_at_their_own_width_unless_told():
+    native = ah.show_diagram("multihead_split_concat")
+    assert native.width is None  # the notebook shows the PNG's own pixels, drawn legible at that size
+    assert ah.show_diagram("multihead_split_concat", width=500).width == 500
+    with pytest.raises(ValueError, match="width"):
+        ah.show_diagram("multihead_split_concat", width=0)

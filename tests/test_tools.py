@@ -100,3 +100,50 @@ def test_repo_url_rejects_an_address_that_is_not_a_github_repository(tmp_path):
     )
     assert run.returncode != 0 and "https://github.com/OWNER/REPO" in run.stderr
     assert "attention-notebooks/attention-from-scratch" in (copy / "pyproject.toml").read_text()
+
+
+def _load_make_diagrams():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_diagrams", ROOT / "tools" / "make_diagrams.py")
+    make_diagrams = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_diagrams)
+    return make_diagrams
+
+
+def _png_width(data: bytes) -> int:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big")  # the IHDR chunk starts with the width
+
+
+def test_diagrams_are_up_to_date_and_legible_when_a_notebook_shrinks_them(monkeypatch):
+    """Every text of every diagram is at least MIN_TEXT_PX tall in a LEGIBLE_AT_PX-wide column, and images/
+    holds what the script draws now (run `make diagrams` after editing it)."""
+    import io
+
+    make_diagrams = _load_make_diagrams()
+    drawn = {}
+
+    def capture(fig, path):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=make_diagrams.DPI, bbox_inches="tight")
+        texts = list(fig.texts)  # what the diagram writes: its own texts, titles and legends (no hidden tick labels)
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            texts += [*ax.texts, ax.title, *(legend.get_texts() if legend else [])]
+        texts = [t for t in texts if t.get_visible() and t.get_text().strip()]
+        drawn[path.stem] = (_png_width(buffer.getvalue()), texts)
+        make_diagrams.plt.close(fig)
+
+    monkeypatch.setattr(make_diagrams, "_save", capture)
+    for name, draw in make_diagrams.DIAGRAMS.items():
+        draw(ROOT / "images" / f"{name}.png")
+    assert set(drawn) == set(make_diagrams.DIAGRAMS)
+    for name, (width, texts) in drawn.items():
+        assert _png_width((ROOT / "images" / f"{name}.png").read_bytes()) == width, f"{name}: run make diagrams"
+        shrink = min(1.0, make_diagrams.LEGIBLE_AT_PX / width)
+        smallest = min(t.get_fontsize() for t in texts) / 72 * make_diagrams.DPI * shrink
+        assert smallest >= make_diagrams.MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px when shown {width} px"
+    encoder_texts = [t.get_text() for t in drawn["encoder_layer_ln_placement"][1]]
+    feed_forward_boxes = [text for text in encoder_texts if text.startswith("feed-forward")]
+    assert len(feed_forward_boxes) == 2 and all("dropout" in text for text in feed_forward_boxes)  # the inner dropout

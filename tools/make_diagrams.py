@@ -13,6 +13,11 @@ COLORS = {"input": "#dbe9f6", "proj": "#fde2c8", "qkv": "#e3f1dc", "op": "#efe3f
 HEADS = ("#9ecae1", "#fdae6b")  # one colour per attention head
 HIDDEN = "#e0e0e0"  # masked-out (future) cells
 WORDS = ("Your", "journey", "starts", "with", "one", "step")
+# Notebooks show a diagram at its own pixel width (ah.show_diagram), shrunk to the column when that is narrower;
+# every text stays at least MIN_TEXT_PX pixels tall down to a LEGIBLE_AT_PX-wide column (tests/test_tools.py).
+DPI = 110
+LEGIBLE_AT_PX = 1000
+MIN_TEXT_PX = 12
 
 
 def _box(ax, x, y, text, kind, w=1.6, h=0.8):
@@ -23,7 +28,7 @@ def _box(ax, x, y, text, kind, w=1.6, h=0.8):
 
 
 def _save(fig, path: Path) -> None:
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -45,7 +50,7 @@ def _inch_axes(width, height):
     return fig, ax
 
 
-def _grid(ax, left, top, fills, cell, texts=None, hatches=None):
+def _grid(ax, left, top, fills, cell, texts=None, hatches=None, fontsize=10):
     """Draw a matrix as square cells from its top-left corner; fills[r][c] is a cell's colour, texts/hatches alike."""
     for r, row in enumerate(fills):
         for c, fill in enumerate(row):
@@ -55,7 +60,7 @@ def _grid(ax, left, top, fills, cell, texts=None, hatches=None):
                 Rectangle((x, y), cell, cell, fc=fill, ec="#444444", lw=1.0, hatch=hatch, hatchcolor="#aaaaaa")
             )
             if texts and texts[r][c]:
-                ax.text(x + cell / 2, y + cell / 2, texts[r][c], ha="center", va="center", fontsize=10)
+                ax.text(x + cell / 2, y + cell / 2, texts[r][c], ha="center", va="center", fontsize=fontsize)
 
 
 def attention_pipeline(path: Path) -> None:
@@ -142,9 +147,9 @@ def masked_attention(path: Path) -> None:
         (7.7, "2. weights = softmax of each row", "0"),
     ):
         texts = [["" if c <= r else hidden_text for c in range(n)] for r in range(n)]
-        _grid(ax, left, top, fills, cell, texts, hatches)
+        _grid(ax, left, top, fills, cell, texts, hatches, fontsize=11.5)
         for i, word in enumerate(WORDS):
-            ax.text(left - 0.1, top - (i + 0.5) * cell, word, ha="right", va="center", fontsize=10)
+            ax.text(left - 0.1, top - (i + 0.5) * cell, word, ha="right", va="center", fontsize=11.5)
             ax.text(
                 left + (i + 0.5) * cell,
                 top + 0.08,
@@ -153,18 +158,18 @@ def masked_attention(path: Path) -> None:
                 rotation_mode="anchor",
                 ha="left",
                 va="bottom",
-                fontsize=10,
+                fontsize=11.5,
             )
-        ax.text(left + 1.8, top + 0.75, "keys (the words looked at)", ha="center", va="bottom", fontsize=10)
+        ax.text(left + 1.8, top + 0.75, "keys (the words looked at)", ha="center", va="bottom", fontsize=11.5)
         ax.text(
-            left - 1.0, top - 1.8, "queries (the words looking)", rotation=90, ha="center", va="center", fontsize=10
+            left - 1.0, top - 1.8, "queries (the words looking)", rotation=90, ha="center", va="center", fontsize=11.5
         )
-        ax.text(left + 1.8, top + 1.2, heading, ha="center", va="bottom", fontsize=12, fontweight="bold")
+        ax.text(left + 1.8, top + 1.2, heading, ha="center", va="bottom", fontsize=13, fontweight="bold")
     for r in range(n):
-        ax.text(7.7 + n * cell + 0.12, top - (r + 0.5) * cell, "sum = 1", ha="left", va="center", fontsize=10)
+        ax.text(7.7 + n * cell + 0.12, top - (r + 0.5) * cell, "sum = 1", ha="left", va="center", fontsize=11.5)
     _arrow(ax, (5.3, top - 1.8), (6.45, top - 1.8))
-    ax.text(5.875, top - 1.65, "softmax\nrow by row", ha="center", va="bottom", fontsize=10)
-    ax.text(5.875, top - 1.95, "exp(-inf) = 0", ha="center", va="top", fontsize=10)
+    ax.text(5.875, top - 1.65, "softmax\nrow by row", ha="center", va="bottom", fontsize=11.5)
+    ax.text(5.875, top - 1.95, "exp(-inf) = 0", ha="center", va="top", fontsize=11.5)
     ax.legend(
         handles=[
             Patch(fc=allowed, ec="#444444", label="may attend: the word itself or an earlier word"),
@@ -174,48 +179,49 @@ def masked_attention(path: Path) -> None:
         bbox_to_anchor=(6.3, top - 3.75),
         bbox_transform=ax.transData,
         ncol=2,
-        fontsize=10,
+        fontsize=11.5,
         frameon=False,
     )
-    ax.set_title("Causal attention: each word may only look at itself and the words before it", fontsize=13)
+    ax.set_title("Causal attention: each word may only look at itself and the words before it", fontsize=14)
     _save(fig, path)
 
 
 def multihead_split_concat(path: Path) -> None:
     """Multi-head attention: split d_out into heads, attend in each head, transpose back, concatenate, out_proj."""
     cell, tokens = 0.32, ("t1", "t2", "t3")
+    font = 12.5  # the widest diagram: its text must stay legible when a notebook shrinks it to 1000 px
     fig, ax = _inch_axes(13.8, 7.1)
     top, middle, bottom = 6.5, 4.1, 1.7  # grid tops of the three rows
     by_head = [[HEADS[c // 2] for c in range(4)] for _ in tokens]  # head h owns columns 2h and 2h + 1
     texts = [[t] * 4 for t in tokens]
     head = [[[colour] * 2 for _ in tokens] for colour in HEADS]
-    heads_left = (8.43, 9.53)  # each head's own (num_tokens, head_dim) matrix
+    heads_left = (8.73, 9.83)  # each head's own (num_tokens, head_dim) matrix
 
     for row_top in (top, bottom):
         # (num_tokens, num_heads, head_dim): still one row per token, each row cut into heads
-        _grid(ax, 5.63, row_top, head[0], cell, texts)
-        _grid(ax, 6.33, row_top, head[1], cell, texts)
+        _grid(ax, 5.63, row_top, head[0], cell, texts, fontsize=font)
+        _grid(ax, 6.33, row_top, head[1], cell, texts, fontsize=font)
         ax.add_patch(Rectangle((5.56, row_top - 1.03), 1.48, 1.1, fill=False, ec="#888888", ls="--"))
-        ax.text(6.3, row_top - 1.13, "(num_tokens,\nnum_heads, head_dim)", ha="center", va="top", fontsize=10)
+        ax.text(6.3, row_top - 1.13, "(num_tokens,\nnum_heads, head_dim)", ha="center", va="top", fontsize=font)
         # (num_heads, num_tokens, head_dim): one matrix per head
         for h, left in enumerate(heads_left):
-            _grid(ax, left, row_top, head[h], cell, texts)
-        _grid(ax, 2.96, row_top, by_head, cell, texts)
+            _grid(ax, left, row_top, head[h], cell, texts, fontsize=font)
+        _grid(ax, 2.96, row_top, by_head, cell, texts, fontsize=font)
 
     # top row: X -> Q -> split -> heads first
-    _grid(ax, 0.52, top, [[COLORS["input"]] * 3 for _ in tokens], cell, texts)
-    ax.text(1.0, top - 1.06, "X\n(num_tokens, d_in)", ha="center", va="top", fontsize=10)
-    ax.text(3.6, top - 1.06, "Q = X @ W_query\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
+    _grid(ax, 0.52, top, [[COLORS["input"]] * 3 for _ in tokens], cell, texts, fontsize=font)
+    ax.text(1.0, top - 1.06, "X\n(num_tokens, d_in)", ha="center", va="top", fontsize=font)
+    ax.text(3.6, top - 1.06, "Q = X @ W_query\n(num_tokens, d_out)", ha="center", va="top", fontsize=font)
     for h, left in enumerate(heads_left):
-        ax.text(left + cell, top + 0.08, f"head {h}", ha="center", va="bottom", fontsize=10)
-    ax.text(10.5, top - 0.48, "(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10)
+        ax.text(left + cell, top + 0.08, f"head {h}", ha="center", va="bottom", fontsize=font)
+    ax.text(10.75, top - 0.48, "(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=font)
     for start, end, label in (
         (1.6, 2.84, "@ W_query"),
         (4.36, 5.46, "split columns\n.view(...)"),
-        (7.14, 8.31, "heads first\n.transpose(1, 2)"),
+        (7.14, 8.61, "heads first\n.transpose(1, 2)"),
     ):
         _arrow(ax, (start, top - 0.48), (end, top - 0.48))
-        ax.text((start + end) / 2, top - 0.36, label, ha="center", va="bottom", fontsize=10)
+        ax.text((start + end) / 2, top - 0.36, label, ha="center", va="bottom", fontsize=font)
 
     # middle: attention, separately in each head
     for h, left in enumerate(heads_left):
@@ -223,31 +229,29 @@ def multihead_split_concat(path: Path) -> None:
         _arrow(ax, (left + cell, top - 1.04), (left + cell, middle + 0.08))
         _arrow(ax, (left + cell, middle - 1.04), (left + cell, bottom + 0.08))
     ax.text(
-        10.5,
+        10.75,
         middle - 0.48,
-        "attention in each head on its own:\nweights_h = softmax(Q_h K_hᵀ / √head_dim),\n"
-        "one (num_tokens, num_tokens) matrix per head;\ncontext_h = weights_h @ V_h",
+        "attention in each head:\nweights_h =\n  softmax(Q_h K_hᵀ / √head_dim)\ncontext_h = weights_h @ V_h",
         ha="left",
         va="center",
-        fontsize=10,
+        fontsize=font,
     )
 
     # bottom row, right to left: context per head -> tokens first -> concatenate -> out_proj
     for h, left in enumerate(heads_left):
-        ax.text(left + cell, bottom - 1.04, f"head {h}", ha="center", va="top", fontsize=10)
-    ax.text(
-        10.5, bottom - 0.48, "context vectors\n(num_heads,\nnum_tokens, head_dim)", ha="left", va="center", fontsize=10
-    )
-    _grid(ax, 0.36, bottom, [[COLORS["out"]] * 4 for _ in tokens], cell, texts)
-    ax.text(1.0, bottom - 1.06, "output\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
-    ax.text(3.6, bottom - 1.06, "heads side by side\n(num_tokens, d_out)", ha="center", va="top", fontsize=10)
+        ax.text(left + cell, bottom - 1.04, f"head {h}", ha="center", va="top", fontsize=font)
+    context_label = "context vectors\n(num_heads,\nnum_tokens, head_dim)"
+    ax.text(10.75, bottom - 0.48, context_label, ha="left", va="center", fontsize=font)
+    _grid(ax, 0.36, bottom, [[COLORS["out"]] * 4 for _ in tokens], cell, texts, fontsize=font)
+    ax.text(1.0, bottom - 1.06, "output\n(num_tokens, d_out)", ha="center", va="top", fontsize=font)
+    ax.text(3.6, bottom - 1.06, "heads side by side\n(num_tokens, d_out)", ha="center", va="top", fontsize=font)
     for start, end, label in (
-        (8.31, 7.14, "tokens first\n.transpose(1, 2)"),
+        (8.61, 7.14, "tokens first\n.transpose(1, 2)"),
         (5.46, 4.36, "concatenate\n.reshape(...)"),
         (2.84, 1.76, "out_proj"),
     ):
         _arrow(ax, (start, bottom - 0.48), (end, bottom - 0.48))
-        ax.text((start + end) / 2, bottom - 0.36, label, ha="center", va="bottom", fontsize=10)
+        ax.text((start + end) / 2, bottom - 0.36, label, ha="center", va="bottom", fontsize=font)
 
     note = {"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#999999"}
     ax.text(
@@ -258,7 +262,7 @@ def multihead_split_concat(path: Path) -> None:
         "K = X @ W_key and V = X @ W_value are split into heads the same way.",
         ha="left",
         va="top",
-        fontsize=10,
+        fontsize=font,
         bbox=note,
     )
     ax.text(
@@ -269,19 +273,20 @@ def multihead_split_concat(path: Path) -> None:
         "would mix tokens and heads.",
         ha="center",
         va="bottom",
-        fontsize=10,
+        fontsize=font,
         bbox=note,
     )
-    ax.set_title("Multi-head attention: split d_out into heads, attend in each head, concatenate back", fontsize=13)
+    title = "Multi-head attention: split d_out into heads, attend in each head, concatenate back"
+    ax.set_title(title, fontsize=font + 2)
     _save(fig, path)
 
 
 def encoder_layer_ln_placement(path: Path) -> None:
     """One encoder layer, bottom to top, Post-LN beside Pre-LN: the same blocks, LayerNorm in different places."""
-    fig, ax = _inch_axes(11.6, 10.4)
+    fig, ax = _inch_axes(11.6, 10.9)
     attention = "multi-head\nself-attention"
-    ffn = "feed-forward\nLinear(d_model → ffn_hidden)\nReLU\nLinear(ffn_hidden → d_model)"
-    heights = {attention: 0.65, ffn: 1.15, "+": 0.4, "dropout": 0.4, "LayerNorm": 0.45}  # others 0.5
+    ffn = "feed-forward\nLinear(d_model → ffn_hidden)\nReLU\ndropout (inner)\nLinear(ffn_hidden → d_model)"
+    heights = {attention: 0.65, ffn: 1.4, "+": 0.4, "dropout": 0.4, "LayerNorm": 0.45}  # others 0.5
     x_in, out = ("x  (num_tokens, d_model)", "input"), ("output  (num_tokens, d_model)", "out")
     ln, drop, add = ("LayerNorm", "norm"), ("dropout", "op"), ("+", "add")
     # each panel: left edge, heading, steps bottom to top, residuals (branch after step i, into the "+" at step j), note
@@ -324,7 +329,7 @@ def encoder_layer_ln_placement(path: Path) -> None:
             ax.plot([cx, cx + 2.0, cx + 2.0], [branch, branch, centers[dst]], color="#444444", lw=1.2)
             ax.add_patch(Circle((cx, branch), 0.045, color="#444444"))
             _arrow(ax, (cx + 2.0, centers[dst]), (cx + 0.2, centers[dst]))
-            ax.text(cx + 2.1, (branch + centers[dst]) / 2, "residual", rotation=90, ha="left", va="center", fontsize=10)
+            ax.text(cx + 2.1, (branch + centers[dst]) / 2, "residual", rotation=90, ha="left", va="center", fontsize=11)
         ax.text(cx, tops[-1] + 0.2, heading, ha="center", va="bottom", fontsize=12, fontweight="bold")
         ax.text(
             x0,
@@ -332,7 +337,7 @@ def encoder_layer_ln_placement(path: Path) -> None:
             note,
             ha="left",
             va="top",
-            fontsize=10,
+            fontsize=11,
             bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#c96f6f"},
         )
     ax.set_title("Where LayerNorm goes in an encoder layer (read bottom to top; red = LayerNorm)", fontsize=13)
