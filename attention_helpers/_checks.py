@@ -61,7 +61,8 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
     if mask.dtype != torch.bool:
         raise TypeError(
             f"{name} must have dtype torch.bool (True marks a position to hide), got {mask.dtype} "
-            f"with shape {shape_str(mask.shape)}; convert a 0/1 mask with {name}.bool()"
+            f"with shape {shape_str(mask.shape)}; an integer attention_mask (1 = real token) converts with "
+            "attention_mask == 0 (not .bool(), which keeps 1 = real token and so hides the real tokens)"
         )
     try:
         broadcast = torch.broadcast_shapes(mask.shape, target_shape)
