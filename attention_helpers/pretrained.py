@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, shape_str
+from ._checks import check_bool_mask, check_positive_int, check_tensor, shape_str
 from .encoder import Encoder, LayerNorm
 
 # BERT's names (left) and this package's (right), inside one layer ``encoder.layer.{i}.`` -> ``layers.{i}.``
@@ -107,11 +107,11 @@ class BertEmbeddings(nn.Module):
     Input ``(batch, num_tokens)`` integer token ids; output ``(batch, num_tokens, d_model)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_positions: int, type_vocab_size: int = 2, eps=1e-12):
+    def __init__(self, vocab_size: int, d_model: int, max_positions: int, type_vocab_size: int = 2, eps: float = 1e-12):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("max_positions", max_positions)):
+        sizes = {"vocab_size": vocab_size, "d_model": d_model, "max_positions": max_positions}
+        for name, value in (sizes | {"type_vocab_size": type_vocab_size}).items():
             check_positive_int(name, value)
-        check_positive_int("type_vocab_size", type_vocab_size)
         self.word_embeddings = nn.Embedding(vocab_size, d_model)
         self.position_embeddings = nn.Embedding(max_positions, d_model)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, d_model)
@@ -143,8 +143,11 @@ class BertEmbeddings(nn.Module):
 def mean_pool(hidden: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Average ``(batch, num_tokens, d_model)`` token vectors over the real tokens (``key_padding_mask``
     ``(batch, num_tokens)``, True = padding, left out of the mean). Returns ``(batch, d_model)``."""
+    check_tensor("hidden", hidden, (3,), "(batch, num_tokens, d_model)")
     if key_padding_mask is None:
         return hidden.mean(dim=1)
+    check_bool_mask("key_padding_mask", key_padding_mask, tuple(hidden.shape[:2]), "(batch, num_tokens)", hidden)
+    key_padding_mask = key_padding_mask.expand(hidden.shape[:2])  # a (num_tokens,) mask serves every sentence
     keep = (~key_padding_mask).unsqueeze(-1).to(hidden.dtype)  # (batch, num_tokens, 1): 1 for a real token
     # clamp: a row of padding only would divide 0 by 0 (sentence-transformers clamps the same way)
     return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1e-9)

@@ -187,6 +187,10 @@ def test_mean_pool_ignores_padding():
     pooled = ah.mean_pool(hidden, key_padding_mask)
     torch.testing.assert_close(pooled[0], hidden[0, :2].mean(0))
     torch.testing.assert_close(pooled[1], hidden[1].mean(0))
+    with pytest.raises(TypeError, match="attention_mask == 0"):
+        ah.mean_pool(hidden, key_padding_mask.long())
+    with pytest.raises(ValueError, match=r"does not broadcast to the expected shape \(2, 4\)"):
+        ah.mean_pool(hidden, key_padding_mask[:, :3])
 
 
 def test_unknown_checkpoint_weights_are_named():
