@@ -1,8 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
-(the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder -> pretrained``; ``plotting``, ``widgets``, ``interop`` and
+``exercises`` (the notebooks' answer checks) sit on top.
 
 The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
 Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
@@ -30,6 +30,15 @@ from .functional import (
 )
 from .interop import to_torch
 from .parameters import ParameterError, check_parameter
+from .pretrained import (
+    BertEmbeddings,
+    SentenceEncoder,
+    attention_mask_to_key_padding_mask,
+    key_padding_mask_to_attention_mask,
+    load_sentence_transformer,
+    mean_pool,
+    shipped_model_path,
+)
 
 # Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
 # training script or a test never uses: they are imported the first time one of their names is used.
@@ -45,6 +54,12 @@ _LAZY = {
         "plot_scaling",
         "plot_scores",
         "show_diagram",
+    ),
+    "plotting_pretrained": (
+        "layer_head_widget",
+        "plot_attention_received",
+        "plot_layer_head",
+        "plot_similarities",
     ),
     "widgets": (
         "dropout_widget",
@@ -77,6 +92,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "WORDS",
+    "BertEmbeddings",
     "CausalAttention",
     "Encoder",
     "EncoderLayer",
@@ -88,6 +104,8 @@ __all__ = [
     "PositionalEncoding",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "SentenceEncoder",
+    "attention_mask_to_key_padding_mask",
     "attention_scores_loop",
     "causal_mask",
     "check_answer",
@@ -96,19 +114,27 @@ __all__ = [
     "diagram_path",
     "dropout_widget",
     "heads_widget",
+    "key_padding_mask_to_attention_mask",
+    "layer_head_widget",
+    "load_sentence_transformer",
+    "mean_pool",
     "plot_attention",
     "plot_attention_heads",
     "plot_context_vector",
     "plot_dot_product_2d",
+    "plot_attention_received",
     "plot_dropout",
     "plot_embeddings_3d",
+    "plot_layer_head",
     "plot_scaling",
     "plot_scores",
+    "plot_similarities",
     "query_scores_widget",
     "random_dot_products",
     "rotate_embeddings_widget",
     "scaled_dot_product_attention",
     "scaling_widget",
+    "shipped_model_path",
     "show_diagram",
     "softmax_naive",
     "softmax_stable",
