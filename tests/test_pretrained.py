@@ -177,7 +177,9 @@ def test_the_wrong_mask_gets_a_clear_error():
     with pytest.raises(TypeError, match="attention_mask"):
         ah.key_padding_mask_to_attention_mask(attention_mask)
     encoder = ah.Encoder(8, 16, 2, 0.0, 1)
-    with pytest.raises(TypeError, match=r"attention_mask == 0 \(not \.bool\(\)"):
+    with pytest.raises(
+        TypeError, match=r"key_padding_mask = attention_mask == 0; \.bool\(\) would hide the real tokens"
+    ):
         encoder(torch.randn(1, 3, 8), attention_mask)
 
 
