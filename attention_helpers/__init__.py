@@ -1,8 +1,9 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
-(the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder``, with ``efficient`` (attention without the full score
+matrix) beside ``attention``; ``plotting``, ``widgets``, ``interop`` and ``exercises`` (the notebooks'
+answer checks) sit on top.
 
 "Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
 from (not random seeds): the classes keep their constructor arguments, so that the same
@@ -17,6 +18,7 @@ from .attention import (
     SelfAttentionV2,
 )
 from .data import WORDS, toy_embeddings
+from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
 from .exercises import check_answer, check_function
 from .functional import (
@@ -94,6 +96,7 @@ __all__ = [
     "diagram_path",
     "dropout_widget",
     "heads_widget",
+    "online_softmax",
     "plot_attention",
     "plot_attention_heads",
     "plot_dropout",
@@ -110,6 +113,8 @@ __all__ = [
     "softmax_stable",
     "softmax_with_temperature",
     "temperature_widget",
+    "tiled_attention",
+    "tiled_attention_blocks",
     "to_torch",
     "toy_embeddings",
 ]
