@@ -149,6 +149,10 @@ def tiled_attention(
     Returns:
         ``(..., num_queries, d_v)`` context vectors, equal to ``F.scaled_dot_product_attention``. float16 and
         bfloat16 inputs are multiplied and accumulated in float32 and the result rounded once.
+
+    Autograd differentiates the loop, but it keeps every block's intermediates for the backward pass: the memory
+    saving holds for the forward pass (inference, ``torch.no_grad()``). FlashAttention's backward pass recomputes
+    the blocks instead.
     """
     leading = _check_attention_inputs(queries, keys, values, block_size)
     num_queries, num_keys, d_k = queries.shape[-2], keys.shape[-2], queries.shape[-1]

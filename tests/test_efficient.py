@@ -84,6 +84,16 @@ def test_tiled_attention_equals_torch_fused_kernel(num_queries, num_keys, causal
     torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_tiled_attention_backpropagates_the_same_gradients_as_torch(causal):
+    """Plain PyTorch operations, so autograd differentiates the loop (storing every block: no memory saving)."""
+    inputs = [torch.randn(2, 3, 70, 8, requires_grad=True) for _ in range(3)]
+    ours = torch.autograd.grad(tiled_attention(*inputs, causal=causal, block_size=16).square().sum(), inputs)
+    torch_grads = torch.autograd.grad(F.scaled_dot_product_attention(*inputs, is_causal=causal).square().sum(), inputs)
+    for a, b in zip(ours, torch_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("block_size", [1, 7, 128, 1000])
 def test_tiled_attention_equals_explicit_attention_for_every_block_size(block_size):
     queries, keys, values = torch.randn(50, 8), torch.randn(50, 8), torch.randn(50, 5)  # no leading dimensions

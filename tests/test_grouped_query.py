@@ -66,6 +66,22 @@ def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
         torch.testing.assert_close(gqa(x, return_weights=True)[0], expected)
 
 
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_grouped_query_gradients_are_the_repeated_heads_gradients_summed(return_weights):
+    """A shared kv head gets the gradients of all the copies it stands for (both paths)."""
+    gqa = grouped(2)
+    full = with_repeated_kv_weights(gqa)
+    x = torch.randn(2, 7, D_IN)
+    for module in (gqa, full):
+        output = module(x, return_weights=True)[0] if return_weights else module(x)
+        output.square().sum().backward()
+    torch.testing.assert_close(gqa.W_query.weight.grad, full.W_query.weight.grad)
+    for ours, theirs in ((gqa.W_key, full.W_key), (gqa.W_value, full.W_value)):
+        # (num_heads * head_dim, d_in) -> (num_kv_heads, group, head_dim, d_in), summed over each group
+        summed = theirs.weight.grad.unflatten(0, (gqa.num_kv_heads, NUM_HEADS // gqa.num_kv_heads, -1)).sum(1)
+        torch.testing.assert_close(ours.weight.grad, summed.flatten(0, 1))
+
+
 def test_grouped_query_attention_trains_with_dropout_on_the_explicit_path():
     module = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.5, NUM_HEADS, num_kv_heads=2)
     x = torch.randn(2, 7, D_IN, requires_grad=True)
