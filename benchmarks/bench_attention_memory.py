@@ -61,6 +61,12 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def _max_rss_kib() -> float:
+    """The process's resident-memory high-water mark so far, in KiB (macOS reports bytes, Linux KiB)."""
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max_rss / 1024 if sys.platform == "darwin" else max_rss
+
+
 def _reset_high_water_mark() -> bool:
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -81,7 +87,7 @@ def measure(name: str, num_tokens: int, args) -> dict:
     queries, keys, values = (torch.randn(1, heads, num_tokens, head_dim) for _ in range(3))
 
     exact = _reset_high_water_mark()
-    before_kib = _status_kib("VmRSS") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_kib = _status_kib("VmRSS") if exact else _max_rss_kib()
     wall, cpu = [], []
     for repeat in range(repeats):
         wall_start, cpu_start = time.perf_counter(), time.process_time()
@@ -90,7 +96,7 @@ def measure(name: str, num_tokens: int, args) -> dict:
         wall.append(time.perf_counter() - wall_start)
         cpu.append(time.process_time() - cpu_start)
         if repeat == 0:  # the first call's peak: later calls may reuse memory that the first one freed
-            peak_kib = _status_kib("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak_kib = _status_kib("VmHWM") if exact else _max_rss_kib()
         del context_vec
     return {
         "implementation": name,

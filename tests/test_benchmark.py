@@ -2,6 +2,9 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+import torch
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_mha.py"
 
@@ -37,3 +40,15 @@ def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys
     assert results[0]["extra_peak_mib"] >= num_tokens**2 * 4 / 2**20
     assert json.loads(output.read_text())["results"] == results
     assert "/ fused" in out and "extra peak MiB" in out
+
+
+def test_memory_benchmark_peak_method_sees_a_freed_allocation():
+    """The method itself: a 64 MiB tensor allocated and freed after the reset shows in the high-water mark."""
+    bench = load(BENCHMARKS / "bench_attention_memory.py")
+    if not bench._reset_high_water_mark():
+        pytest.skip("/proc/self/clear_refs cannot be written here; the benchmark falls back to ru_maxrss")
+    before_kib = bench._status_kib("VmRSS")
+    block = torch.ones(16 * 2**20)  # 64 MiB of float32, every page written
+    del block
+    extra_mib = (bench._status_kib("VmHWM") - before_kib) / 1024
+    assert 60 < extra_mib < 80  # give or take pages the allocator already held
