@@ -67,7 +67,9 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
     return probs.to(x.dtype).movedim(-1, dim)
 
 
-def tiled_attention_blocks(num_queries: int, num_keys: int, block_size: int = 128, causal: bool = False):
+def tiled_attention_blocks(
+    num_queries: int, num_keys: int, block_size: int = 128, causal: bool = False
+) -> torch.Tensor:
     """Which ``(query block, key block)`` pairs :func:`tiled_attention` computes.
 
     Query block ``i`` holds queries ``i * block_size`` to ``(i + 1) * block_size - 1`` (the last block may be
