@@ -65,8 +65,11 @@ notebooks: $(STAMP)
 diagrams: $(STAMP)
 	$(BIN)/python tools/make_diagrams.py
 
+# bench_attention_memory.py rewrites benchmarks/results/attention_memory.json, which lesson 11 plots (refresh it
+# afterwards with make notebooks); one thread makes its many small operations independent of the machine's load.
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
+	$(BIN)/python benchmarks/bench_attention_memory.py --threads 1
 
 # Not part of `make test`: every notebook in a separate venv with Colab's IPython, traitlets and ipywidgets,
 # its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes several minutes.

@@ -1,8 +1,9 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder -> pretrained``; ``plotting``, ``widgets``, ``interop`` and
-``exercises`` (the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder -> pretrained``, with ``efficient`` (attention without the full
+score matrix) beside ``attention``; ``plotting``, ``widgets``, ``interop`` and ``exercises`` (the notebooks'
+answer checks) sit on top.
 
 The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
 Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
@@ -17,6 +18,7 @@ from .attention import (
     SelfAttentionV2,
 )
 from .data import WORDS, toy_embeddings
+from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
 from .exercises import check_answer, check_function
 from .functional import (
@@ -118,6 +120,7 @@ __all__ = [
     "layer_head_widget",
     "load_sentence_transformer",
     "mean_pool",
+    "online_softmax",
     "plot_attention",
     "plot_attention_heads",
     "plot_context_vector",
@@ -140,6 +143,8 @@ __all__ = [
     "softmax_stable",
     "softmax_with_temperature",
     "temperature_widget",
+    "tiled_attention",
+    "tiled_attention_blocks",
     "to_torch",
     "toy_embeddings",
 ]

@@ -47,6 +47,15 @@ def _check_sizes(d_in, d_out) -> None:
     check_positive_int("d_out", d_out)
 
 
+def _check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
+    check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads} so that every key/value head "
+            f"serves the same number of query heads (num_heads % num_kv_heads = {num_heads % num_kv_heads})"
+        )
+
+
 class SelfAttentionV1(nn.Module):
     """Single-head self-attention with hand-made weight matrices.
 
@@ -189,6 +198,11 @@ class MultiHeadAttention(nn.Module):
         qkv_bias: whether the query, key and value projections have a bias.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder.
         proj_bias: whether ``out_proj`` has a bias.
+        num_kv_heads: key/value heads for grouped-query attention; must divide ``num_heads``. ``None`` (the
+            default) gives every query head its own key and value head. With fewer, ``W_key`` and ``W_value``
+            project to ``num_kv_heads * head_dim`` and query head ``h`` uses key/value head
+            ``h // (num_heads // num_kv_heads)``, as ``F.scaled_dot_product_attention(..., enable_gqa=True)``;
+            ``num_kv_heads=1`` is multi-query attention.
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
     """
@@ -204,10 +218,13 @@ class MultiHeadAttention(nn.Module):
         *,
         causal: bool = True,
         proj_bias: bool = True,
+        num_kv_heads: int | None = None,
     ):
         super().__init__()
         _check_sizes(d_in, d_out)
         check_heads(d_out, num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        _check_kv_heads(num_heads, num_kv_heads)
         check_probability("dropout", dropout)
         if context_length is None:
             if causal:
@@ -215,12 +232,12 @@ class MultiHeadAttention(nn.Module):
         else:
             check_positive_int("context_length", context_length)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
-        self.num_heads = num_heads
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
         self.head_dim = d_out // num_heads
         self.causal = causal
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
         if causal:
@@ -229,10 +246,14 @@ class MultiHeadAttention(nn.Module):
             self.mask = None
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
-        batch, num_tokens, _ = t.shape
-        # (batch, num_tokens, d_out) -> (batch, num_tokens, num_heads, head_dim)
-        #                            -> (batch, num_heads, num_tokens, head_dim)
-        return t.view(batch, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        batch, num_tokens, width = t.shape  # width: num_heads * head_dim, or num_kv_heads * head_dim for keys/values
+        # (batch, num_tokens, width) -> (batch, num_tokens, heads, head_dim) -> (batch, heads, num_tokens, head_dim)
+        return t.view(batch, num_tokens, width // self.head_dim, self.head_dim).transpose(1, 2)
+
+    def _repeat_kv_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """``(batch, num_kv_heads, num_keys, head_dim)`` -> ``(batch, num_heads, num_keys, head_dim)``: each key/value
+        head repeated for its group of consecutive query heads."""
+        return t.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
 
     def _hidden_positions(self, num_tokens: int, key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
         """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_tokens)``, True = hide."""
@@ -263,22 +284,26 @@ class MultiHeadAttention(nn.Module):
             key_padding_mask = key_padding_mask.expand(batch, num_tokens)  # (num_tokens,) serves every sequence
 
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self._split_heads(self.W_key(x))
+        keys = self._split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
         values = self._split_heads(self.W_value(x))
 
         dropout_active = self.training and self.dropout.p > 0
         if return_weights or dropout_active:
             mask = self._hidden_positions(num_tokens, key_padding_mask)
+            keys, values = self._repeat_kv_heads(keys), self._repeat_kv_heads(values)
             context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
         else:
             attn_weights = None
+            grouped = self.num_kv_heads != self.num_heads  # the kernel shares each kv head without copying it
             if key_padding_mask is None:
                 # Fused kernel; is_causal lets it skip the hidden upper triangle without building a mask.
-                context_vec = F.scaled_dot_product_attention(queries, keys, values, is_causal=self.causal)
+                context_vec = F.scaled_dot_product_attention(
+                    queries, keys, values, is_causal=self.causal, enable_gqa=grouped
+                )
             else:
                 # F.scaled_dot_product_attention's boolean masks mark positions that MAY be attended.
                 keep = ~self._hidden_positions(num_tokens, key_padding_mask)
-                context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep)
+                context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, enable_gqa=grouped)
 
         # Move the head axis back next to head_dim *before* merging them:
         # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, head_dim)

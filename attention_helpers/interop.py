@@ -32,6 +32,11 @@ def _mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
             f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
             f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
         )
+    if mha.num_kv_heads != mha.num_heads:
+        raise ValueError(
+            f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
+            f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"
+        )
     qkv_bias = mha.W_query.bias is not None
     if qkv_bias != (mha.out_proj.bias is not None):
         raise ValueError("nn.MultiheadAttention has one bias flag: qkv_bias and proj_bias must be equal")

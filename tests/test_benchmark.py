@@ -1,13 +1,23 @@
 import importlib.util
+import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_mha.py"
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPT = BENCHMARKS / "bench_mha.py"
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
-    spec = importlib.util.spec_from_file_location("bench_mha", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load(SCRIPT)
     results = bench.main(["--batch", "2", "--tokens", "16", "--dim", "24", "--heads", "3", "--repeats", "1"])
     out = capsys.readouterr().out
     assert set(results) == {"forward", "forward+backward"}
@@ -16,3 +26,29 @@ def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
         for name in timings:
             assert name in out
     assert "/ minimal" in out and "/ nn.MHA" in out and "/ book" in out
+
+
+def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys, tmp_path):
+    bench = load(BENCHMARKS / "bench_attention_memory.py")
+    output = tmp_path / "attention_memory.json"
+    num_tokens = 600
+    results = bench.main(["--tokens", str(num_tokens), "--repeats", "1", "--output", str(output)])
+    out = capsys.readouterr().out
+    assert [row["implementation"] for row in results] == ["explicit", "tiled", "fused"]
+    assert all(row["wall_s"] > 0 and row["cpu_s"] >= 0 for row in results)
+    # the explicit path stores the scores and the weights: at least one float32 (600, 600) matrix must show
+    assert results[0]["extra_peak_mib"] >= num_tokens**2 * 4 / 2**20
+    assert json.loads(output.read_text())["results"] == results
+    assert "/ fused" in out and "extra peak MiB" in out
+
+
+def test_memory_benchmark_peak_method_sees_a_freed_allocation():
+    """The method itself: a 64 MiB tensor allocated and freed after the reset shows in the high-water mark."""
+    bench = load(BENCHMARKS / "bench_attention_memory.py")
+    if not bench._reset_high_water_mark():
+        pytest.skip("/proc/self/clear_refs cannot be written here; the benchmark falls back to ru_maxrss")
+    before_kib = bench._status_kib("VmRSS")
+    block = torch.ones(16 * 2**20)  # 64 MiB of float32, every page written
+    del block
+    extra_mib = (bench._status_kib("VmHWM") - before_kib) / 1024
+    assert 60 < extra_mib < 80  # give or take pages the allocator already held

@@ -1,0 +1,194 @@
+"""Attention without the ``(num_queries, num_keys)`` matrix: online softmax and a tiled forward pass.
+
+The explicit path (:func:`~attention_helpers.functional.scaled_dot_product_attention`) stores every score of
+every query against every key: ``num_tokens**2`` numbers per head, 1 GiB in float32 at 16k tokens. The idea
+behind FlashAttention is that softmax does not need all the scores of a row at once: a running maximum and a
+running sum, rescaled whenever the maximum grows, give the same result one block of scores at a time.
+
+- :func:`online_softmax` shows the idea on a plain softmax;
+- :func:`tiled_attention` applies it to attention: one block of queries against one block of keys at a time,
+  with a running maximum, sum and weighted sum of values per query, so that at most one
+  ``(block_size, block_size)`` block of scores exists at any moment.
+
+Both are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_positive_int, check_tensor, shape_str
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float16 and bfloat16 sums lose digits quickly; their running max, sum and accumulator are float32."""
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> torch.Tensor:
+    """Softmax along ``dim`` from one pass over blocks of ``block_size`` scores, then one normalisation.
+
+    For each block, the running maximum ``m`` becomes ``m_new = max(m, max(block))`` and the running sum
+    ``s`` of ``exp(score - m)`` becomes ``s * exp(m - m_new) + sum(exp(block - m_new))``: the old terms are
+    rescaled to the new maximum. At the end ``softmax(x) = exp(x - m) / s``, equal to ``torch.softmax``.
+
+    A slice whose scores are all ``-inf`` gives ``nan``, as ``torch.softmax`` does (``0 / 0``); masked
+    attention that must return zeros for such rows handles them itself, as
+    :func:`~attention_helpers.functional.scaled_dot_product_attention` does.
+
+    Args:
+        x: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_queries, num_keys)``.
+        dim: the dimension that sums to one.
+        block_size: how many scores each step of the pass reads.
+
+    Returns:
+        Same shape and dtype as ``x``. float16 and bfloat16 inputs are computed in float32.
+    """
+    check_tensor("x", x, 1, "(..., num_scores)")
+    check_positive_int("block_size", block_size)
+    if not -x.dim() <= dim < x.dim():
+        raise ValueError(f"dim={dim} is out of range for x with shape {shape_str(x.shape)} ({x.dim()} dimensions)")
+    scores = x.movedim(dim, -1).to(_accumulation_dtype(x.dtype))  # (..., num_scores)
+    running_max = torch.full_like(scores[..., :1], float("-inf"))  # (..., 1)
+    running_sum = torch.zeros_like(scores[..., :1])  # (..., 1)
+    for start in range(0, scores.shape[-1], block_size):
+        block = scores[..., start : start + block_size]  # (..., block_size)
+        new_max = torch.maximum(running_max, block.amax(dim=-1, keepdim=True))
+        # While a slice has seen only -inf, its maximum is -inf and exp(-inf - -inf) would be nan; shifting by 0
+        # instead keeps every term exp(-inf) = 0, the right value.
+        shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+        running_sum = running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum(dim=-1, keepdim=True)
+        running_max = new_max
+    probs = torch.exp(scores - running_max) / running_sum
+    return probs.to(x.dtype).movedim(-1, dim)
+
+
+def tiled_attention_blocks(
+    num_queries: int, num_keys: int, block_size: int = 128, causal: bool = False
+) -> torch.Tensor:
+    """Which ``(query block, key block)`` pairs :func:`tiled_attention` computes.
+
+    Query block ``i`` holds queries ``i * block_size`` to ``(i + 1) * block_size - 1`` (the last block may be
+    shorter), key block ``j`` likewise. With ``causal=True``, query ``q`` sees keys ``0..q`` (top-left aligned,
+    the convention of ``F.scaled_dot_product_attention(..., is_causal=True)``), so a key block whose first key
+    comes after the block's last query is entirely in the future and is skipped.
+
+    Returns:
+        Boolean ``(num_query_blocks, num_key_blocks)`` tensor, ``True`` for a block that is computed.
+    """
+    check_positive_int("num_queries", num_queries)
+    check_positive_int("num_keys", num_keys)
+    check_positive_int("block_size", block_size)
+    first_query = torch.arange(0, num_queries, block_size)  # (num_query_blocks,)
+    first_key = torch.arange(0, num_keys, block_size)  # (num_key_blocks,)
+    last_query = (first_query + block_size - 1).clamp(max=num_queries - 1)
+    if not causal:
+        return torch.ones(len(first_query), len(first_key), dtype=torch.bool)
+    return first_key[None, :] <= last_query[:, None]
+
+
+def _check_attention_inputs(queries, keys, values, block_size) -> torch.Size:
+    """Return the broadcast leading shape ``(...)`` after checking shapes, dtypes, devices and the block size."""
+    check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
+    check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
+    check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
+    for name, t in (("keys", keys), ("values", values)):
+        if t.dtype != queries.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
+        if t.device != queries.device:
+            raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
+    if keys.shape[-1] != queries.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same last dimension d_k, got queries {shape_str(queries.shape)} "
+            f"and keys {shape_str(keys.shape)}"
+        )
+    if values.shape[-2] != keys.shape[-2]:
+        raise ValueError(
+            f"values must have one row per key (num_keys), got keys {shape_str(keys.shape)} "
+            f"and values {shape_str(values.shape)}"
+        )
+    if keys.shape[-2] == 0:
+        raise ValueError(f"keys must hold at least one key, got keys {shape_str(keys.shape)}")
+    check_positive_int("block_size", block_size)
+    try:
+        return torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch, head) dimensions of queries {shape_str(queries.shape)}, keys "
+            f"{shape_str(keys.shape)} and values {shape_str(values.shape)} do not broadcast together"
+        ) from None
+
+
+def tiled_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    causal: bool = False,
+    block_size: int = 128,
+) -> torch.Tensor:
+    """``softmax(Q Kᵀ / sqrt(d_k)) V`` computed block by block, never holding more than one block of scores.
+
+    For each block of queries, the key blocks are visited in order. Each query keeps a running maximum
+    ``m`` of its scores, a running sum ``s`` of ``exp(score - m)`` and an accumulator ``acc`` of
+    ``exp(score - m) * value``; when a block raises the maximum, ``s`` and ``acc`` are multiplied by
+    ``exp(m_old - m_new)`` (online softmax). After the last key block, ``acc / s`` is the context vector.
+    This is the forward pass of FlashAttention, in plain PyTorch.
+
+    Args:
+        queries: ``(..., num_queries, d_k)``.
+        keys: ``(..., num_keys, d_k)``.
+        values: ``(..., num_keys, d_v)``; ``d_v`` may differ from ``d_k``.
+            The leading dimensions ``(...)`` (batch, heads) broadcast together.
+        causal: query ``q`` sees only keys ``0..q`` (top-left aligned when ``num_queries != num_keys``, as
+            ``F.scaled_dot_product_attention(..., is_causal=True)``); key blocks entirely in the future are
+            skipped, see :func:`tiled_attention_blocks`.
+        block_size: queries and keys per block.
+
+    Returns:
+        ``(..., num_queries, d_v)`` context vectors, equal to ``F.scaled_dot_product_attention``. float16 and
+        bfloat16 inputs are multiplied and accumulated in float32 and the result rounded once.
+
+    Autograd differentiates the loop, but it keeps every block's intermediates for the backward pass: the memory
+    saving holds for the forward pass (inference, ``torch.no_grad()``). FlashAttention's backward pass recomputes
+    the blocks instead.
+    """
+    leading = _check_attention_inputs(queries, keys, values, block_size)
+    num_queries, num_keys, d_k = queries.shape[-2], keys.shape[-2], queries.shape[-1]
+    compute_dtype = _accumulation_dtype(queries.dtype)
+    context_vec = queries.new_empty(*leading, num_queries, values.shape[-1])  # (..., num_queries, d_v)
+    if num_queries == 0:
+        return context_vec
+    blocks = tiled_attention_blocks(num_queries, num_keys, block_size, causal)
+    scale = 1.0 / math.sqrt(d_k)
+    for i, q_start in enumerate(range(0, num_queries, block_size)):
+        q_end = min(q_start + block_size, num_queries)
+        # Scaling the queries before the product keeps float16 scores in range (and is one small multiply).
+        q_block = queries[..., q_start:q_end, :].to(compute_dtype) * scale  # (..., bq, d_k)
+        running_max = q_block.new_full((*leading, q_end - q_start, 1), float("-inf"))  # (..., bq, 1)
+        running_sum = torch.zeros_like(running_max)  # (..., bq, 1)
+        acc = q_block.new_zeros(*leading, q_end - q_start, values.shape[-1])  # (..., bq, d_v)
+        for j, k_start in enumerate(range(0, num_keys, block_size)):
+            if not blocks[i, j]:
+                break  # causal: this key block and every later one lie in the future of every query here
+            k_end = min(k_start + block_size, num_keys)
+            k_block = keys[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_k)
+            v_block = values[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_v)
+            scores = q_block @ k_block.transpose(-2, -1)  # (..., bq, bk): the only scores that exist now
+            if causal and k_end - 1 > q_start:  # the block straddles the diagonal: hide keys after each query
+                key_pos = torch.arange(k_start, k_end, device=scores.device)  # (bk,)
+                query_pos = torch.arange(q_start, q_end, device=scores.device)  # (bq,)
+                future = key_pos[None, :] > query_pos[:, None]  # (bq, bk)
+                scores.masked_fill_(future, float("-inf"))
+            # Every query sees key 0, so each row of the first block, hence every new_max, is finite.
+            new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            rescale = torch.exp(running_max - new_max)  # (..., bq, 1): 0 on the first block, then <= 1
+            weights = torch.exp(scores - new_max)  # (..., bq, bk): unnormalised attention weights
+            running_sum = running_sum * rescale + weights.sum(dim=-1, keepdim=True)
+            acc = acc * rescale + weights @ v_block  # (..., bq, d_v)
+            running_max = new_max
+        context_vec[..., q_start:q_end, :] = acc / running_sum
+    return context_vec

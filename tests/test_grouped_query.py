@@ -1,0 +1,146 @@
+"""Grouped-query and multi-query attention: MultiHeadAttention(..., num_kv_heads=...)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import perturb_
+
+from attention_helpers import MultiHeadAttention, to_torch
+
+D_IN, D_OUT, NUM_HEADS, CONTEXT = 5, 12, 6, 16  # head_dim 2, d_in != d_out
+
+
+def grouped(num_kv_heads, causal=True, qkv_bias=True):
+    module = MultiHeadAttention(
+        D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias, causal=causal, num_kv_heads=num_kv_heads
+    )
+    return perturb_(module).eval()
+
+
+def with_repeated_kv_weights(gqa: MultiHeadAttention) -> MultiHeadAttention:
+    """An ordinary module (one kv head per query head) whose key/value weights repeat each of ``gqa``'s kv heads
+    for its group of query heads: the textbook definition of grouped-query attention."""
+    full = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, True, causal=gqa.causal).eval()
+    group = gqa.num_heads // gqa.num_kv_heads
+    with torch.no_grad():
+        full.W_query.load_state_dict(gqa.W_query.state_dict())
+        full.out_proj.load_state_dict(gqa.out_proj.state_dict())
+        for ours, theirs in ((full.W_key, gqa.W_key), (full.W_value, gqa.W_value)):
+            # rows of the projection come in head_dim-sized chunks, one per head
+            ours.weight.copy_(
+                theirs.weight.unflatten(0, (gqa.num_kv_heads, -1)).repeat_interleave(group, 0).flatten(0, 1)
+            )
+            ours.bias.copy_(theirs.bias.unflatten(0, (gqa.num_kv_heads, -1)).repeat_interleave(group, 0).flatten(0, 1))
+    return full
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 3, 6])
+def test_grouped_query_attention_equals_repeating_the_kv_heads(num_kv_heads, causal):
+    gqa = grouped(num_kv_heads, causal)
+    full = with_repeated_kv_weights(gqa)
+    x = torch.randn(3, 9, D_IN)
+    padding = torch.zeros(3, 9, dtype=torch.bool)
+    padding[1, 6:] = True
+    with torch.no_grad():
+        expected, expected_weights = full(x, return_weights=True)
+        context_vec, attn_weights = gqa(x, return_weights=True)  # explicit path
+        torch.testing.assert_close(context_vec, expected)
+        torch.testing.assert_close(attn_weights, expected_weights)
+        torch.testing.assert_close(gqa(x), expected)  # fast path
+        torch.testing.assert_close(gqa(x, padding), full(x, padding))
+        torch.testing.assert_close(gqa(x, padding, return_weights=True)[0], full(x, padding))
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 3])
+def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
+    gqa = grouped(num_kv_heads)
+    x = torch.randn(2, 11, D_IN)
+    with torch.no_grad():
+        queries = gqa.W_query(x).unflatten(-1, (NUM_HEADS, -1)).transpose(1, 2)  # (2, 6, 11, 2)
+        keys = gqa.W_key(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)  # (2, num_kv_heads, 11, 2)
+        values = gqa.W_value(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)
+        context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+        expected = gqa.out_proj(context.transpose(1, 2).flatten(2))
+        torch.testing.assert_close(gqa(x), expected)
+        torch.testing.assert_close(gqa(x, return_weights=True)[0], expected)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_grouped_query_gradients_are_the_repeated_heads_gradients_summed(return_weights):
+    """A shared kv head gets the gradients of all the copies it stands for (both paths)."""
+    gqa = grouped(2)
+    full = with_repeated_kv_weights(gqa)
+    x = torch.randn(2, 7, D_IN)
+    for module in (gqa, full):
+        output = module(x, return_weights=True)[0] if return_weights else module(x)
+        output.square().sum().backward()
+    torch.testing.assert_close(gqa.W_query.weight.grad, full.W_query.weight.grad)
+    for ours, theirs in ((gqa.W_key, full.W_key), (gqa.W_value, full.W_value)):
+        # (num_heads * head_dim, d_in) -> (num_kv_heads, group, head_dim, d_in), summed over each group
+        summed = theirs.weight.grad.unflatten(0, (gqa.num_kv_heads, NUM_HEADS // gqa.num_kv_heads, -1)).sum(1)
+        torch.testing.assert_close(ours.weight.grad, summed.flatten(0, 1))
+
+
+def test_grouped_query_attention_trains_with_dropout_on_the_explicit_path():
+    module = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.5, NUM_HEADS, num_kv_heads=2)
+    x = torch.randn(2, 7, D_IN, requires_grad=True)
+    module(x).sum().backward()
+    assert module.W_key.weight.grad.shape == (2 * 2, D_IN) and x.grad.isfinite().all()
+
+
+def test_fewer_kv_heads_mean_fewer_key_value_parameters_and_a_smaller_kv_cache():
+    head_dim = D_OUT // NUM_HEADS
+    default = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias=True)
+    counts = {}
+    for num_kv_heads in (6, 3, 2, 1):
+        module = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias=True, num_kv_heads=num_kv_heads)
+        kv_params = sum(p.numel() for layer in (module.W_key, module.W_value) for p in layer.parameters())
+        assert kv_params == 2 * (D_IN + 1) * num_kv_heads * head_dim
+        counts[num_kv_heads] = kv_params
+        # what a KV cache stores per token: this call's keys and values, before any repetition
+        x = torch.randn(1, 4, D_IN)
+        cached_per_token = (module.W_key(x).shape[-1] + module.W_value(x).shape[-1]) * x.element_size()
+        assert cached_per_token == 2 * num_kv_heads * head_dim * 4
+    assert (
+        counts[6] == 6 * counts[1]
+        and counts[6] == sum(p.numel() for p in (default.W_key.weight, default.W_key.bias)) * 2
+    )
+
+
+def test_default_keeps_the_parameter_layout_and_seeded_values():
+    torch.manual_seed(123)
+    default = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS)
+    torch.manual_seed(123)
+    explicit = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=NUM_HEADS)
+    assert default.num_kv_heads == NUM_HEADS
+    assert [name for name, _ in default.named_parameters()] == [
+        "W_query.weight",
+        "W_key.weight",
+        "W_value.weight",
+        "out_proj.weight",
+        "out_proj.bias",
+    ]
+    for (name, a), (_, b) in zip(default.state_dict().items(), explicit.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize(
+    ("num_kv_heads", "error", "message"),
+    [
+        (4, ValueError, "num_heads=6 must be divisible by num_kv_heads=4"),
+        (0, ValueError, "num_kv_heads must be at least 1"),
+        (12, ValueError, "num_heads=6 must be divisible by num_kv_heads=12"),
+        (2.0, TypeError, "num_kv_heads must be an int"),
+        (True, TypeError, "num_kv_heads must be an int"),
+    ],
+)
+def test_bad_num_kv_heads_is_rejected(num_kv_heads, error, message):
+    with pytest.raises(error, match=message):
+        MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=num_kv_heads)
+
+
+def test_to_torch_rejects_grouped_query_attention():
+    module = MultiHeadAttention(D_OUT, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=2)
+    with pytest.raises(ValueError, match="num_heads=6 and num_kv_heads=2"):
+        to_torch(module)
