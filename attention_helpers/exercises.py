@@ -58,7 +58,11 @@ def _compare(answer, expected, atol: float) -> str | None:
         for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
             problem = _compare(a, e, atol)
             if problem is not None:
-                return f"item {number} of {len(expected)} is not right: {problem}"
+                where = f"item {number} of {len(expected)}"
+                # A nested tuple names the whole path once: "item 3 of 4, its item 2 of 2, is not right: ..."
+                if problem.startswith("item "):
+                    return f"{where}, its {problem}"
+                return f"{where} is not right: {problem}"
         return None
     raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
 

@@ -47,6 +47,7 @@ def test_unanswered_exercise_gives_the_hint(capsys):
             False,
             "item 2 of 2 is not right: expected shape (5, 3), got (5, 5)",
         ),
+        ((1, (2, 3)), (1, (2, 4)), False, "item 2 of 2, its item 2 of 2 is not right: that is not the right number"),
     ],
 )
 def test_answers_are_judged_with_a_reason(capsys, answer, expected, verdict, reason):
