@@ -93,12 +93,16 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     if ax is None:
         ax = plt.figure(figsize=(4.2, 4.2)).add_subplot()
     reach = 1.35 * max(len_a, len_b)
-    for vector, label, length, color, side in ((a, a_label, len_a, "C0", 1), (b, b_label, len_b, "C1", -1)):
+    # each name sits beside its arrow's tip, on the side away from the other arrow (clear of the angle's label);
+    # arrows along one line get opposite sides, so that their names do not overlap
+    b_turns_left = float(a[0] * b[1] - a[1] * b[0]) > 1e-9 * len_a * len_b  # cross product > 0
+    side_a = -1 if b_turns_left else 1
+    # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
+    arrows = ((a, a_label, len_a, "C0", side_a, 2.0, 1.0, 3), (b, b_label, len_b, "C1", -side_a, 3.5, 0.7, 2))
+    for vector, label, length, color, side, width, alpha, zorder in arrows:
         x, y = vector.tolist()
-        # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
-        arrow = {"arrowstyle": "-|>", "color": color, "lw": 2 if side == 1 else 3.5, "alpha": 1.0 if side == 1 else 0.7}
-        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=arrow, zorder=3 if side == 1 else 2)
-        # the name beside the arrow's tip, a on one side and b on the other, so collinear arrows stay readable
+        arrow = {"arrowstyle": "-|>", "color": color, "lw": width, "alpha": alpha}
+        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=arrow, zorder=zorder)
         normal_x, normal_y = -y / length, x / length
         ax.text(
             x + side * 0.18 * reach * normal_x,
@@ -117,12 +121,14 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     ax.plot([radius * math.cos(t) for t in steps], [radius * math.sin(t) for t in steps], color="gray", lw=1)
     middle = start + turn / 2 - (0.5 if abs(turn) < 0.3 else 0.0)  # off the arrows when they are (nearly) parallel
     ax.text(
-        2.0 * radius * math.cos(middle),
-        2.0 * radius * math.sin(middle),
+        2.6 * radius * math.cos(middle),
+        2.6 * radius * math.sin(middle),
         f"θ = {angle:.0f}°",
-        color="gray",
+        color="dimgray",
         ha="center",
         va="center",
+        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},  # readable across the axis lines
+        zorder=4,
     )
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
@@ -166,18 +172,22 @@ def plot_context_vector(
     mean = points.mean(dim=0)  # (3,)
     if ax is None:
         ax = plt.figure(figsize=(7, 5.5)).add_subplot(projection="3d")
+    near = (points[:, None, :] - points[None, :, :]).norm(dim=-1) < 0.1  # (num_words, num_words)
     for i, ((x, y, z), word, share) in enumerate(zip(points.tolist(), labels, shares.tolist(), strict=True)):
         ax.scatter(x, y, z, s=1500 * share, color=f"C{i % 10}", alpha=0.6, marker=_MARKERS[i % len(_MARKERS)])
-        crowded = i > 0 and bool((points[:i] - points[i]).norm(dim=1).min() < 0.1)
+        # of two points almost on top of each other, the first is named further right (clear of the second's
+        # marker) and the second on the left
+        second_of_pair, first_of_pair = bool(near[i, :i].any()), bool(near[i, i + 1 :].any())
         text = f"{word} ({share:.2f})"
         ax.text(
             x,
             y,
             z,
-            f"{text}   " if crowded else f"   {text}",
+            f"{text}    " if second_of_pair else (" " * 8 if first_of_pair else " " * 4) + text,
             fontsize=9,
-            ha="right" if crowded else "left",
+            ha="right" if second_of_pair else "left",
             color=f"C{i % 10}",
+            zorder=len(points) + 10,  # above every point: Matplotlib stacks 3D points by depth from zorder 1 up
         )
     ax.scatter(*context.tolist(), s=160, marker="*", color="crimson", label=f"context vector of {query_label!r}")
     ax.scatter(*mean.tolist(), s=90, marker="x", color="black", label="plain mean (equal weights)")

@@ -173,6 +173,28 @@ def test_dot_product_arrows_show_both_lengths_the_angle_and_the_product():
     assert opposite.get_title().endswith(f"= {torch.dot(a, -2 * a).item():+.2f}")
 
 
+def test_dot_product_names_sit_away_from_the_other_arrow_and_clear_of_each_other():
+    """Each arrow's name lies on the far side of its arrow from the other arrow, so neither name crowds the angle
+    between them; names of arrows along one line go on opposite sides."""
+
+    def side(vector, point):  # +1: point left of the line through vector, -1: right
+        return 1 if float(vector[0] * point[1] - vector[1] * point[0]) > 0 else -1
+
+    def name_position(ax, label):
+        (text,) = [t for t in ax.texts if t.get_text().startswith(f"{label}\n")]
+        return text.get_position()
+
+    a = torch.tensor([1.0, 0.5])
+    for b in (torch.tensor([-1.0, 2.0]), torch.tensor([1.0, -2.0]), torch.tensor([0.5, 1.5])):
+        ax = ah.plot_dot_product_2d(a, b)
+        assert side(a, name_position(ax, "a")) == -side(a, b)
+        assert side(b, name_position(ax, "b")) == -side(b, a)
+        (angle_text,) = [t for t in ax.texts if t.get_text().startswith("θ")]
+        assert angle_text.get_bbox_patch() is not None  # a backing, so axis lines do not cross the text
+    collinear = ah.plot_dot_product_2d(a, 2 * a)
+    assert side(a, name_position(collinear, "a")) == -side(a, name_position(collinear, "b"))
+
+
 def test_context_vector_figure_marks_the_weighted_average_and_the_plain_mean():
     vectors = ah.toy_embeddings()
     weights = torch.softmax(vectors @ vectors[1], dim=-1)
@@ -189,6 +211,8 @@ def test_context_vector_figure_marks_the_weighted_average_and_the_plain_mean():
         for w, s in zip(ah.WORDS, weights, strict=True)
     )
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_zlabel() and "journey" in ax.get_title()
+    ax.figure.canvas.draw()  # Matplotlib gives the 3D points their stacking order (zorder) by depth at draw time
+    assert min(t.get_zorder() for t in ax.texts) > max(c.get_zorder() for c in ax.collections)  # names on top
     with pytest.raises(ValueError, match="sum to 1"):
         ah.plot_context_vector(vectors, weights * 2, ah.WORDS, query_label="journey")
 
