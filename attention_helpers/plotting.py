@@ -424,7 +424,8 @@ def plot_attention_heads(
     fig.colorbar(image, ax=axes.ravel().tolist(), label="weight", shrink=0.9)
     fig.supxlabel("key (attended to)")
     fig.supylabel("query (attending)")
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize="large")
+    fig.get_layout_engine().set(h_pad=0.07)  # room between the figure's title and the heads' titles
     return fig
 
 
