@@ -79,7 +79,7 @@ def attention_pipeline(path: Path) -> None:
     _box(ax, 9.6, 2.9, "weights\nsoftmax(rows)", "op", w=1.9, h=1.0)
     _arrow(ax, (8.3, 2.9), (8.6, 2.9))
     _box(ax, 12.1, 1.9, "context vectors\nweights @ V\n(num_tokens, d_out)", "out", w=2.5, h=1.2)
-    _arrow(ax, (10.6, 2.7), (10.8, 2.3))
+    _arrow(ax, (10.6, 2.9), (11.35, 2.58))  # onto the top edge of the context box, not its corner
     _arrow(ax, (5.65, 0.8), (10.8, 1.6))
     ax.set_title(
         "Self-attention in one picture: each token's output is a weighted mix of the value vectors it may see",
