@@ -1,8 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
-(the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder -> training``; ``plotting``, ``plotting_training``, ``widgets``,
+``interop`` and ``exercises`` (the notebooks' answer checks) sit on top.
 
 "Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
 from (not random seeds): the classes keep their constructor arguments, so that the same
@@ -30,6 +30,18 @@ from .functional import (
 )
 from .interop import to_torch
 from .parameters import ParameterError, check_parameter
+from .training import (
+    TASKS,
+    History,
+    TaskData,
+    TokenClassifier,
+    evaluate,
+    make_task,
+    reverse_targets,
+    sort_targets,
+    token_accuracy,
+    train,
+)
 
 # Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
 # training script or a test never uses: they are imported the first time one of their names is used.
@@ -44,6 +56,7 @@ _LAZY = {
         "plot_scores",
         "show_diagram",
     ),
+    "plotting_training": ("plot_attention_layers", "plot_history"),
     "widgets": (
         "dropout_widget",
         "heads_widget",
@@ -74,11 +87,13 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "TASKS",
     "WORDS",
     "CausalAttention",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "History",
     "LayerNorm",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -86,6 +101,8 @@ __all__ = [
     "PositionalEncoding",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "TaskData",
+    "TokenClassifier",
     "attention_scores_loop",
     "causal_mask",
     "check_answer",
@@ -93,15 +110,20 @@ __all__ = [
     "check_parameter",
     "diagram_path",
     "dropout_widget",
+    "evaluate",
     "heads_widget",
+    "make_task",
     "plot_attention",
     "plot_attention_heads",
+    "plot_attention_layers",
     "plot_dropout",
     "plot_embeddings_3d",
+    "plot_history",
     "plot_scaling",
     "plot_scores",
     "query_scores_widget",
     "random_dot_products",
+    "reverse_targets",
     "rotate_embeddings_widget",
     "scaled_dot_product_attention",
     "scaling_widget",
@@ -109,7 +131,10 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "softmax_with_temperature",
+    "sort_targets",
     "temperature_widget",
     "to_torch",
+    "token_accuracy",
     "toy_embeddings",
+    "train",
 ]
