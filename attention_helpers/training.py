@@ -129,13 +129,12 @@ def make_task(
     while len(sequences) < wanted:
         # Draw a few more than needed, keep the first occurrence of each new sequence, in the order drawn.
         draw = torch.randint(0, vocab_size, (wanted - len(sequences) + 16, num_tokens), generator=generator)
-        fresh = []
-        for row, key in zip(draw, map(tuple, draw.tolist()), strict=True):
+        fresh = []  # row indices in draw
+        for index, key in enumerate(map(tuple, draw.tolist())):
             if key not in seen:
                 seen.add(key)
-                fresh.append(row)
-        if fresh:
-            sequences = torch.cat([sequences, torch.stack(fresh)])[:wanted]
+                fresh.append(index)
+        sequences = torch.cat([sequences, draw[fresh]])[:wanted]
     targets = targets_of(sequences)
     name = task if isinstance(task, str) else getattr(task, "__name__", "custom")
     _check_tokens(f"the targets that task {name!r} returned", targets, vocab_size)
