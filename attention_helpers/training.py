@@ -186,6 +186,7 @@ class TokenClassifier(nn.Module):
     ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
+        check_positive_int("d_model", d_model)
         check_positive_int("max_len", max_len)
         check_probability("drop_prob", drop_prob)
         self.vocab_size = vocab_size

@@ -225,6 +225,10 @@ def test_bad_model_inputs_get_clear_errors():
         model(torch.zeros(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match="d_model=30 must be divisible by num_heads=4"):
         TokenClassifier(10, 30, 4, 1, 16)
+    with pytest.raises(TypeError, match=r"d_model must be an int, got str \('32'\)"):
+        TokenClassifier(10, "32", 4, 1, 16)
+    with pytest.raises(ValueError, match="num_layers must be at least 1, got 0"):
+        TokenClassifier(10, 32, 4, 0, 16)
 
 
 def test_bad_training_arguments_get_clear_errors():
