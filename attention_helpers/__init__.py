@@ -1,9 +1,9 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder -> pretrained``, with ``efficient`` (attention without the full
-score matrix) beside ``attention``; ``plotting``, ``widgets``, ``interop`` and ``exercises`` (the notebooks'
-answer checks) sit on top.
+``data -> functional -> attention -> encoder -> (training, pretrained)``, with ``efficient`` (attention
+without the full score matrix) beside ``attention``; ``plotting`` (and ``plotting_training``,
+``plotting_pretrained``), ``widgets``, ``interop`` and ``exercises`` (the notebooks' answer checks) sit on top.
 
 The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
 Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
@@ -41,6 +41,18 @@ from .pretrained import (
     mean_pool,
     shipped_model_path,
 )
+from .training import (
+    TASKS,
+    History,
+    TaskData,
+    TokenClassifier,
+    evaluate,
+    make_task,
+    reverse_targets,
+    sort_targets,
+    token_accuracy,
+    train,
+)
 
 # Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
 # training script or a test never uses: they are imported the first time one of their names is used.
@@ -63,6 +75,7 @@ _LAZY = {
         "plot_layer_head",
         "plot_similarities",
     ),
+    "plotting_training": ("plot_attention_layers", "plot_history"),
     "widgets": (
         "dropout_widget",
         "heads_widget",
@@ -93,12 +106,14 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "TASKS",
     "WORDS",
     "BertEmbeddings",
     "CausalAttention",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "History",
     "LayerNorm",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -107,6 +122,8 @@ __all__ = [
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SentenceEncoder",
+    "TaskData",
+    "TokenClassifier",
     "attention_mask_to_key_padding_mask",
     "attention_scores_loop",
     "causal_mask",
@@ -115,25 +132,30 @@ __all__ = [
     "check_parameter",
     "diagram_path",
     "dropout_widget",
+    "evaluate",
     "heads_widget",
     "key_padding_mask_to_attention_mask",
     "layer_head_widget",
     "load_sentence_transformer",
+    "make_task",
     "mean_pool",
     "online_softmax",
     "plot_attention",
     "plot_attention_heads",
+    "plot_attention_layers",
+    "plot_attention_received",
     "plot_context_vector",
     "plot_dot_product_2d",
-    "plot_attention_received",
     "plot_dropout",
     "plot_embeddings_3d",
+    "plot_history",
     "plot_layer_head",
     "plot_scaling",
     "plot_scores",
     "plot_similarities",
     "query_scores_widget",
     "random_dot_products",
+    "reverse_targets",
     "rotate_embeddings_widget",
     "scaled_dot_product_attention",
     "scaling_widget",
@@ -142,9 +164,12 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "softmax_with_temperature",
+    "sort_targets",
     "temperature_widget",
     "tiled_attention",
     "tiled_attention_blocks",
     "to_torch",
+    "token_accuracy",
     "toy_embeddings",
+    "train",
 ]

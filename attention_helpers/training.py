@@ -1,0 +1,336 @@
+"""Training a small transformer encoder on a toy task: data, model, training loop and evaluation.
+
+The tasks map a sequence of digits to a sequence of digits of the same length, one answer per position,
+so a per-token classifier on top of an encoder can learn them:
+
+- ``"reverse"``: ``[3, 1, 4, 1] -> [1, 4, 1, 3]`` (output position ``i`` copies input position
+  ``num_tokens - 1 - i``: the attention pattern to learn is the anti-diagonal);
+- ``"sort"``: ``[3, 1, 4, 1] -> [1, 1, 3, 4]`` (where to look depends on the digits, not on the position).
+
+Everything here is deterministic for a seed: the data come from a ``torch.Generator``, the batches from
+another, and :func:`train` seeds the generator that dropout draws from without disturbing the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_positive_int, check_probability, shape_str
+from .encoder import Encoder, PositionalEncoding
+
+
+def reverse_targets(inputs: torch.Tensor) -> torch.Tensor:
+    """The reverse task's answers: ``(batch, num_tokens)`` digits -> the same digits in reverse order."""
+    _check_tokens("inputs", inputs)
+    return inputs.flip(-1)
+
+
+def sort_targets(inputs: torch.Tensor) -> torch.Tensor:
+    """The sort task's answers: ``(batch, num_tokens)`` digits -> each row sorted in increasing order."""
+    _check_tokens("inputs", inputs)
+    return inputs.sort(dim=-1).values
+
+
+TASKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"reverse": reverse_targets, "sort": sort_targets}
+
+
+def _check_tokens(name: str, tokens, vocab_size: int | None = None) -> None:
+    """Require an integer tensor ``(batch, num_tokens)`` whose values are token ids in ``[0, vocab_size)``."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids (batch, num_tokens), got {type(tokens).__name__}")
+    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(
+            f"{name} must hold integer token ids, got dtype {tokens.dtype} with shape {shape_str(tokens.shape)}; "
+            f"convert it with {name}.long()"
+        )
+    if tokens.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, num_tokens), got shape {shape_str(tokens.shape)}")
+    if vocab_size is not None and tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(
+            f"{name} must hold token ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
+            f"got values from {int(tokens.min())} to {int(tokens.max())}"
+        )
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
+
+
+@dataclass
+class TaskData:
+    """Train and held-out sequences of one task; no held-out input sequence occurs in the training set.
+
+    ``train_inputs``, ``train_targets``: ``(num_train, num_tokens)`` int64;
+    ``heldout_inputs``, ``heldout_targets``: ``(num_heldout, num_tokens)`` int64.
+    """
+
+    task: str
+    vocab_size: int
+    train_inputs: torch.Tensor
+    train_targets: torch.Tensor
+    heldout_inputs: torch.Tensor
+    heldout_targets: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        return self.train_inputs.shape[1]
+
+
+def make_task(
+    task: str | Callable[[torch.Tensor], torch.Tensor] = "reverse",
+    num_train: int = 10_000,
+    num_heldout: int = 1_000,
+    num_tokens: int = 8,
+    vocab_size: int = 10,
+    seed: int = 0,
+) -> TaskData:
+    """Draw ``num_train + num_heldout`` distinct random sequences of ``num_tokens`` digits in
+    ``[0, vocab_size)``, compute their targets and split them into a training set and a held-out set.
+
+    ``task`` is the name of one of :data:`TASKS` or a function of your own that maps ``(batch, num_tokens)``
+    digits to ``(batch, num_tokens)`` answers in ``[0, vocab_size)``.
+
+    Every sequence is different from every other, so a held-out sequence was never seen in training:
+    held-out accuracy measures whether the model learned the rule, not whether it memorised examples.
+    """
+    if isinstance(task, str):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {sorted(TASKS)} or a function, got {task!r}")
+        targets_of = TASKS[task]
+    elif callable(task):
+        targets_of = task
+    else:
+        raise TypeError(f"task must be one of {sorted(TASKS)} or a function, got {type(task).__name__}")
+    check_positive_int("num_train", num_train)
+    check_positive_int("num_heldout", num_heldout)
+    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("vocab_size", vocab_size)
+    _check_seed(seed)
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2 (one digit gives one possible sequence), got {vocab_size}")
+    wanted = num_train + num_heldout
+    possible = vocab_size**num_tokens
+    if wanted > possible // 2:  # drawing nearly every sequence by rejection would take too long
+        raise ValueError(
+            f"num_train + num_heldout = {wanted} sequences are asked for, but there are only {possible} different "
+            f"sequences of num_tokens={num_tokens} digits with vocab_size={vocab_size}; ask for at most half of them"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    sequences = torch.empty(0, num_tokens, dtype=torch.int64)
+    seen: set[tuple[int, ...]] = set()
+    while len(sequences) < wanted:
+        # Draw a few more than needed, keep the first occurrence of each new sequence, in the order drawn.
+        draw = torch.randint(0, vocab_size, (wanted - len(sequences) + 16, num_tokens), generator=generator)
+        fresh = []  # row indices in draw
+        for index, key in enumerate(map(tuple, draw.tolist())):
+            if key not in seen:
+                seen.add(key)
+                fresh.append(index)
+        sequences = torch.cat([sequences, draw[fresh]])[:wanted]
+    targets = targets_of(sequences)
+    name = task if isinstance(task, str) else getattr(task, "__name__", "custom")
+    _check_tokens(f"the targets that task {name!r} returned", targets, vocab_size)
+    if targets.shape != sequences.shape:
+        raise ValueError(
+            f"task {name!r} must return targets of the inputs' shape {shape_str(sequences.shape)} "
+            f"(one answer per position), got {shape_str(targets.shape)}"
+        )
+    targets = targets.long()
+    return TaskData(
+        task=name,
+        vocab_size=vocab_size,
+        train_inputs=sequences[:num_train],
+        train_targets=targets[:num_train],
+        heldout_inputs=sequences[num_train:],
+        heldout_targets=targets[num_train:],
+    )
+
+
+class TokenClassifier(nn.Module):
+    """Token embedding + sinusoidal positions + the series' :class:`~attention_helpers.encoder.Encoder`
+    + one linear layer that scores every class at every position.
+
+    Args:
+        vocab_size: number of token ids (also the number of classes to predict at each position).
+        d_model, num_heads, num_layers, ffn_hidden, drop_prob: the encoder's sizes (lesson 07).
+        max_len: the longest sequence the positional table covers.
+        positional: add the positional encoding (``False`` shows what attention does without it).
+        norm_first: pre-LN layers (with a final LayerNorm, as pre-LN models have) instead of post-LN.
+
+    The parts are created in the order embedding, encoder, classifier, so the same ``torch.manual_seed``
+    gives the same weights as building those three modules by hand in that order.
+
+    Input ``(batch, num_tokens)`` token ids; output logits ``(batch, num_tokens, vocab_size)``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        ffn_hidden: int,
+        drop_prob: float = 0.0,
+        *,
+        max_len: int = 64,
+        positional: bool = True,
+        norm_first: bool = False,
+    ):
+        super().__init__()
+        check_positive_int("vocab_size", vocab_size)
+        check_positive_int("d_model", d_model)
+        check_positive_int("max_len", max_len)
+        check_probability("drop_prob", drop_prob)
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.positional_encoding = PositionalEncoding(d_model, max_len) if positional else None
+        self.encoder = Encoder(
+            d_model, ffn_hidden, num_heads, drop_prob, num_layers, norm_first=norm_first, final_norm=norm_first
+        )
+        self.classifier = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor, return_weights: bool = False):
+        """``tokens`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``; with
+        ``return_weights``, also the attention weights ``(num_layers, batch, num_heads, num_tokens, num_tokens)``."""
+        _check_tokens("tokens", tokens, self.vocab_size)
+        x = self.embedding(tokens)  # (batch, num_tokens, d_model)
+        if self.positional_encoding is not None:
+            x = self.positional_encoding(x)
+        if return_weights:
+            x, attn_weights = self.encoder(x, return_weights=True)
+            return self.classifier(x), attn_weights
+        return self.classifier(self.encoder(x))
+
+
+@dataclass
+class History:
+    """What :func:`train` measured: ``loss`` and ``accuracy`` (per-token, on that step's training batch)
+    after each of the ``num_steps`` steps, and the held-out accuracy at ``eval_steps``."""
+
+    loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_accuracy: list[float] = field(default_factory=list)
+
+
+def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of positions whose highest-scoring class is the target: logits ``(batch, num_tokens,
+    num_classes)``, targets ``(batch, num_tokens)``."""
+    return (logits.argmax(dim=-1) == targets).float().mean().item()
+
+
+@torch.no_grad()
+def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 1024) -> float:
+    """Per-token accuracy of ``model`` on ``inputs`` and ``targets`` (both ``(num_sequences, num_tokens)``),
+    in eval mode (no dropout); the model's train/eval mode is restored afterwards."""
+    _check_model(model)
+    _check_tokens("inputs", inputs, model.vocab_size)
+    _check_tokens("targets", targets, model.vocab_size)
+    if inputs.shape != targets.shape:
+        raise ValueError(
+            f"inputs and targets must have the same shape (num_sequences, num_tokens), "
+            f"got {shape_str(inputs.shape)} and {shape_str(targets.shape)}"
+        )
+    check_positive_int("batch_size", batch_size)
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for start in range(0, len(inputs), batch_size):
+        logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
+        correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
+    model.train(was_training)
+    return correct / max(1, targets.numel())
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, nn.Module) or not hasattr(model, "vocab_size"):
+        raise TypeError(f"model must be a TokenClassifier (an nn.Module with vocab_size), got {type(model).__name__}")
+
+
+def train(
+    model: TokenClassifier,
+    data: TaskData,
+    *,
+    num_steps: int = 300,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    eval_every: int = 0,
+    log_every: int = 0,
+    log: Callable[[str], None] = print,
+) -> History:
+    """Train ``model`` on ``data``'s training set with Adam and per-token cross-entropy.
+
+    Each step draws ``batch_size`` training sequences at random (with a ``torch.Generator`` seeded with
+    ``seed``), runs the model, computes the cross-entropy of every position's logits against its target,
+    back-propagates and takes one Adam step. Dropout draws from torch's global generator, which is seeded
+    with ``seed`` for the duration of the call and then restored, so two calls with the same model weights
+    and the same seed give the same history.
+
+    The hand-written equivalent (which this function must match, step for step)::
+
+        generator = torch.Generator().manual_seed(seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        for step in range(num_steps):
+            batch = torch.randint(0, num_train, (batch_size,), generator=generator)
+            logits = model(train_inputs[batch])  # (batch_size, num_tokens, vocab_size)
+            loss = F.cross_entropy(logits.flatten(0, 1), train_targets[batch].flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    Args:
+        eval_every: every this many steps (and after the last), measure the held-out accuracy; 0: never.
+        log_every: every this many steps, ``log`` one line with the step, loss and accuracy; 0: never.
+
+    Returns:
+        a :class:`History`. The model is left in train mode, with its trained weights.
+    """
+    _check_model(model)
+    if not isinstance(data, TaskData):
+        raise TypeError(f"data must be a TaskData (from make_task), got {type(data).__name__}")
+    if data.vocab_size != model.vocab_size:
+        raise ValueError(
+            f"data has vocab_size={data.vocab_size} but the model was built with vocab_size={model.vocab_size}"
+        )
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("batch_size", batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    _check_seed(seed)
+    for name, every in (("eval_every", eval_every), ("log_every", log_every)):
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
+            raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {every!r}")
+
+    history = History()
+    num_train = len(data.train_inputs)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # dropout's masks
+        for step in range(1, num_steps + 1):
+            batch = torch.randint(0, num_train, (batch_size,), generator=generator)
+            targets = data.train_targets[batch]  # (batch_size, num_tokens)
+            logits = model(data.train_inputs[batch])  # (batch_size, num_tokens, vocab_size)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            history.loss.append(loss.item())
+            history.accuracy.append(token_accuracy(logits.detach(), targets))
+            if eval_every and (step % eval_every == 0 or step == num_steps):
+                history.eval_steps.append(step)
+                history.eval_accuracy.append(evaluate(model, data.heldout_inputs, data.heldout_targets))
+            if log_every and step % log_every == 0:
+                log(f"step {step:>4}: loss {history.loss[-1]:.3f}, batch accuracy {history.accuracy[-1]:.3f}")
+    return history
