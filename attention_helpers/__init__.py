@@ -1,8 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder``; ``plotting``, ``widgets``, ``interop`` and ``exercises``
-(the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder -> gpt``; ``text`` holds the text lesson 10 trains on;
+``plotting``, ``widgets``, ``interop`` and ``exercises`` (the notebooks' answer checks) sit on top.
 
 "Seed 001" and "seed 004" in the docstrings name two of the reference notebooks this series was written
 from (not random seeds): the classes keep their constructor arguments, so that the same
@@ -28,8 +28,20 @@ from .functional import (
     softmax_stable,
     softmax_with_temperature,
 )
+from .gpt import (
+    GPT,
+    BigramLanguageModel,
+    DecoderBlock,
+    evaluate_loss,
+    generate,
+    language_model_loss,
+    next_token_batch,
+    sample_next_token,
+    top_k_filter,
+)
 from .interop import to_torch
 from .parameters import ParameterError, check_parameter
+from .text import CharTokenizer, shakespeare_text
 
 # Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
 # training script or a test never uses: they are imported the first time one of their names is used.
@@ -74,11 +86,14 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "WORDS",
+    "BigramLanguageModel",
     "CausalAttention",
+    "CharTokenizer",
+    "DecoderBlock",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "GPT",
     "LayerNorm",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -86,6 +101,7 @@ __all__ = [
     "PositionalEncoding",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "WORDS",
     "attention_scores_loop",
     "causal_mask",
     "check_answer",
@@ -93,7 +109,11 @@ __all__ = [
     "check_parameter",
     "diagram_path",
     "dropout_widget",
+    "evaluate_loss",
+    "generate",
     "heads_widget",
+    "language_model_loss",
+    "next_token_batch",
     "plot_attention",
     "plot_attention_heads",
     "plot_dropout",
@@ -103,13 +123,16 @@ __all__ = [
     "query_scores_widget",
     "random_dot_products",
     "rotate_embeddings_widget",
+    "sample_next_token",
     "scaled_dot_product_attention",
     "scaling_widget",
+    "shakespeare_text",
     "show_diagram",
     "softmax_naive",
     "softmax_stable",
     "softmax_with_temperature",
     "temperature_widget",
     "to_torch",
+    "top_k_filter",
     "toy_embeddings",
 ]
