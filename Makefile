@@ -67,6 +67,7 @@ diagrams: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
+	$(BIN)/python benchmarks/bench_generate.py
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache

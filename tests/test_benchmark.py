@@ -2,6 +2,14 @@ import importlib.util
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_mha.py"
+GENERATE_SCRIPT = SCRIPT.with_name("bench_generate.py")
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
@@ -16,3 +24,12 @@ def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
         for name in timings:
             assert name in out
     assert "/ minimal" in out and "/ nn.MHA" in out and "/ seed 001" in out
+
+
+def test_generation_benchmark_runs_and_prints_the_cache_speed_up(capsys):
+    bench = _load(GENERATE_SCRIPT)
+    args = ["--prompt-tokens", "4", "--new-tokens", "8", "--dim", "16", "--heads", "2", "--layers", "1"]
+    results = bench.main([*args, "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert all(seconds > 0 for seconds in results.values())
+    assert "uncached" in out and "cached (KV cache)" in out and f"{results['speed-up']:.1f}x" in out
