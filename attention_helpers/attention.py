@@ -18,6 +18,7 @@ from ._checks import (
     check_heads,
     check_positive_int,
     check_probability,
+    check_same_device,
     check_size,
     check_tensor,
     shape_str,
@@ -270,6 +271,9 @@ class MultiHeadAttention(nn.Module):
                 f"context has batch={context.shape[0]} but x has batch={x.shape[0]} "
                 f"(context {shape_str(context.shape)}, x {shape_str(x.shape)})"
             )
+        if context.dtype != x.dtype:
+            raise TypeError(f"context has dtype {context.dtype} but x has dtype {x.dtype}; convert one to the other")
+        check_same_device("context", context, "x", x)
         return context
 
     def _check_cache(self, batch: int, num_tokens: int) -> None:

@@ -81,6 +81,8 @@ def test_cross_attention_bad_input_names_what_is_wrong():
         cross(x, torch.zeros(2, 4, dtype=torch.bool), context=torch.randn(2, 5, 6))
     with pytest.raises(TypeError, match="context must have a floating-point dtype"):
         cross(x, context=torch.ones(2, 5, 6, dtype=torch.long))
+    with pytest.raises(TypeError, match="context has dtype torch.float64 but x has dtype torch.float32"):
+        cross(x, context=torch.ones(2, 5, 6, dtype=torch.float64))
 
 
 # --- KV cache -----------------------------------------------------------------------------------------------

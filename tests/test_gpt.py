@@ -1,5 +1,10 @@
 """The GPT decoder, generation, the bigram baseline and the tokenizer."""
 
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -249,3 +254,13 @@ def test_tokenizer_round_trips_the_text_and_names_unknown_characters():
         tokenizer.decode([0, 73])
     with pytest.raises(TypeError, match="integer"):
         tokenizer.decode(torch.tensor([1.0]))
+
+
+def test_a_built_wheel_ships_the_text(tmp_path):
+    """A non-editable install must carry the text (package data), since nothing is downloaded at run time."""
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*command, "-w", str(tmp_path)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "attention_helpers/texts/shakespeare.txt" in names and "attention_helpers/texts/SOURCE.md" in names
