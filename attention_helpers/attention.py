@@ -312,10 +312,12 @@ class MultiHeadAttention(nn.Module):
         """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide.
 
         With a KV cache, query i is the token at absolute position ``num_keys - num_tokens + i``, so the causal
-        mask's rows are taken from that offset.
+        mask's rows are taken from that offset. A single query (one new token during generation) comes after
+        every key it is given, so it needs no causal mask at all, which lets the fused kernel take its fast path.
         """
         offset = num_keys - num_tokens  # tokens already in the cache (0 without one)
-        mask = self.mask[offset : offset + num_tokens, :num_keys] if self.causal else None  # (num_tokens, num_keys)
+        causal = self.causal and num_tokens > 1
+        mask = self.mask[offset : offset + num_tokens, :num_keys] if causal else None  # (num_tokens, num_keys)
         if key_padding_mask is not None:
             padding = key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys): hide padded keys
             mask = padding if mask is None else (mask | padding)

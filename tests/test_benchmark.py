@@ -29,7 +29,10 @@ def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
 def test_generation_benchmark_runs_and_prints_the_cache_speed_up(capsys):
     bench = _load(GENERATE_SCRIPT)
     args = ["--prompt-tokens", "4", "--new-tokens", "8", "--dim", "16", "--heads", "2", "--layers", "1"]
-    results = bench.main([*args, "--repeats", "1"])
+    results = bench.main([*args, "--batch", "1", "3", "--repeats", "1"])
     out = capsys.readouterr().out
-    assert all(seconds > 0 for seconds in results.values())
-    assert "uncached" in out and "cached (KV cache)" in out and f"{results['speed-up']:.1f}x" in out
+    assert set(results) == {1, 3}
+    for timings in results.values():
+        assert len(timings) == 3 and all(seconds > 0 for seconds in timings.values())
+        assert f"speed-up of the cache (uncached / cached): {timings['speed-up']:.1f}x" in out
+    assert "batch 1:" in out and "batch 3:" in out and "uncached" in out and "cached (KV cache)" in out
