@@ -1,9 +1,10 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder -> (training, pretrained)``, with ``efficient`` (attention
-without the full score matrix) beside ``attention``; ``plotting`` (and ``plotting_training``,
-``plotting_pretrained``), ``widgets``, ``interop`` and ``exercises`` (the notebooks' answer checks) sit on top.
+``data -> functional -> attention -> encoder -> (training, pretrained, gpt)``, with ``efficient`` (attention
+without the full score matrix) beside ``attention`` and ``text`` (the text lesson 10 trains on) beside ``gpt``;
+``plotting`` (and ``plotting_training``, ``plotting_pretrained``), ``widgets``, ``interop`` and ``exercises``
+(the notebooks' answer checks) sit on top.
 
 The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
 Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
@@ -30,6 +31,17 @@ from .functional import (
     softmax_stable,
     softmax_with_temperature,
 )
+from .gpt import (
+    GPT,
+    BigramLanguageModel,
+    DecoderBlock,
+    evaluate_loss,
+    generate,
+    language_model_loss,
+    next_token_batch,
+    sample_next_token,
+    top_k_filter,
+)
 from .interop import to_torch
 from .parameters import ParameterError, check_parameter
 from .pretrained import (
@@ -41,6 +53,7 @@ from .pretrained import (
     mean_pool,
     shipped_model_path,
 )
+from .text import CharTokenizer, shakespeare_text
 from .training import (
     TASKS,
     History,
@@ -106,10 +119,14 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "GPT",
     "TASKS",
     "WORDS",
     "BertEmbeddings",
+    "BigramLanguageModel",
     "CausalAttention",
+    "CharTokenizer",
+    "DecoderBlock",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
@@ -133,12 +150,16 @@ __all__ = [
     "diagram_path",
     "dropout_widget",
     "evaluate",
+    "evaluate_loss",
+    "generate",
     "heads_widget",
     "key_padding_mask_to_attention_mask",
+    "language_model_loss",
     "layer_head_widget",
     "load_sentence_transformer",
     "make_task",
     "mean_pool",
+    "next_token_batch",
     "online_softmax",
     "plot_attention",
     "plot_attention_heads",
@@ -157,8 +178,10 @@ __all__ = [
     "random_dot_products",
     "reverse_targets",
     "rotate_embeddings_widget",
+    "sample_next_token",
     "scaled_dot_product_attention",
     "scaling_widget",
+    "shakespeare_text",
     "shipped_model_path",
     "show_diagram",
     "softmax_naive",
@@ -170,6 +193,7 @@ __all__ = [
     "tiled_attention_blocks",
     "to_torch",
     "token_accuracy",
+    "top_k_filter",
     "toy_embeddings",
     "train",
 ]

@@ -19,8 +19,10 @@ from ._checks import (
     check_module_dtype,
     check_positive_int,
     check_probability,
+    check_same_device,
     check_size,
     check_tensor,
+    shape_str,
 )
 from .functional import scaled_dot_product_attention
 
@@ -189,6 +191,14 @@ class MultiHeadAttention(nn.Module):
       exactly as in the book (``nn.Dropout`` on the weights);
     - the *fast* path, ``F.scaled_dot_product_attention``, a fused kernel that never stores the weights.
 
+    Two options serve a decoder (lesson 10):
+
+    - *cross-attention*: ``forward(x, context=c)`` takes the queries from ``x`` and the keys and values from
+      another sequence ``c`` (an encoder's output), on a module built with ``causal=False``;
+    - a *KV cache* for generation: ``forward(x, use_cache=True)`` keeps this call's keys and values in
+      ``cache_k`` and ``cache_v`` and lets the next call's queries attend to them, so that a new token costs
+      one token's projections instead of the whole prefix's. ``reset_cache()`` empties it.
+
     Args:
         d_in, d_out: input and output widths.
         context_length: the most tokens a causal module accepts (its mask buffer is that size);
@@ -244,6 +254,18 @@ class MultiHeadAttention(nn.Module):
             self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
         else:
             self.mask = None
+        # KV cache: plain attributes, not buffers, so that it stays out of state_dict(). Each is None or
+        # (batch, num_kv_heads, num_cached_tokens, head_dim): stored before any repetition to query heads.
+        self.cache_k: torch.Tensor | None = None
+        self.cache_v: torch.Tensor | None = None
+
+    def reset_cache(self) -> None:
+        """Forget the cached keys and values (before generating from a new prompt)."""
+        self.cache_k = self.cache_v = None
+
+    @property
+    def num_cached_tokens(self) -> int:
+        return 0 if self.cache_k is None else self.cache_k.shape[2]
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
         batch, num_tokens, width = t.shape  # width: num_heads * head_dim, or num_kv_heads * head_dim for keys/values
@@ -255,54 +277,139 @@ class MultiHeadAttention(nn.Module):
         head repeated for its group of consecutive query heads."""
         return t.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
 
-    def _hidden_positions(self, num_tokens: int, key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_tokens)``, True = hide."""
-        mask = self.mask[:num_tokens, :num_tokens] if self.causal else None  # (num_tokens, num_tokens)
+    def _check_context(self, x: torch.Tensor, context: torch.Tensor | None, use_cache: bool) -> torch.Tensor:
+        """The sequence keys and values come from: ``context`` for cross-attention, else ``x`` itself."""
+        if context is None:
+            return x
+        if self.causal:
+            raise ValueError(
+                "context= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
+                "within one sequence and has no meaning between the queries' sequence and the context's"
+            )
+        if use_cache:
+            raise ValueError("use_cache=True caches self-attention keys and values; it cannot be used with context=")
+        layout = "(batch, num_context_tokens, d_in)"
+        check_tensor("context", context, (3,), layout)
+        check_size("context", context, -1, self.d_in, "d_in", layout)
+        if context.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"context has batch={context.shape[0]} but x has batch={x.shape[0]} "
+                f"(context {shape_str(context.shape)}, x {shape_str(x.shape)})"
+            )
+        if context.dtype != x.dtype:
+            raise TypeError(f"context has dtype {context.dtype} but x has dtype {x.dtype}; convert one to the other")
+        check_same_device("context", context, "x", x)
+        return context
+
+    def _check_cache(self, batch: int, num_tokens: int) -> None:
+        if not self.causal:
+            raise ValueError(
+                "use_cache=True needs a causal module: without the causal mask, earlier tokens' outputs change "
+                "when a token is added, so they cannot be reused"
+            )
+        num_cached = self.num_cached_tokens
+        if num_cached + num_tokens > self.context_length:
+            raise ValueError(
+                f"the KV cache holds {num_cached} tokens and x adds {num_tokens}, more than "
+                f"context_length={self.context_length}; call reset_cache() or keep the input shorter"
+            )
+        if self.cache_k is not None and self.cache_k.shape[0] != batch:
+            raise ValueError(
+                f"the KV cache holds keys for batch={self.cache_k.shape[0]} but x has batch={batch}; "
+                "call reset_cache() before a new batch"
+            )
+
+    def _append_to_cache(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store this call's keys and values after the cached ones; return all of them.
+
+        Under a causal mask, a token's key and value depend on that token and earlier ones only, so the
+        cached keys and values of earlier tokens are exactly what a full recomputation would give.
+        """
+        if self.cache_k is not None:
+            keys = torch.cat([self.cache_k, keys], dim=2)  # (batch, num_kv_heads, num_cached + num_tokens, head_dim)
+            values = torch.cat([self.cache_v, values], dim=2)
+        self.cache_k, self.cache_v = keys, values
+        return keys, values
+
+    def _hidden_positions(
+        self, num_tokens: int, num_keys: int, key_padding_mask: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide.
+
+        With a KV cache, query i is the token at absolute position ``num_keys - num_tokens + i``, so the causal
+        mask's rows are taken from that offset. A single query (one new token during generation) comes after
+        every key it is given, so it needs no causal mask at all, which lets the fused kernel take its fast path.
+        """
+        offset = num_keys - num_tokens  # tokens already in the cache (0 without one)
+        causal = self.causal and num_tokens > 1
+        mask = self.mask[offset : offset + num_tokens, :num_keys] if causal else None  # (num_tokens, num_keys)
         if key_padding_mask is not None:
             padding = key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys): hide padded keys
             mask = padding if mask is None else (mask | padding)
         return mask
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
-        """Attend over ``x``.
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+        *,
+        context: torch.Tensor | None = None,
+        use_cache: bool = False,
+    ):
+        """Attend from ``x`` over ``x`` itself, or over ``context`` (cross-attention).
 
         Args:
-            x: ``(batch, num_tokens, d_in)``.
-            key_padding_mask: optional boolean ``(batch, num_tokens)`` (or broadcastable to it), ``True`` for
+            x: ``(batch, num_tokens, d_in)``, the sequence the queries come from.
+            key_padding_mask: optional boolean ``(batch, num_keys)`` (or broadcastable to it), ``True`` for
                 padding tokens that no query may attend to (the convention of ``nn.MultiheadAttention``).
+                ``num_keys`` is ``num_context_tokens`` with a context, ``num_cached_tokens + num_tokens``
+                with the cache, else ``num_tokens``.
             return_weights: also return the per-head attention weights (explicit path).
+            context: optional ``(batch, num_context_tokens, d_in)``; keys and values come from it. Only for a
+                module built with ``causal=False``, whose queries then see every context token.
+            use_cache: append this call's keys and values to ``cache_k``/``cache_v`` and attend over all the
+                cached ones; ``x`` holds the tokens after those already cached (causal modules only).
 
         Returns:
             ``context_vec`` ``(batch, num_tokens, d_out)``, or ``(context_vec, attn_weights)`` with
-            ``attn_weights`` ``(batch, num_heads, num_tokens, num_tokens)`` when ``return_weights``.
+            ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` when ``return_weights``.
         """
         _check_input(self, x)
         batch, num_tokens, _ = x.shape
         _check_context_length(num_tokens, self.context_length)
+        source = self._check_context(x, context, use_cache)  # (batch, num_source_tokens, d_in)
+        if use_cache:
+            self._check_cache(batch, num_tokens)
+        num_keys = source.shape[1] + (self.num_cached_tokens if use_cache else 0)
         if key_padding_mask is not None:
-            check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_tokens), "(batch, num_tokens)", x)
-            key_padding_mask = key_padding_mask.expand(batch, num_tokens)  # (num_tokens,) serves every sequence
+            check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_keys), "(batch, num_keys)", x)
+            key_padding_mask = key_padding_mask.expand(batch, num_keys)  # (num_keys,) serves every sequence
 
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self._split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
-        values = self._split_heads(self.W_value(x))
+        keys = self._split_heads(self.W_key(source))  # (batch, num_kv_heads, num_source_tokens, head_dim)
+        values = self._split_heads(self.W_value(source))
+        if use_cache:
+            keys, values = self._append_to_cache(keys, values)  # (batch, num_kv_heads, num_keys, head_dim)
 
         dropout_active = self.training and self.dropout.p > 0
         if return_weights or dropout_active:
-            mask = self._hidden_positions(num_tokens, key_padding_mask)
+            mask = self._hidden_positions(num_tokens, num_keys, key_padding_mask)
             keys, values = self._repeat_kv_heads(keys), self._repeat_kv_heads(values)
             context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
         else:
             attn_weights = None
             grouped = self.num_kv_heads != self.num_heads  # the kernel shares each kv head without copying it
-            if key_padding_mask is None:
+            if key_padding_mask is None and num_keys == num_tokens:
                 # Fused kernel; is_causal lets it skip the hidden upper triangle without building a mask.
                 context_vec = F.scaled_dot_product_attention(
                     queries, keys, values, is_causal=self.causal, enable_gqa=grouped
                 )
             else:
+                # is_causal would align the mask's top-left corner, wrong for queries after cached tokens; and
                 # F.scaled_dot_product_attention's boolean masks mark positions that MAY be attended.
-                keep = ~self._hidden_positions(num_tokens, key_padding_mask)
+                hidden = self._hidden_positions(num_tokens, num_keys, key_padding_mask)
+                keep = None if hidden is None else ~hidden
                 context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, enable_gqa=grouped)
 
         # Move the head axis back next to head_dim *before* merging them:
@@ -336,7 +443,8 @@ class MultiHeadAttention(nn.Module):
         embed_dim = torch_mha.embed_dim
         if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
             raise ValueError(
-                f"self-attention needs kdim == vdim == embed_dim, got embed_dim={embed_dim}, "
+                "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
+                f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, "
                 f"kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
             )
         if torch_mha.in_proj_weight is not None:

@@ -7,6 +7,7 @@ import torch
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_mha.py"
+GENERATE_SCRIPT = BENCHMARKS / "bench_generate.py"
 
 
 def load(path):
@@ -52,3 +53,15 @@ def test_memory_benchmark_peak_method_sees_a_freed_allocation():
     del block
     extra_mib = (bench._status_kib("VmHWM") - before_kib) / 1024
     assert 60 < extra_mib < 80  # give or take pages the allocator already held
+
+
+def test_generation_benchmark_runs_and_prints_the_cache_speed_up(capsys):
+    bench = load(GENERATE_SCRIPT)
+    args = ["--prompt-tokens", "4", "--new-tokens", "8", "--dim", "16", "--heads", "2", "--layers", "1"]
+    results = bench.main([*args, "--batch", "1", "3", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert set(results) == {1, 3}
+    for timings in results.values():
+        assert len(timings) == 3 and all(seconds > 0 for seconds in timings.values())
+        assert f"speed-up of the cache (uncached / cached): {timings['speed-up']:.1f}x" in out
+    assert "batch 1:" in out and "batch 3:" in out and "uncached" in out and "cached (KV cache)" in out

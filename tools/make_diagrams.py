@@ -344,12 +344,48 @@ def encoder_layer_ln_placement(path: Path) -> None:
     _save(fig, path)
 
 
+def cross_attention(path: Path) -> None:
+    """The encoder-decoder of the original transformer: the decoder's queries read the encoder's output."""
+    fig, ax = _inch_axes(11.0, 6.6)
+    # encoder column (left), bottom to top
+    _box(ax, 2.4, 0.8, "source tokens\n(num_source_tokens,)", "input", w=2.8, h=0.8)
+    _box(ax, 2.4, 2.4, "encoder\n(self-attention, no mask)\n× num_layers", "op", w=2.8, h=1.2)
+    _box(ax, 2.4, 4.3, "encoder output\n(num_source_tokens, d_model)", "out", w=2.8, h=0.9)
+    _arrow(ax, (2.4, 1.25), (2.4, 1.75))
+    _arrow(ax, (2.4, 3.05), (2.4, 3.8))
+    # decoder column (right), bottom to top
+    _box(ax, 7.8, 0.8, "target tokens so far\n(num_tokens,)", "input", w=2.8, h=0.8)
+    _box(ax, 7.8, 2.0, "masked self-attention\n(causal)", "op", w=2.8, h=0.8)
+    _box(ax, 7.8, 3.5, "cross-attention\nqueries from the decoder\nkeys, values from the encoder", "qkv", w=3.2, h=1.1)
+    _box(ax, 7.8, 4.9, "feed-forward", "op", w=2.8, h=0.6)
+    _box(ax, 7.8, 5.95, "next-token logits (num_tokens, vocab_size)", "out", w=4.2, h=0.6)
+    _arrow(ax, (7.8, 1.25), (7.8, 1.55))
+    _arrow(ax, (7.8, 2.45), (7.8, 2.9))
+    ax.text(7.95, 2.67, "queries", ha="left", va="center", fontsize=9, color="#444444")
+    _arrow(ax, (7.8, 4.1), (7.8, 4.55))
+    _arrow(ax, (7.8, 5.25), (7.8, 5.6))
+    _arrow(ax, (3.85, 4.3), (6.15, 3.6), "keys and values")
+    ax.text(
+        0.3,
+        6.0,
+        "A decoder-only GPT (this lesson) is the right column\nwithout its cross-attention block.\n"
+        "Residual connections and LayerNorms are not drawn.",
+        ha="left",
+        va="center",
+        fontsize=10,
+        bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": "#888888"},
+    )
+    ax.set_title("Cross-attention: each target token asks a question of the whole source sentence", fontsize=13)
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "attention_pipeline": attention_pipeline,
     "qkv_projections": qkv_projections,
     "masked_attention": masked_attention,
     "multihead_split_concat": multihead_split_concat,
     "encoder_layer_ln_placement": encoder_layer_ln_placement,
+    "cross_attention": cross_attention,
 }
 
 if __name__ == "__main__":

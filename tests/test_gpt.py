@@ -1,0 +1,266 @@
+"""The GPT decoder, generation, the bigram baseline and the tokenizer."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attention_helpers as ah
+
+
+def close(actual, expected, atol=1e-5):
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
+
+
+def small_gpt(drop_prob=0.0, context_length=12, vocab_size=11):
+    """vocab_size != d_model != context_length, so a mixed-up axis shows as a shape error."""
+    torch.manual_seed(0)
+    model = ah.GPT(vocab_size, context_length, d_model=16, num_heads=4, num_layers=2, drop_prob=drop_prob)
+    with torch.no_grad():  # larger than GPT-2's 0.02 initialisation, so that logits differ clearly between tokens
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.3)
+    return model.eval()
+
+
+# --- the model ----------------------------------------------------------------------------------------------
+
+
+def test_logits_have_shape_batch_tokens_vocab():
+    model = small_gpt()
+    assert model(torch.randint(0, 11, (3, 7))).shape == (3, 7, 11)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_no_logit_depends_on_a_later_token(mode):
+    model = small_gpt().train(mode == "train")
+    ids = torch.randint(0, 11, (2, 10))
+    logits = model(ids)
+    for i in range(9):
+        changed = ids.clone()
+        changed[:, i + 1 :] = (changed[:, i + 1 :] + torch.randint(1, 11, changed[:, i + 1 :].shape)) % 11
+        new_logits = model(changed)
+        close(new_logits[:, : i + 1], logits[:, : i + 1])
+        assert not torch.allclose(new_logits[:, i + 1], logits[:, i + 1])  # the later rows do see the change
+
+
+def test_output_head_is_tied_to_the_token_embedding():
+    model = small_gpt()
+    assert model.lm_head.weight is model.token_embedding.weight
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for name, p in model.named_parameters() if not name.startswith("lm_head")
+    )
+    ids = torch.randint(0, 11, (2, 5))
+    x = model.token_embedding(ids) + model.position_embedding.weight[:5]
+    final = model.final_norm(model.blocks[1](model.blocks[0](x)))
+    close(model(ids), final @ model.token_embedding.weight.T)
+
+
+def test_the_cache_gives_the_same_logits_as_the_full_pass():
+    model = small_gpt()
+    ids = torch.randint(0, 11, (2, 12))
+    full = model(ids)
+    pieces = [model(ids[:, :5], use_cache=True)] + [model(ids[:, i : i + 1], use_cache=True) for i in range(5, 12)]
+    close(torch.cat(pieces, dim=1), full)
+    assert model.num_cached_tokens == 12
+    model.reset_cache()
+    assert model.num_cached_tokens == 0
+
+
+def test_the_model_learns_a_repeating_pattern():
+    """A real training check: a short periodic sequence is easy to predict once the model sees a period."""
+    torch.manual_seed(0)
+    model = ah.GPT(5, 16, 32, 4, 1, 0.0)
+    data = torch.tensor([0, 1, 2, 3, 4, 2, 1] * 40)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(150):
+        inputs, targets = ah.next_token_batch(data, 8, 16, generator)
+        loss = ah.language_model_loss(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert ah.evaluate_loss(model, data, 16) < 0.3  # the bigram table cannot go below ln(2)/7 * 3 ≈ 0.3
+    assert ah.evaluate_loss(ah.BigramLanguageModel.from_counts(data, 5), data, 16) > 0.25
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "fragments"),
+    [
+        (lambda m: m(torch.zeros(2, 3)), TypeError, ["torch.int64", "torch.float32"]),
+        (lambda m: m(torch.zeros(2, 3, dtype=torch.int32)), TypeError, ["torch.int32"]),
+        (lambda m: m(torch.tensor([[1, 11]])), ValueError, ["vocab_size=11", "11"]),
+        (lambda m: m(torch.tensor([[-1, 2]])), ValueError, ["vocab_size=11", "-1"]),
+        (lambda m: m(torch.zeros(2, 13, dtype=torch.long)), ValueError, ["num_tokens=13", "context_length=12"]),
+        (lambda m: m(torch.zeros(5, dtype=torch.long)), ValueError, ["2 dimensions", "(5,)"]),
+        (lambda m: m([[1, 2]]), TypeError, ["torch.Tensor", "list"]),
+        (lambda m: ah.GPT(11, 12, 10, 4, 2, 0.0), ValueError, ["d_model=10", "num_heads=4"]),
+        (lambda m: ah.GPT(11, 12, 16, 4, 0, 0.0), ValueError, ["num_layers"]),
+    ],
+    ids=["float ids", "int32 ids", "id too large", "negative id", "too many tokens", "1-D", "list", "heads", "layers"],
+)
+def test_bad_input_names_what_is_wrong(call, error, fragments):
+    with pytest.raises(error) as info:
+        call(small_gpt())
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
+
+
+def test_the_cache_cannot_outgrow_the_context():
+    model = small_gpt()
+    model(torch.zeros(1, 10, dtype=torch.long), use_cache=True)
+    with pytest.raises(ValueError, match=r"10 cached tokens \+ 3 new.*context_length=12"):
+        model(torch.zeros(1, 3, dtype=torch.long), use_cache=True)
+
+
+# --- generation ---------------------------------------------------------------------------------------------
+
+
+def test_generate_keeps_the_prompt_and_adds_max_new_tokens():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (3, 4))
+    out = ah.generate(model, prompt, 6, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (3, 10) and out.dtype == torch.long
+    assert torch.equal(out[:, :4], prompt)
+    assert ((out >= 0) & (out < 11)).all()
+    assert torch.equal(ah.generate(model, prompt, 0), prompt)
+
+
+def test_greedy_generation_follows_the_argmax_and_ignores_the_generator():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 3))
+    out = ah.generate(model, prompt, 5, temperature=0)
+    for i in range(3, 8):
+        assert torch.equal(out[:, i], model(out[:, :i])[:, -1].argmax(-1))
+    assert torch.equal(ah.generate(model, prompt, 5, temperature=0, generator=torch.Generator().manual_seed(9)), out)
+
+
+@pytest.mark.parametrize("new_tokens", [8, 20], ids=["within the context", "past the context"])
+@pytest.mark.parametrize(("temperature", "top_k"), [(0, None), (1.0, None), (0.8, 3)])
+def test_cached_and_uncached_generation_give_identical_tokens(new_tokens, temperature, top_k):
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (3, 4))
+    outs = [
+        ah.generate(
+            model, prompt, new_tokens, temperature, top_k, use_cache=cache, generator=torch.Generator().manual_seed(5)
+        )
+        for cache in (True, False)
+    ]
+    assert torch.equal(outs[0], outs[1])
+    assert outs[0].shape == (3, 4 + new_tokens)
+
+
+def test_generate_restores_the_training_mode_and_empties_the_cache():
+    model = small_gpt(drop_prob=0.5).train()
+    prompt = torch.randint(0, 11, (2, 3))
+    out = ah.generate(model, prompt, 5, temperature=0)
+    assert model.training and model.num_cached_tokens == 0
+    assert torch.equal(out, ah.generate(model.eval(), prompt, 5, temperature=0))  # dropout was off while generating
+
+
+def test_sampling_with_a_seeded_generator_repeats_and_follows_the_probabilities():
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 3))
+    first = ah.generate(model, prompt, 10, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(first, ah.generate(model, prompt, 10, generator=torch.Generator().manual_seed(1)))
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0]])
+    draws = torch.cat([ah.sample_next_token(logits, generator=torch.Generator().manual_seed(s)) for s in range(4000)])
+    frequencies = torch.bincount(draws.flatten(), minlength=4) / 4000
+    close(frequencies, torch.softmax(logits[0], -1), atol=0.03)
+
+
+def test_top_k_keeps_the_k_largest_logits():
+    logits = torch.randn(5, 30)
+    filtered = ah.top_k_filter(logits, 4)
+    kept = torch.isfinite(filtered)
+    assert (kept.sum(-1) == 4).all()
+    assert torch.equal(kept, torch.zeros_like(kept).scatter(-1, logits.topk(4, dim=-1).indices, True))
+    close(filtered[kept], logits[kept])
+    assert torch.equal(ah.top_k_filter(logits, 100), logits)  # k beyond the vocabulary keeps everything
+    assert torch.equal(ah.sample_next_token(logits, top_k=1), logits.argmax(-1, keepdim=True))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"max_new_tokens": -1}, ValueError, "max_new_tokens"),
+        ({"temperature": -0.5}, ValueError, "temperature"),
+        ({"top_k": 0}, ValueError, "top_k"),
+    ],
+)
+def test_generate_bad_arguments(kwargs, error, fragment):
+    args = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(error, match=fragment):
+        ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), **args)
+    with pytest.raises(TypeError, match="GPT"):
+        ah.generate(ah.BigramLanguageModel(11), torch.zeros(1, 2, dtype=torch.long), 3)
+
+
+# --- training pieces and the baseline -----------------------------------------------------------------------
+
+
+def test_next_token_batch_targets_are_the_inputs_shifted_by_one():
+    data = torch.arange(100)  # each token's id is its position, so windows are easy to read
+    inputs, targets = ah.next_token_batch(data, 6, 8, torch.Generator().manual_seed(0))
+    assert inputs.shape == targets.shape == (6, 8)
+    assert torch.equal(targets, inputs + 1)
+    assert torch.equal(inputs - inputs[:, :1], torch.arange(8).expand(6, 8))  # contiguous windows
+
+
+def test_bigram_counts_recover_a_known_markov_chain():
+    transitions = torch.tensor([[0.1, 0.9, 0.0], [0.5, 0.0, 0.5], [0.3, 0.3, 0.4]])
+    generator = torch.Generator().manual_seed(0)
+    ids = [0]
+    for _ in range(20000):
+        ids.append(torch.multinomial(transitions[ids[-1]], 1, generator=generator).item())
+    ids = torch.tensor(ids)
+    model = ah.BigramLanguageModel.from_counts(ids, 3)
+    close(torch.softmax(model.logits, -1), transitions, atol=0.02)
+    # its loss is the cross-entropy of the chain, whose rows' entropies are known
+    expected = -(transitions[ids[:-1], ids[1:]].log()).mean().item()
+    assert abs(ah.evaluate_loss(model, ids, 100) - expected) < 0.01
+
+
+def test_evaluate_loss_scores_every_window_once():
+    model = small_gpt()
+    data = torch.randint(0, 11, (50,))
+    windows = data[:48].view(4, 12)
+    expected = F.cross_entropy(model(windows).flatten(0, 1), data[1:49]).item()
+    assert abs(ah.evaluate_loss(model, data, 12, batch_size=3) - expected) < 1e-5
+
+
+# --- the text and the tokenizer -----------------------------------------------------------------------------
+
+
+def test_shipped_text_is_plain_shakespeare_without_the_gutenberg_licence():
+    text = ah.shakespeare_text()
+    assert 500_000 < len(text) <= 1_000_000 and text.isascii()
+    assert "gutenberg" not in text.lower() and "*** START" not in text
+    assert "To be, or not to be" in text and "Out, damned spot" in text
+
+
+def test_tokenizer_round_trips_the_text_and_names_unknown_characters():
+    text = ah.shakespeare_text()
+    tokenizer = ah.CharTokenizer(text)
+    assert tokenizer.chars == sorted(set(text)) and tokenizer.vocab_size == len(set(text))
+    ids = tokenizer.encode(text[:5000])
+    assert ids.dtype == torch.long and tokenizer.decode(ids) == text[:5000]
+    with pytest.raises(ValueError, match="'é'"):
+        tokenizer.encode("café")
+    with pytest.raises(ValueError, match=r"\[0, 73\)"):
+        tokenizer.decode([0, 73])
+    with pytest.raises(TypeError, match="integer"):
+        tokenizer.decode(torch.tensor([1.0]))
+
+
+def test_a_built_wheel_ships_the_text(tmp_path):
+    """A non-editable install must carry the text (package data), since nothing is downloaded at run time."""
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*command, "-w", str(tmp_path)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "attention_helpers/texts/shakespeare.txt" in names and "attention_helpers/texts/SOURCE.md" in names
