@@ -144,3 +144,20 @@ def test_to_torch_rejects_grouped_query_attention():
     module = MultiHeadAttention(D_OUT, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=2)
     with pytest.raises(ValueError, match="num_heads=6 and num_kv_heads=2"):
         to_torch(module)
+
+
+def test_the_kv_cache_of_grouped_query_attention_holds_only_the_kv_heads():
+    """Lessons 10 and 11 together: the cache stores keys and values before they are repeated to the query heads,
+    so grouped-query attention caches num_kv_heads heads, and cached equals uncached computation."""
+    mha = MultiHeadAttention(8, 12, 10, 0.0, 4, num_kv_heads=2).eval()
+    x = torch.randn(2, 7, 8)
+    with torch.no_grad():
+        full = mha(x)
+        mha.reset_cache()
+        pieces = [mha(x[:, :4], use_cache=True)] + [mha(x[:, t : t + 1], use_cache=True) for t in range(4, 7)]
+        torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-6, rtol=1e-5)
+        assert mha.cache_k.shape == mha.cache_v.shape == (2, 2, 7, 3)  # (batch, num_kv_heads, tokens, head_dim)
+        mha.reset_cache()
+        _, weights = mha(x[:, :5], use_cache=True, return_weights=True)
+        _, step_weights = mha(x[:, 5:6], use_cache=True, return_weights=True)
+        assert weights.shape == (2, 4, 5, 5) and step_weights.shape == (2, 4, 1, 6)
