@@ -32,11 +32,16 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def _arrow(ax, start, end, label=None):
+def _arrow(ax, start, end, label=None, fontsize=9):
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, lw=1.2, color="#444444"))
     if label:
         ax.text(
-            (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.18, label, ha="center", fontsize=9, color="#444444"
+            (start[0] + end[0]) / 2,
+            (start[1] + end[1]) / 2 + 0.18,
+            label,
+            ha="center",
+            fontsize=fontsize,
+            color="#444444",
         )
 
 
@@ -361,10 +366,10 @@ def cross_attention(path: Path) -> None:
     _box(ax, 7.8, 5.95, "next-token logits (num_tokens, vocab_size)", "out", w=4.2, h=0.6)
     _arrow(ax, (7.8, 1.25), (7.8, 1.55))
     _arrow(ax, (7.8, 2.45), (7.8, 2.9))
-    ax.text(7.95, 2.67, "queries", ha="left", va="center", fontsize=9, color="#444444")
+    ax.text(7.95, 2.67, "queries", ha="left", va="center", fontsize=11, color="#444444")
     _arrow(ax, (7.8, 4.1), (7.8, 4.55))
     _arrow(ax, (7.8, 5.25), (7.8, 5.6))
-    _arrow(ax, (3.85, 4.3), (6.15, 3.6), "keys and values")
+    _arrow(ax, (3.85, 4.3), (6.15, 3.6), "keys and values", fontsize=11)
     ax.text(
         0.3,
         6.0,
