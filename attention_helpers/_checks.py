@@ -128,3 +128,38 @@ def check_labels(name: str, labels, count: int, what: str) -> None:
         raise TypeError(f"{name} must be a list or tuple of {count} words, one per {what}, got {type(labels).__name__}")
     if len(labels) != count:
         raise ValueError(f"{name} has {len(labels)} labels but there are {count} {what}")
+
+
+def check_attention_inputs(queries, keys, values) -> torch.Size:
+    """Check queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)`` and values ``(..., num_keys, d_v)``:
+    tensors of one rank, dtype and device, matching sizes, ``d_k >= 1`` and ``num_keys >= 1``, leading (batch,
+    head) dimensions that broadcast. Returns that broadcast leading shape."""
+    check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
+    check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
+    check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
+    for name, t in (("keys", keys), ("values", values)):
+        if t.device != queries.device:
+            raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
+        if t.dtype != queries.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
+    if keys.shape[-1] != queries.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same last dimension d_k, got queries {shape_str(queries.shape)} "
+            f"and keys {shape_str(keys.shape)}"
+        )
+    if values.shape[-2] != keys.shape[-2]:
+        raise ValueError(
+            f"values must have one row per key (num_keys), got keys {shape_str(keys.shape)} "
+            f"and values {shape_str(values.shape)}"
+        )
+    if queries.shape[-1] == 0:
+        raise ValueError(f"queries and keys need d_k >= 1, got queries {shape_str(queries.shape)}")
+    if keys.shape[-2] == 0:
+        raise ValueError(f"keys must hold at least one key (num_keys >= 1), got keys {shape_str(keys.shape)}")
+    try:
+        return torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch, head) dimensions of queries {shape_str(queries.shape)}, keys "
+            f"{shape_str(keys.shape)} and values {shape_str(values.shape)} do not broadcast together"
+        ) from None

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ._checks import check_positive_int, check_tensor, shape_str
+from ._checks import check_attention_inputs, check_positive_int, check_tensor, shape_str
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -92,35 +92,9 @@ def tiled_attention_blocks(
 
 
 def _check_attention_inputs(queries, keys, values, block_size) -> torch.Size:
-    """Return the broadcast leading shape ``(...)`` after checking shapes, dtypes, devices and the block size."""
-    check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
-    check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
-    check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
-    for name, t in (("keys", keys), ("values", values)):
-        if t.dtype != queries.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
-        if t.device != queries.device:
-            raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
-    if keys.shape[-1] != queries.shape[-1]:
-        raise ValueError(
-            f"queries and keys must have the same last dimension d_k, got queries {shape_str(queries.shape)} "
-            f"and keys {shape_str(keys.shape)}"
-        )
-    if values.shape[-2] != keys.shape[-2]:
-        raise ValueError(
-            f"values must have one row per key (num_keys), got keys {shape_str(keys.shape)} "
-            f"and values {shape_str(values.shape)}"
-        )
-    if keys.shape[-2] == 0:
-        raise ValueError(f"keys must hold at least one key, got keys {shape_str(keys.shape)}")
+    """Return the broadcast leading shape ``(...)`` after checking the inputs and the block size."""
     check_positive_int("block_size", block_size)
-    try:
-        return torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) dimensions of queries {shape_str(queries.shape)}, keys "
-            f"{shape_str(keys.shape)} and values {shape_str(values.shape)} do not broadcast together"
-        ) from None
+    return check_attention_inputs(queries, keys, values)
 
 
 def tiled_attention(

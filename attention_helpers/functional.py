@@ -12,7 +12,15 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import check_bool_mask, check_dim, check_positive_int, check_size, check_tensor, shape_str
+from ._checks import (
+    check_attention_inputs,
+    check_bool_mask,
+    check_dim,
+    check_positive_int,
+    check_size,
+    check_tensor,
+    shape_str,
+)
 
 
 def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -153,35 +161,7 @@ def scaled_dot_product_attention(
     zeros, so its context vector is zero (the same as ``F.scaled_dot_product_attention``), rather than
     the ``nan`` that a softmax over ``-inf`` everywhere would give.
     """
-    check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
-    check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
-    check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
-    if keys.shape[-1] != queries.shape[-1]:
-        raise ValueError(
-            f"queries and keys must have the same last dimension d_k, got queries {shape_str(queries.shape)} "
-            f"and keys {shape_str(keys.shape)}"
-        )
-    if values.shape[-2] != keys.shape[-2]:
-        raise ValueError(
-            f"values must have one row per key (num_keys), got keys {shape_str(keys.shape)} "
-            f"and values {shape_str(values.shape)}"
-        )
-    for name, t in (("keys", keys), ("values", values)):
-        if t.device != queries.device:
-            raise ValueError(f"{name} is on device {t.device} but queries is on device {queries.device}")
-        if t.dtype != queries.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but queries has dtype {queries.dtype}")
-    if queries.shape[-1] == 0:
-        raise ValueError(f"queries and keys need d_k >= 1, got queries {shape_str(queries.shape)}")
-    if keys.shape[-2] == 0:
-        raise ValueError(f"keys must hold at least one token (num_keys >= 1), got keys {shape_str(keys.shape)}")
-    try:
-        torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            "the leading (batch, head) dimensions of queries, keys and values must broadcast, got queries "
-            f"{shape_str(queries.shape)}, keys {shape_str(keys.shape)} and values {shape_str(values.shape)}"
-        ) from None
+    check_attention_inputs(queries, keys, values)
     if dropout is not None and not callable(dropout):
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
 

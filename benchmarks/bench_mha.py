@@ -12,8 +12,10 @@ Before timing, every implementation is checked to give the same output from the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -21,30 +23,14 @@ from torch import nn
 
 from attention_helpers import MultiHeadAttention, causal_mask, to_torch
 
-
-class BookMultiHeadAttention(nn.Module):
-    """The book's class as the book writes it: explicit masked_fill, softmax and dropout on the weights."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-
-    def forward(self, x):
-        b, n, _ = x.shape
-        keys = self.W_key(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        queries = self.W_query(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        values = self.W_value(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        attn_scores = queries @ keys.transpose(2, 3)
-        attn_scores.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
-        attn_weights = self.dropout(torch.softmax(attn_scores / self.head_dim**0.5, dim=-1))
-        context_vec = (attn_weights @ values).transpose(1, 2).contiguous().view(b, n, self.d_out)
-        return self.out_proj(context_vec)
+# The book's MultiHeadAttention as the book writes it (explicit masked_fill, softmax, dropout on the weights),
+# the one definition the tests also compare against.
+_spec = importlib.util.spec_from_file_location(
+    "book_reference", Path(__file__).parent.parent / "tests" / "book_reference.py"
+)
+book_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(book_reference)
+BookMultiHeadAttention = book_reference.MultiHeadAttention
 
 
 class MinimalAttention(nn.Module):
