@@ -134,3 +134,13 @@ def test_no_lower_bound_exceeds_what_colab_ships():
                     f"{source}: {name}>={bound} but Colab has {colab[name]}"
                 )
     assert {"ipython", "traitlets", "ipywidgets", "torch"} <= set(colab)
+
+
+def test_readme_names_the_lessons_that_have_widgets():
+    """The README says which lessons have widgets; it must be the lessons whose cells show one."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    match = re.search(r"Lessons ([\d, and]+) also have widgets", readme)
+    assert match, "the README must say which lessons have widgets"
+    named = set(re.findall(r"\d\d", match.group(1)))
+    with_widgets = {p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if "_widget(" in p.read_text()}
+    assert named == with_widgets
