@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ._checks import check_attention_inputs, check_positive_int, check_tensor, shape_str
+from ._checks import check_attention_inputs, check_dim, check_positive_int, check_tensor
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -50,8 +50,7 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_positive_int("block_size", block_size)
-    if not -x.dim() <= dim < x.dim():
-        raise ValueError(f"dim={dim} is out of range for x with shape {shape_str(x.shape)} ({x.dim()} dimensions)")
+    check_dim("dim", dim, x)
     scores = x.movedim(dim, -1).to(_accumulation_dtype(x.dtype))  # (..., num_scores)
     running_max = torch.full_like(scores[..., :1], float("-inf"))  # (..., 1)
     running_sum = torch.zeros_like(scores[..., :1])  # (..., 1)

@@ -53,7 +53,7 @@ def test_online_softmax_in_half_precision_is_no_worse_than_torch(dtype):
         ({"block_size": 0}, ValueError, "block_size must be at least 1"),
         ({"block_size": 2.0}, TypeError, "block_size must be an int"),
         ({"block_size": True}, TypeError, "block_size must be an int"),
-        ({"dim": 2}, ValueError, "dim=2 is out of range for x with shape (3, 4)"),
+        ({"dim": 2}, ValueError, "dim=2 is out of range for a tensor with 2 dimensions (shape (3, 4))"),
     ],
 )
 def test_online_softmax_rejects_bad_arguments(kwargs, error, message):
