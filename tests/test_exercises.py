@@ -6,9 +6,11 @@ import torch
 import attention_helpers as ah
 
 
-def test_unanswered_exercise_gives_the_hint(capsys):
+def test_unanswered_exercise_gives_nothing_away(capsys):
     assert ah.check_answer("Exercise 1", None, torch.ones(2), hint="use ones") is False
-    assert capsys.readouterr().out == "Exercise 1: Not answered yet (the answer is still None). Hint: use ones\n"
+    assert capsys.readouterr().out == "Exercise 1: Not answered yet (the answer is still None).\n"
+    assert ah.check_function("Exercise 2", None, ah.softmax_stable, [], hint="h") is False
+    assert capsys.readouterr().out == "Exercise 2: Not answered yet (the answer is still None).\n"
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,17 @@
 """Checks for the notebooks' exercises: each says plainly whether the reader's answer is right, and
-gives a hint when it is not.
+gives a hint fitted to the mistake when it is not.
 
-The expected value is always computed in the notebook from code the notebook has already checked
-(never typed in), so a check cannot drift from the lesson. Both functions print one line and return
-``True`` or ``False``; neither raises on a wrong answer, so a notebook with an unanswered exercise
-still runs to the end.
+Every check prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
+
+- before an attempt: ``<name>: Not answered yet (the answer is still None).`` and nothing else, so a
+  lesson's stored output gives nothing away;
+- after a wrong attempt: ``<name>: not yet, <what is wrong>. Hint: <hint>``;
+- when right: ``<name>: correct<detail>.``
+
+A check never raises on a wrong answer, so a notebook with unanswered exercises still runs to its end.
+The expected answer is computed by the check itself, from the package's tested code, on inputs the check
+draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
+lesson's checks live in ``attention_helpers.exercises.lessonNN``; this module holds what they share.
 """
 
 from __future__ import annotations
@@ -13,9 +20,44 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from ._checks import shape_str
+from .._checks import shape_str
 
 NOT_ANSWERED = "Not answered yet (the answer is still None)."
+
+
+def not_answered(name: str) -> bool:
+    """Print the verdict for an exercise not tried yet: no hint, nothing about the answer."""
+    print(f"{name}: {NOT_ANSWERED}")
+    return False
+
+
+def not_yet(name: str, problem: str, hint: str) -> bool:
+    """Print the verdict for a wrong answer: what is wrong, then a hint that fits that mistake."""
+    print(f"{name}: not yet, {problem}. Hint: {hint}")
+    return False
+
+
+def correct(name: str, detail: str = "") -> bool:
+    """Print the verdict for a right answer (``detail`` such as " on all 6 hidden cases")."""
+    print(f"{name}: correct{detail}.")
+    return True
+
+
+def hidden_generator(seed: int) -> torch.Generator:
+    """A generator of its own for a check's hidden inputs: the same inputs every run (so a solution's
+    verdict repeats), and the reader's global random state is left alone."""
+    return torch.Generator().manual_seed(seed)
+
+
+def run_candidate(name: str, candidate: Callable, *args, hint: str, case: str = "", **kwargs):
+    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception
+    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"."""
+    try:
+        return True, candidate(*args, **kwargs)
+    except Exception as error:  # the reader's code: report any failure instead of a traceback
+        where = f" {case}" if case else ""
+        not_yet(name, f"your code raised {type(error).__name__}{where}: {error}", hint)
+        return False, None
 
 
 def _compare(answer, expected, atol: float) -> str | None:
@@ -67,18 +109,21 @@ def _compare(answer, expected, atol: float) -> str | None:
     raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
 
 
+def compare(answer, expected, atol: float = 1e-4) -> str | None:
+    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them;
+    tensors and numbers within ``atol``), or None when they agree."""
+    return _compare(answer, expected, atol)
+
+
 def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
-    """Compare an exercise's ``answer`` with ``expected`` (tensor, number, string, bool or a
-    tuple/list of them; tensors and numbers within ``atol``). Prints the verdict; returns it."""
+    """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict;
+    returns it."""
     if answer is None:
-        print(f"{name}: {NOT_ANSWERED} Hint: {hint}")
-        return False
+        return not_answered(name)
     problem = _compare(answer, expected, atol)
     if problem is None:
-        print(f"{name}: correct.")
-        return True
-    print(f"{name}: not yet, {problem}. Hint: {hint}")
-    return False
+        return correct(name)
+    return not_yet(name, problem, hint)
 
 
 def check_function(
@@ -93,23 +138,16 @@ def check_function(
     positional arguments) and compare the results. An exception in the candidate counts as a wrong
     answer and is reported by its message. Prints the verdict; returns it."""
     if candidate is None:
-        print(f"{name}: {NOT_ANSWERED} Hint: {hint}")
-        return False
+        return not_answered(name)
     if not callable(candidate):
         raise TypeError(f"{name}: the answer must be a function, got {type(candidate).__name__}")
     cases = list(cases)
     for number, args in enumerate(cases, start=1):
         expected = reference(*args)
-        try:
-            answer = candidate(*args)
-        except Exception as error:  # the reader's code: report any failure instead of a traceback
-            print(
-                f"{name}: not yet, case {number} of {len(cases)} raised {type(error).__name__}: {error}. Hint: {hint}"
-            )
+        ran, answer = run_candidate(name, candidate, *args, hint=hint, case=f"on case {number} of {len(cases)}")
+        if not ran:
             return False
         problem = _compare(answer, expected, atol)
         if problem is not None:
-            print(f"{name}: not yet, case {number} of {len(cases)}: {problem}. Hint: {hint}")
-            return False
-    print(f"{name}: correct on all {len(cases)} cases.")
-    return True
+            return not_yet(name, f"case {number} of {len(cases)}: {problem}", hint)
+    return correct(name, f" on all {len(cases)} cases")
