@@ -16,7 +16,7 @@ LAB_ARGS ?=
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark colab-check repo-url clean
+.PHONY: lab test lint unit nbval nbval-portability papermill-check run notebooks diagrams benchmark colab-check repo-url clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
@@ -40,6 +40,16 @@ unit: $(STAMP)
 
 nbval: $(STAMP)
 	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+
+# Another CPU runs other vector kernels (AVX2, AVX-512, MKL's code paths), which round the last bits of sums
+# differently; stored outputs must not depend on that. These settings reproduce other CPUs on one machine.
+KERNEL_SETTINGS := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 MKL_CBWR=COMPATIBLE
+
+nbval-portability: $(STAMP)
+	@for setting in $(KERNEL_SETTINGS); do \
+		echo "strict nbval with $$setting"; \
+		env $$setting $(MAKE) --no-print-directory nbval || exit 1; \
+	done
 
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check && mkdir -p $(BUILD)/papermill-check
