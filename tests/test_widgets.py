@@ -127,8 +127,9 @@ def test_a_widget_reads_as_a_sentence_without_a_kernel_and_the_same_in_every_run
     assert "live kernel" in texts[0] and "VBox" not in texts[0]
     assert all("application/vnd.jupyter.widget-view+json" in bundle for bundle in bundles)  # still a live widget
     assert isinstance(first, widgets.VBox)
-    assert bundles[0]["application/vnd.jupyter.widget-view+json"]["model_id"] != (
-        bundles[1]["application/vnd.jupyter.widget-view+json"]["model_id"]
+    assert (
+        bundles[0]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        != (bundles[1]["application/vnd.jupyter.widget-view+json"]["model_id"])
     )
 
 
