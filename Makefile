@@ -28,13 +28,18 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 .PHONY: lab test lint unit nbval papermill-check run notebooks diagrams benchmark colab-check repo-url clean \
 	browser-check site
 
+CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
+
 $(STAMP): requirements.txt constraints.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
+	@$(CHECK_PYTHON)
 	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
 
-$(DEV_STAMP): $(STAMP) requirements-dev.txt constraints.txt
+# Independent of $(STAMP): the website's build (make site, .github/workflows/pages.yml) needs no PyTorch.
+$(DEV_STAMP): requirements-dev.txt constraints.txt
+	@$(CHECK_PYTHON)
+	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $(DEV_STAMP)
 
@@ -98,7 +103,7 @@ repo-url:
 
 # Every lesson and solutions notebook opened in headless Chromium through JupyterLab, run, its widgets moved;
 # then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
-browser-check: $(DEV_STAMP) $(LAB_OVERRIDES)
+browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
 	nice -n 5 $(BIN)/python tools/browser_check.py $(NOTEBOOKS) $(SOLUTIONS) --site $(BUILD)/site --out $(BUILD)/browser
 
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.

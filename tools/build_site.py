@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
         return result.returncode
     (out / ".nojekyll").touch()  # GitHub Pages would hide _static/ otherwise
     html = [p for p in out.rglob("*.html") if "_static" not in p.parts]
-    print(f"site: {count} notebooks, {len(html)} pages in {out.relative_to(ROOT)}/ (open {out.name}/index.html)")
+    print(f"site: {count} notebooks, {len(html)} pages in {out}/ (open index.html there)")
     return 0
 
 
