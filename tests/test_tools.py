@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -235,3 +237,32 @@ def test_browser_check_says_how_to_install_chromium_when_it_is_missing(tmp_path)
     )
     assert run.returncode != 0
     assert run.stderr.count("\n") == 1 and "apt-get install" in run.stderr and "chromium-driver" in run.stderr
+
+
+def _chromium_available() -> bool:
+    import shutil
+
+    return bool(shutil.which("chromium")) and Path("/usr/bin/chromedriver").is_file()
+
+
+@pytest.mark.skipif(not _chromium_available(), reason="needs chromium and chromium-driver (make browser-check)")
+def test_site_check_finds_broken_images_links_and_anchors_and_console_errors(tmp_path):
+    pytest.importorskip("selenium")
+    browser_check = _load_tool("browser_check")
+    (tmp_path / "index.html").write_text(
+        '<html><head><link rel="icon" href="data:,"></head><body><h1 id="top">Home</h1>'
+        '<img src="missing.png"><a href="other.html#there">ok</a><a href="other.html#nowhere">bad anchor</a>'
+        '<a href="gone.html">gone</a><a href="#top">self</a><script>console.error("boom")</script></body></html>'
+    )
+    (tmp_path / "other.html").write_text(
+        '<html><head><link rel="icon" href="data:,"></head><body><p id="there">x</p></body></html>'
+    )
+    try:
+        pages, problems, _external = browser_check.check_site(browser_check.chromium_binary(), tmp_path)
+    finally:
+        browser_check.run_cleanup()
+    assert pages == 2
+    text = "\n".join(problems)
+    assert "broken image missing.png" in text and "broken link to gone.html" in text
+    assert "missing anchor other.html#nowhere" in text and "boom" in text
+    assert "other.html#there" not in text and "#top" not in text
