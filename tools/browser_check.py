@@ -61,7 +61,9 @@ CHROME_FLAGS = [
 # JupyterLab settings for the check only (a private JUPYTER_CONFIG_DIR): nothing is written back to the notebooks.
 # The news pop-up is left to the venv's overrides.json (what make lab uses), so that the check tests it.
 LAB_SETTINGS = {"@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False}}
-NOTEBOOK_TIMEOUT = 900  # seconds for one notebook's cells (lesson 10 trains for about a minute on two cores)
+# seconds for one notebook's cells: lesson 10 trains for about a minute on two idle cores, over ten on a loaded
+# machine; --timeout changes it
+NOTEBOOK_TIMEOUT = 1800
 WIDGET_TIMEOUT = 60  # seconds for a widget to redraw after its control moves
 
 _cleanup: list = []
@@ -304,7 +306,7 @@ def check_widgets(driver) -> tuple[int, int, int, list[str]]:
     return len(found), responded, moved, problems
 
 
-def check_notebook(driver, lab: Lab, notebook: Path, shots: Path) -> dict:
+def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float = NOTEBOOK_TIMEOUT) -> dict:
     relative = notebook.resolve().relative_to(ROOT).as_posix()
     start = time.monotonic()
     problems: list[str] = []
@@ -336,10 +338,10 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path) -> dict:
         done = state["kernel"] == "idle" and state["busy"] == 0 and all(c["count"] is not None for c in code)
         return state if done else None
 
-    state = wait_for(finished, NOTEBOOK_TIMEOUT, interval=1.0)
+    state = wait_for(finished, timeout, interval=1.0)
     if state is None:
         state = driver.execute_script(JS_NOTEBOOK_STATE)
-        problems.append(f"the kernel was still busy after {NOTEBOOK_TIMEOUT} s")
+        problems.append(f"the kernel was still busy after {timeout:.0f} s")
     code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
     for number, cell in enumerate(state["cells"], start=1):
         for output in cell["outputs"]:
@@ -460,6 +462,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--site", type=Path, help="a built site to check (make site)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "browser", help="where screenshots go")
+    parser.add_argument("--timeout", type=float, default=NOTEBOOK_TIMEOUT, help="seconds allowed per notebook")
     args = parser.parse_args(argv)
     chromium = chromium_binary()
     if chromium is None or not CHROMEDRIVER.is_file():
@@ -483,7 +486,7 @@ def main(argv: list[str]) -> int:
         lab = Lab(work)
         driver, quit_driver = new_driver(chromium)
         for notebook in args.notebooks:
-            result = check_notebook(driver, lab, notebook, args.out)
+            result = check_notebook(driver, lab, notebook, args.out, args.timeout)
             results.append(result)
             widgets = (
                 f"{result['widgets']} widgets: {result['responded']}/{result['moved']} controls moved redrew them"
