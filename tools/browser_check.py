@@ -324,6 +324,7 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
             "seconds": time.monotonic() - start,
             "cells": 0,
             "errors": 1,
+            "unexecuted": 0,
             "widgets": 0,
             "responded": 0,
             "moved": 0,
@@ -343,13 +344,16 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
         state = driver.execute_script(JS_NOTEBOOK_STATE)
         problems.append(f"the kernel was still busy after {timeout:.0f} s")
     code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
+    unexecuted = []
     for number, cell in enumerate(state["cells"], start=1):
         for output in cell["outputs"]:
             if output["type"] == "error":
                 problems.append(f"cell {number}: {output['ename']}: {output['evalue']}")
         if cell["type"] == "code" and not cell["empty"] and cell["count"] is None:
-            problems.append(f"cell {number} was left unexecuted")
-    errors = len(problems)
+            unexecuted.append(number)
+    errors = sum(o["type"] == "error" for c in state["cells"] for o in c["outputs"])
+    if unexecuted:
+        problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}")
     for toast in driver.execute_script(JS_TOASTS):
         problems.append(f"JupyterLab showed a pop-up: {toast[:120]}")
     driver.execute_script("window.jupyterapp.shell.collapseLeft();")  # more room for the notebook
@@ -371,6 +375,7 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
         "seconds": seconds,
         "cells": len(code),
         "errors": errors,
+        "unexecuted": len(unexecuted),
         "widgets": widgets,
         "responded": responded,
         "moved": moved,
@@ -495,7 +500,7 @@ def main(argv: list[str]) -> int:
             )
             print(
                 f"{result['name']:48} {result['seconds']:6.1f} s  {result['cells']:3d} cells  "
-                f"{result['errors']} errors  {widgets}",
+                f"{result['errors']} errors  {result['unexecuted']} unexecuted  {widgets}",
                 flush=True,
             )
             for problem in result["problems"]:
