@@ -494,7 +494,8 @@ def main(argv: list[str]) -> int:
             result = check_notebook(driver, lab, notebook, args.out, args.timeout)
             results.append(result)
             widgets = (
-                f"{result['widgets']} widgets: {result['responded']}/{result['moved']} controls moved redrew them"
+                f"{result['widgets']} widget{'s' if result['widgets'] > 1 else ''}: "
+                f"{result['responded']}/{result['moved']} controls moved redrew them"
                 if result["widgets"]
                 else "no widgets"
             )
