@@ -1,30 +1,54 @@
 # The README's two commands: `make lab` opens the series, `make test` checks everything.
 # Every target first creates .venv and installs requirements.txt (pinned by constraints.txt) and the
-# package; that happens again only when one of those files changes.
+# package; that happens again only when one of those files changes. `make browser-check` and `make site`
+# also install requirements-dev.txt (selenium, Sphinx), which learners and Colab never need.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+# JupyterLab reads settings overrides from its application directory inside the venv (no pop-up asking
+# whether to fetch Jupyter news, no update check): tools/jupyterlab_overrides.json.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+SOLUTIONS := $(sort $(wildcard solutions/[0-9][0-9]_*.ipynb))
 BUILD := build
-# `make run PARAMS="-p seed 7"` overrides the notebooks' parameters cells.
+# `make run PARAMS="-p seed 7"` overrides the notebooks' parameters cells; `make run NB=10 PARAMS=...` runs
+# only the notebook whose number is 10 (parameters such as num_layers belong to one lesson).
 PARAMS ?=
+NB ?=
+RUN_NOTEBOOKS := $(if $(NB),$(sort $(wildcard notebooks/$(NB)_*.ipynb)),$(NOTEBOOKS))
 # The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
 CHECK_PARAMS := -p seed 7
 LAB_ARGS ?=
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint unit nbval nbval-portability papermill-check run notebooks diagrams benchmark colab-check repo-url clean
+.PHONY: lab test lint unit nbval nbval-portability papermill-check run notebooks diagrams benchmark colab-check \
+	repo-url clean browser-check site
+
+CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
+	@$(CHECK_PYTHON)
 	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
 
-lab: $(STAMP)
+# Independent of $(STAMP): the website's build (make site, .github/workflows/pages.yml) needs no PyTorch.
+$(DEV_STAMP): requirements-dev.txt constraints.txt
+	@$(CHECK_PYTHON)
+	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	touch $(DEV_STAMP)
+
+$(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
+	mkdir -p $(dir $(LAB_OVERRIDES))
+	cp tools/jupyterlab_overrides.json $(LAB_OVERRIDES)
+
+# Blocks the terminal while the server runs: stop it with Ctrl-C.
+lab: $(STAMP) $(LAB_OVERRIDES)
 	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
 
 test: lint unit nbval papermill-check
@@ -51,22 +75,16 @@ nbval-portability: $(STAMP)
 		env $$setting $(MAKE) --no-print-directory nbval || exit 1; \
 	done
 
+# tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook).
 papermill-check: $(STAMP)
-	@rm -rf $(BUILD)/papermill-check && mkdir -p $(BUILD)/papermill-check
-	@for nb in $(NOTEBOOKS); do \
-		echo "papermill $$nb $(CHECK_PARAMS)"; \
-		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd notebooks --kernel python3 \
-			--execution-timeout 300 $$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
-	done
+	@rm -rf $(BUILD)/papermill-check
+	$(BIN)/python tools/run_notebooks.py --timeout 300 $(BUILD)/papermill-check $(NOTEBOOKS) $(CHECK_PARAMS)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*.ipynb
 
 run: $(STAMP)
-	@rm -rf $(BUILD)/run && mkdir -p $(BUILD)/run
-	@for nb in $(NOTEBOOKS); do \
-		echo "papermill $$nb -> $(BUILD)/run/$$(basename $$nb) $(PARAMS)"; \
-		$(BIN)/papermill --log-level WARNING --cwd notebooks --kernel python3 \
-			$$nb $(BUILD)/run/$$(basename $$nb) $(PARAMS) || exit 1; \
-	done
+	@test -n "$(RUN_NOTEBOOKS)" || { echo "no notebook numbered $(NB) in notebooks/ (NB=10 runs notebooks/10_*.ipynb)"; exit 1; }
+	@rm -rf $(BUILD)/run
+	$(BIN)/python tools/run_notebooks.py $(BUILD)/run $(RUN_NOTEBOOKS) $(PARAMS)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/run/*.ipynb
 
 notebooks: $(STAMP)
@@ -92,6 +110,15 @@ colab-check: $(STAMP)
 # badges and setup cells and the README from it; without URL, it rewrites them from pyproject's.
 repo-url:
 	$(PYTHON) tools/repo_url.py $(URL)
+
+# Every lesson and solutions notebook opened in headless Chromium through JupyterLab, run, its widgets moved;
+# then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
+browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
+	nice -n 5 $(BIN)/python tools/browser_check.py $(NOTEBOOKS) $(SOLUTIONS) --site $(BUILD)/site --out $(BUILD)/browser
+
+# The static website of the series from the stored outputs (nothing is executed) into build/site/.
+site: $(DEV_STAMP)
+	$(BIN)/python tools/build_site.py $(BUILD)/site
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache

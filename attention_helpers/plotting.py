@@ -224,8 +224,14 @@ def plot_scores(
     ax.set_xlabel("word")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
+    bottom, top = ylim if ylim is not None else ax.get_ylim()
+    # room above the tallest bar (and below the lowest) for its value, clear of the frame
+    span = top - bottom
+    if max(heights, default=0.0) > top - 0.12 * span:
+        top += 0.12 * span
+    if min(heights, default=0.0) < bottom + 0.12 * span and bottom < 0:
+        bottom -= 0.12 * span
+    ax.set_ylim(bottom, top)
     ax.axhline(0.0, color="black", lw=0.8)
     return ax
 
@@ -361,13 +367,17 @@ def plot_attention(
     title: str = "Attention weights",
     annotate: bool = True,
     value_label: str | None = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
 ):
     """Heatmap of a ``(num_queries, num_keys)`` attention matrix with the words as tick labels.
 
     Rows are the queries (the token doing the attending), columns the keys (the tokens attended to).
     The colour bar is labelled ``value_label`` (pass ``"score"`` for raw scores; default ``"weight"``). A
     matrix of zeros and ones only (a mask, boolean or not) gets two colours and a colour bar with just the
-    two values, labelled ``"mask"`` by default.
+    two values, labelled ``"mask"`` by default. ``vmin`` and ``vmax`` fix the colour scale (pass 0 and 1 so
+    that several heads' figures can be compared); by default it runs from ``min(0, smallest)`` to the largest
+    value of this matrix.
     """
     matrix = _check_weights_matrix(weights)
     col_labels = row_labels if col_labels is None else col_labels
@@ -376,9 +386,10 @@ def plot_attention(
     if ax is None:
         ax = plt.figure(figsize=(1 + 0.8 * matrix.shape[1], 0.8 + 0.7 * matrix.shape[0])).add_subplot()
     # weights are never negative, so the scale starts at 0; raw scores may be, and then it starts lower
-    vmin = min(0.0, float(matrix.min()))
+    vmin = min(0.0, float(matrix.min())) if vmin is None else float(vmin)
+    vmax = float(matrix.max()) if vmax is None else float(vmax)
     mask = _is_mask(matrix)
-    image = _heatmap(ax, matrix, row_labels, col_labels, title, annotate, vmin, float(matrix.max()), mask=mask)
+    image = _heatmap(ax, matrix, row_labels, col_labels, title, annotate, vmin, vmax, mask=mask)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if value_label is None:

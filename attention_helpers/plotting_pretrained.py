@@ -36,13 +36,22 @@ def plot_layer_head(
     attn_weights: torch.Tensor, tokens: Sequence[str], layer: int, head: int, ax=None, annotate: bool = False
 ):
     """Heatmap of one head of one layer from ``(num_layers, num_heads, num_tokens, num_tokens)`` weights,
-    the tokens as tick labels (layers and heads counted from 0)."""
+    the tokens as tick labels (layers and heads counted from 0). The colour scale is 0 to 1 for every layer
+    and head, so that two heads' figures can be compared."""
     _check_all_weights(attn_weights, tokens)
     _check_index("layer", layer, attn_weights.shape[0])
     _check_index("head", head, attn_weights.shape[1])
     if ax is None:
         ax = plt.figure(figsize=(7, 6)).add_subplot()
-    plot_attention(attn_weights[layer, head], tokens, ax=ax, title=f"Layer {layer}, head {head}", annotate=annotate)
+    plot_attention(
+        attn_weights[layer, head],
+        tokens,
+        ax=ax,
+        title=f"Layer {layer}, head {head}",
+        annotate=annotate,
+        vmin=0.0,
+        vmax=1.0,
+    )
     ax.images[0].colorbar.set_label("attention weight")
     return ax
 

@@ -6,6 +6,10 @@ PNG bytes whenever a control moves. An ``Image`` rather than an ``Output`` area:
 the cell's output, so a batch run (nbval, papermill) stores the same output as a live kernel, and nbclient
 has no output-capture messages to route (its ``Output`` handling can hang under load). A stored notebook
 (GitHub) shows no figure for a widget, so each notebook also draws the same figure statically.
+
+The returned box is a :class:`WidgetPanel`, whose text form (what a viewer without a live kernel shows in
+place of the controls: GitHub, Colab before running, the website) is one readable sentence, the same in
+every run, instead of ``VBox(children=(HBox(...``.
 """
 
 from __future__ import annotations
@@ -21,8 +25,22 @@ from ._checks import check_labels, check_tensor
 from .functional import attention_scores_loop, softmax_with_temperature
 from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_scaling, plot_scores
 
+# At most 110 characters: ipywidgets cuts a longer text form short with "…".
+PANEL_TEXT = "Interactive figure (needs a live kernel: run the notebook). The lesson also draws it as a plain figure."
 
-def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> widgets.VBox:
+
+class WidgetPanel(widgets.VBox):
+    """A ``VBox`` of controls over an ``Image``, whose text form says what it is instead of listing its children.
+
+    Notebook viewers without a kernel show a widget's ``text/plain`` form; this one is a sentence that never
+    changes between runs, so strict nbval compares it like any other output.
+    """
+
+    def __repr__(self) -> str:
+        return PANEL_TEXT
+
+
+def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> WidgetPanel:
     """Controls over an image of ``draw(**values)``, which returns the Matplotlib Axes or Figure it drew."""
     image = widgets.Image(format="png")
 
@@ -40,7 +58,7 @@ def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> widg
         control.style.description_width = "initial"  # the whole label, not "temperat..."
         control.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox(list(controls.values())), image])
+    return WidgetPanel([widgets.HBox(list(controls.values())), image])
 
 
 def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
@@ -102,10 +120,11 @@ def dropout_widget(size: int = 6, seed: int = 123) -> widgets.VBox:
 
 def heads_widget(attn_weights: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
     """Choose a head; see its ``(num_tokens, num_tokens)`` slice of ``(num_heads, num_tokens, num_tokens)``
-    attention weights as a heatmap with the words as ticks."""
+    attention weights as a heatmap with the words as ticks, every head on the same colour scale."""
     check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)")
     check_labels("labels", labels, attn_weights.shape[1], "query tokens in attn_weights")
+    vmin, vmax = min(0.0, float(attn_weights.min())), float(attn_weights.max())
     return _panel(
-        lambda head: plot_attention(attn_weights[head], labels, title=f"Head {head}"),
+        lambda head: plot_attention(attn_weights[head], labels, title=f"Head {head}", vmin=vmin, vmax=vmax),
         head=widgets.IntSlider(value=0, min=0, max=attn_weights.shape[0] - 1, description="head"),
     )

@@ -223,3 +223,27 @@ def test_diagrams_are_shown_at_their_own_width_unless_told():
     assert ah.show_diagram("multihead_split_concat", width=500).width == 500
     with pytest.raises(ValueError, match="width"):
         ah.show_diagram("multihead_split_concat", width=0)
+
+
+@pytest.mark.parametrize("ylim", [None, (0, 1)])
+def test_the_tallest_bars_value_stays_inside_the_frame(ylim):
+    """Each bar's value is written above it: the tallest one must not sit on (or over) the top spine."""
+    values = torch.tensor([0.2, 1.0, 0.5]) if ylim else torch.tensor([0.9544, 1.4950, 1.4754])
+    ax = ah.plot_scores(values, ["a", "b", "c"], ylim=ylim)
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    tallest = max(ax.texts, key=lambda t: float(t.get_text()))
+    box = tallest.get_window_extent(renderer)
+    assert box.y1 < frame.y1 - 2, (box.y1, frame.y1)
+    if ylim:
+        assert ax.get_ylim()[0] == 0
+    plt.close(fig)
+
+
+def test_attention_heatmap_colour_scale_can_be_fixed():
+    weights = torch.tensor([[0.6, 0.4], [0.3, 0.7]])
+    assert ah.plot_attention(weights, ["a", "b"]).images[0].get_clim() == pytest.approx((0.0, 0.7))
+    assert ah.plot_attention(weights, ["a", "b"], vmin=0.0, vmax=1.0).images[0].get_clim() == (0.0, 1.0)
+    plt.close("all")

@@ -77,3 +77,15 @@ def test_widget_passes_layer_and_head_and_redraws(weights, monkeypatch):
     layer.value, head.value = 2, 3
     assert calls == [(0, 0), (2, 0), (2, 3)]
     assert image.value[:8] == b"\x89PNG\r\n\x1a\n" and image.value != first
+
+
+def test_every_layer_and_head_is_drawn_on_one_zero_to_one_scale(weights):
+    """Two heads' figures can be compared only if the same colour means the same weight in both."""
+    sharp = torch.zeros_like(weights)
+    sharp[..., 0] = 1.0  # every query on the first token
+    flat = torch.full_like(weights, 1.0 / weights.shape[-1])
+    for matrices in (weights, sharp, flat):
+        for layer, head in ((0, 0), (weights.shape[0] - 1, weights.shape[1] - 1)):
+            ax = ah.plot_layer_head(matrices, TOKENS, layer=layer, head=head)
+            assert ax.images[0].get_clim() == (0.0, 1.0)
+            plt.close(ax.figure)

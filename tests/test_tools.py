@@ -1,7 +1,10 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,6 +81,7 @@ def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
     readme = (copy / "README.md").read_text()
     assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
     assert "https://github.com/rasbt/LLMs-from-scratch" in readme  # a cited repository stays as it is
+    assert "https://someone-else.github.io/attention-fork/" in readme and ".github.io/attention-from" not in readme
     for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         text = path.read_text()
         assert "attention-notebooks" not in text, path.name
@@ -147,3 +151,118 @@ def test_diagrams_are_up_to_date_and_legible_when_a_notebook_shrinks_them(monkey
     encoder_texts = [t.get_text() for t in drawn["encoder_layer_ln_placement"][1]]
     feed_forward_boxes = [text for text in encoder_texts if text.startswith("feed-forward")]
     assert len(feed_forward_boxes) == 2 and all("dropout" in text for text in feed_forward_boxes)  # the inner dropout
+
+
+def _load_tool(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_site_url_is_the_github_pages_address_of_the_repository():
+    repo_url = _load_tool("repo_url")
+    assert (
+        repo_url.site_url("https://github.com/Some-One/attention-fork") == "https://some-one.github.io/attention-fork/"
+    )
+    readme = (ROOT / "README.md").read_text()
+    assert repo_url.site_url(repo_url.read_url()) in readme  # the README links to the site of its own repository
+
+
+def test_run_notebooks_parses_parameters_like_papermill_and_encrypts_the_kernel_transport():
+    run_notebooks = _load_tool("run_notebooks")
+    assert [run_notebooks.parse_value(v) for v in ("7", "0.5", "True", "None", "abc", "1e-3")] == [
+        7,
+        0.5,
+        True,
+        None,
+        "abc",
+        0.001,
+    ]
+    config = run_notebooks.kernel_config()
+    # the cause of "Kernel is running over TCP without encryption": jupyter_client's default policy, "disabled"
+    assert config.KernelManager.transport_encryption == "auto"
+
+
+def _make_dry_run(*args: str) -> str:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_make_run_nb_runs_only_the_chosen_notebook_with_its_parameters():
+    command = next(
+        line
+        for line in _make_dry_run("run", "NB=10", "PARAMS=-p num_layers 6").splitlines()
+        if "run_notebooks.py" in line
+    )
+    chosen = [p.name for p in (ROOT / "notebooks").glob("10_*.ipynb")]
+    assert chosen and all(name in command for name in chosen) and "-p num_layers 6" in command
+    others = [p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("10_")]
+    assert not any(name in command for name in others)
+    every = next(line for line in _make_dry_run("run").splitlines() if "run_notebooks.py" in line)
+    assert all(name in every for name in others + chosen)
+
+
+def test_jupyterlab_overrides_turn_the_news_pop_up_off():
+    overrides = json.loads((ROOT / "tools" / "jupyterlab_overrides.json").read_text())
+    settings = overrides["@jupyterlab/apputils-extension:notification"]
+    assert settings == {"checkForUpdates": False, "fetchNews": "false"}  # "none" (the default) asks in a pop-up
+    assert "overrides.json" in _make_dry_run("-B", ".venv/share/jupyter/lab/settings/overrides.json")
+
+
+def test_site_landing_page_is_the_readme_with_lessons_then_solutions_in_the_contents(tmp_path):
+    build_site = _load_tool("build_site")
+    lessons = [Path("notebooks/00_a.ipynb"), Path("notebooks/01_b.ipynb")]
+    solutions = [Path("solutions/01_b.ipynb")]
+    readme = "# Title\n[lesson](notebooks/01_b.ipynb) and [tests](tests/colab_versions.txt) [ext](https://x.org/a)\n"
+    page = build_site.landing_page(readme, "https://github.com/o/r", lessons, solutions)
+    assert "[lesson](notebooks/01_b.ipynb)" in page and "[ext](https://x.org/a)" in page
+    assert "[tests](https://github.com/o/r/blob/main/tests/colab_versions.txt)" in page  # not a page of the site
+    lessons_toc, solutions_toc = page.split(":caption: Lessons")[1].split(":caption: Solutions")
+    assert "notebooks/00_a\nnotebooks/01_b" in lessons_toc and "solutions" not in lessons_toc.split("```")[0]
+    assert "solutions/01_b" in solutions_toc
+
+
+def test_browser_check_says_how_to_install_chromium_when_it_is_missing(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "browser_check.py"), "notebooks/00_setup_check.ipynb"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(tmp_path)},  # no chromium on this PATH
+        timeout=60,
+    )
+    assert run.returncode != 0
+    assert run.stderr.count("\n") == 1 and "apt-get install" in run.stderr and "chromium-driver" in run.stderr
+
+
+def _chromium_available() -> bool:
+    import shutil
+
+    return bool(shutil.which("chromium")) and Path("/usr/bin/chromedriver").is_file()
+
+
+@pytest.mark.skipif(not _chromium_available(), reason="needs chromium and chromium-driver (make browser-check)")
+def test_site_check_finds_broken_images_links_and_anchors_and_console_errors(tmp_path):
+    pytest.importorskip("selenium")
+    browser_check = _load_tool("browser_check")
+    (tmp_path / "index.html").write_text(
+        '<html><head><link rel="icon" href="data:,"></head><body><h1 id="top">Home</h1>'
+        '<img src="missing.png"><a href="other.html#there">ok</a><a href="other.html#nowhere">bad anchor</a>'
+        '<a href="gone.html">gone</a><a href="#top">self</a><script>console.error("boom")</script></body></html>'
+    )
+    (tmp_path / "other.html").write_text(
+        '<html><head><link rel="icon" href="data:,"></head><body><p id="there">x</p></body></html>'
+    )
+    try:
+        pages, problems, _external = browser_check.check_site(browser_check.chromium_binary(), tmp_path)
+    finally:
+        browser_check.run_cleanup()
+    assert pages == 2
+    text = "\n".join(problems)
+    assert "broken image missing.png" in text and "broken link to gone.html" in text
+    assert "missing anchor other.html#nowhere" in text and "boom" in text
+    assert "other.html#there" not in text and "#top" not in text

@@ -115,3 +115,28 @@ def test_moving_a_control_redraws_the_image_and_leaves_no_figure_open():
 def test_widgets_reject_bad_input_before_drawing(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_a_widget_reads_as_a_sentence_without_a_kernel_and_the_same_in_every_run():
+    """Viewers without a kernel (GitHub, Colab before running, the website) show the text/plain form."""
+    first = ah.temperature_widget(torch.tensor([0.5, 1.5, 1.0]), ah.WORDS[:3])
+    second = ah.temperature_widget(torch.tensor([0.5, 1.5, 1.0]), ah.WORDS[:3])
+    bundles = [first._repr_mimebundle_(), second._repr_mimebundle_()]
+    texts = [bundle["text/plain"] for bundle in bundles]
+    assert texts[0] == texts[1] == ah_widgets.PANEL_TEXT  # not cut short with "…", no ids or values
+    assert "live kernel" in texts[0] and "VBox" not in texts[0]
+    assert all("application/vnd.jupyter.widget-view+json" in bundle for bundle in bundles)  # still a live widget
+    assert isinstance(first, widgets.VBox)
+    assert (
+        bundles[0]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        != (bundles[1]["application/vnd.jupyter.widget-view+json"]["model_id"])
+    )
+
+
+def test_heads_widget_draws_every_head_on_one_colour_scale(monkeypatch):
+    calls = _record(monkeypatch, "plot_attention")
+    weights = torch.softmax(torch.randn(3, 4, 4) * 3, dim=-1)
+    (slider,) = _controls(ah.heads_widget(weights, ah.WORDS[:4]))
+    slider.value = 1
+    expected = (0.0, float(weights.max()))
+    assert [(c[1]["vmin"], c[1]["vmax"]) for c in calls] == [expected, expected]

@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 
 import nbformat
+import zmq
 from nbclient import NotebookClient
+from traitlets.config import Config
+
+# Encrypt the kernel's transport when pyzmq can: otherwise ipykernel logs "Kernel is running over TCP without
+# encryption" for every notebook (tools/run_notebooks.py does the same for papermill).
+KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}}) if zmq.has("curve") else Config()
 
 
 def merge_streams(outputs: list) -> list:
@@ -39,6 +45,7 @@ def refresh(path: Path) -> None:
         kernel_name="python3",
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
+        config=KERNEL_CONFIG,
     )
     client.execute()
     for cell in notebook.cells:

@@ -5,8 +5,10 @@
     python tools/repo_url.py --check                          # exit 1 and list what disagrees
 
 It rewrites each notebook's Open-in-Colab badge and its whole setup cell (the first code cell, generated from
-SETUP_CELL below, so that every notebook shares one setup cell), and the README's clone commands. Standard
-library only: it runs before any virtual environment exists.
+SETUP_CELL below, so that every notebook shares one setup cell), the README's clone commands and its link to
+the website, whose address GitHub Pages derives from the repository's (https://OWNER.github.io/REPO/; the
+site's own Colab and repository buttons read pyproject.toml when it is built). Notebooks in notebooks/ and
+solutions/ are rewritten. Standard library only: it runs before any virtual environment exists.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ PYPROJECT = ROOT / "pyproject.toml"
 README = ROOT / "README.md"
 URL_LINE = re.compile(r'^Repository = "([^"]*)"$', re.M)
 GITHUB_URL = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)/?$")
+SITE_URL = re.compile(r"https://[\w-]+\.github\.io/[\w.-]+/")
 # GitHub repositories the README and lessons cite that are not this series: never rewritten.
 EXTERNAL_REPOSITORIES = ("https://github.com/rasbt/LLMs-from-scratch",)
 
@@ -81,15 +84,21 @@ def parts(url: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+def site_url(url: str) -> str:
+    """The GitHub Pages address of the repository's website (.github/workflows/pages.yml publishes it)."""
+    owner, name = parts(url)
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def setup_cell(url: str) -> str:
     return SETUP_CELL.format(url=url, name=parts(url)[1])
 
 
-def badge(url: str, notebook: str) -> str:
+def badge(url: str, notebook: str, folder: str = "notebooks") -> str:
     owner, name = parts(url)
     return (
         "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-        f"(https://colab.research.google.com/github/{owner}/{name}/blob/main/notebooks/{notebook})"
+        f"(https://colab.research.google.com/github/{owner}/{name}/blob/main/{folder}/{notebook})"
     )
 
 
@@ -102,13 +111,15 @@ def as_source(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def rewrite_notebook(path: Path, url: str) -> str:
+def rewrite_notebook(path: Path, url: str, require_badge: bool = True) -> str:
     notebook = json.loads(path.read_text())
     title = notebook["cells"][0]
     text = re.sub(
-        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)", lambda _: badge(url, path.name), "".join(title["source"])
+        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)",
+        lambda _: badge(url, path.name, path.parent.name),
+        "".join(title["source"]),
     )
-    if badge(url, path.name) not in text:
+    if require_badge and badge(url, path.name, path.parent.name) not in text:
         raise SystemExit(f"{path.name}: the first cell has no Open In Colab badge to rewrite")
     title["source"] = as_source(text)
     setup = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
@@ -121,13 +132,15 @@ def rewrite_readme(text: str, url: str) -> str:
     text = re.sub(
         r"https://github\.com/[\w.-]+/[\w.-]+", lambda m: m[0] if m[0] in EXTERNAL_REPOSITORIES else url, text
     )
+    text = SITE_URL.sub(lambda _: site_url(url), text)
     return re.sub(r"^cd [\w.-]+$", f"cd {name}", text, count=1, flags=re.M)
 
 
 def expected_files(url: str) -> dict[Path, str]:
     files = {README: rewrite_readme(README.read_text(), url)}
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        files[path] = rewrite_notebook(path, url)
+    for folder in ("notebooks", "solutions"):  # a lesson must have a badge; a solutions notebook may
+        for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")):
+            files[path] = rewrite_notebook(path, url, require_badge=folder == "notebooks")
     return files
 
 

@@ -1,0 +1,546 @@
+"""Open every notebook in JupyterLab in headless Chromium, run it, move its widgets; then check every page of
+the website (`make browser-check`).
+
+    python tools/browser_check.py notebooks/*.ipynb solutions/*.ipynb --site build/site --out build/browser
+
+For each notebook: JupyterLab (from this venv, on a free loopback port with a random token) opens it, runs all
+cells and waits for the kernel to go idle; the check fails on an error output, a code cell left unexecuted or
+a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a slider, another entry of a
+menu) and the widget's image must change. A screenshot per notebook goes to build/browser/. Nothing is saved:
+autosave is off in the server's private settings, and the notebook files must be byte-identical afterwards.
+
+Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
+load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
+outside the site (the Colab badge, cited papers) are not fetched: the check runs offline.
+
+JupyterLab is started directly (its pid is the server's) in its own process group, and stopped on every
+path: normal exit, failure, Ctrl-C (SIGINT) and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import functools
+import hashlib
+import http.server
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+INSTALL_HINT = (
+    "Chromium and its driver are needed: install them with "
+    "`sudo apt-get update && sudo apt-get install -y chromium chromium-driver` (Debian, Ubuntu)."
+)
+CHROME_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+]
+# JupyterLab settings for the check only (a private JUPYTER_CONFIG_DIR): nothing is written back to the notebooks.
+# The news pop-up is left to the venv's overrides.json (what make lab uses), so that the check tests it.
+LAB_SETTINGS = {"@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False}}
+# seconds for one notebook's cells: lesson 10 trains for about a minute on two idle cores, over ten on a loaded
+# machine; --timeout changes it
+NOTEBOOK_TIMEOUT = 1800
+WIDGET_TIMEOUT = 60  # seconds for a widget to redraw after its control moves
+
+_cleanup: list = []
+
+
+def chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cleanup(*_args) -> None:
+    while _cleanup:
+        action = _cleanup.pop()
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001  (cleanup must go on)
+            print(f"cleanup: {error}", file=sys.stderr)
+
+
+def on_signal(signum, _frame) -> None:
+    run_cleanup()
+    sys.exit(128 + signum)
+
+
+class Lab:
+    """A JupyterLab server of this venv on 127.0.0.1 with a random token, rooted at the repository."""
+
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        self.token = secrets.token_hex(24)
+        config = work / "jupyter-config"
+        for name, values in LAB_SETTINGS.items():
+            path = config / "lab" / "user-settings" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+        env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_RUNTIME_DIR": str(work / "runtime"),
+            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        }
+        args = [
+            str(BIN / "jupyter-lab"),
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={ROOT}",
+            "--LabApp.expose_app_in_browser=True",
+            "--KernelManager.transport_encryption=auto",  # no "running over TCP without encryption" warning
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            args.append("--allow-root")
+        self.log = (work / "jupyterlab.log").open("w")
+        self.process = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        _cleanup.append(self.stop)
+        self.wait_ready()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def api(self, path: str, method: str = "GET"):
+        request = urllib.request.Request(
+            self.url(f"api/{path}"), method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.api("status")
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    exited = f"JupyterLab exited with code {self.process.returncode}: see {self.log.name}"
+                    raise SystemExit(exited) from None
+                if time.monotonic() > deadline:
+                    late = f"JupyterLab did not answer within {timeout:.0f} s: see {self.log.name}"
+                    raise SystemExit(late) from None
+                time.sleep(0.5)
+
+    def shutdown_kernels(self) -> None:
+        for session in self.api("sessions"):
+            self.api(f"sessions/{session['id']}", method="DELETE")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)  # the server and the kernels it started
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        self.log.close()
+
+
+# JavaScript run in the page. `window.jupyterapp` exists because of --LabApp.expose_app_in_browser.
+JS_NOTEBOOK_STATE = """
+const app = window.jupyterapp;
+if (!app) return null;
+const panel = app.shell.currentWidget;
+if (!panel || !panel.content || !panel.sessionContext) return null;
+const session = panel.sessionContext.session;
+const kernel = session && session.kernel;
+const cells = [];
+for (const cell of panel.content.model.cells) {
+  const json = cell.toJSON();
+  const source = Array.isArray(json.source) ? json.source.join('') : json.source;
+  cells.push({type: json.cell_type, count: json.execution_count === undefined ? null : json.execution_count,
+              empty: !source.trim(), outputs: (json.outputs || []).map(o => ({type: o.output_type,
+              name: o.name || null, ename: o.ename || null, evalue: o.evalue || null}))});
+}
+return {path: panel.context.path, ready: panel.sessionContext.isReady, kernel: kernel ? kernel.status : null,
+        busy: panel.content.widgets.filter(w => w.model.type === 'code' && w.promptNode &&
+                                           w.promptNode.textContent.includes('*')).length,
+        cells: cells};
+"""
+JS_RUN_ALL = "window.jupyterapp.commands.execute('notebook:run-all-cells'); return true;"
+JS_TOASTS = """
+return Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast'))
+  .map(t => t.textContent.trim()).filter(t => t);
+"""
+JS_WIDGETS = """
+const boxes = Array.from(document.querySelectorAll('.jp-OutputArea-output .widget-vbox'))
+  .filter(box => box.querySelector(':scope > .widget-hbox') && box.querySelector(':scope > .widget-image'));
+return boxes.map(box => ({
+  box: box,
+  controls: Array.from(box.querySelectorAll(':scope > .widget-hbox > .widget-inline-hbox')).map(c =>
+    c.querySelector('select') ? 'dropdown' : (c.querySelector('.noUi-handle, .slider-handle, input[type=range]')
+    ? 'slider' : 'other')),
+  image: (box.querySelector(':scope > .widget-image') || {}).src || null,
+}));
+"""
+
+
+def new_driver(chromium: str, logs: bool = False):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="browser-check-profile-")
+    options.add_argument(f"--user-data-dir={profile}")
+    if logs:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(120)
+    driver.set_script_timeout(60)
+
+    def quit_driver() -> None:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+    _cleanup.append(quit_driver)
+    return driver, quit_driver
+
+
+def accept_leave_dialog(driver) -> None:
+    with contextlib.suppress(Exception):  # no dialog: the usual case
+        driver.switch_to.alert.accept()
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(interval)
+
+
+def move_control(driver, box, index: int, kind: str) -> None:
+    """Move the index-th control of a widget box as a reader would: an arrow key on a slider's handle, the
+    next entry of a menu."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    control = box.find_elements(By.CSS_SELECTOR, ":scope > .widget-hbox > .widget-inline-hbox")[index]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", control)
+    if kind == "dropdown":
+        select = Select(control.find_element(By.TAG_NAME, "select"))
+        current = select.first_selected_option.get_attribute("value")
+        values = [o.get_attribute("value") for o in select.options]
+        select.select_by_value(values[(values.index(current) + 1) % len(values)])
+    else:
+        handle = control.find_element(By.CSS_SELECTOR, ".noUi-handle, .slider-handle, input[type=range]")
+        handle.click()
+        handle.send_keys(Keys.ARROW_RIGHT)
+
+
+def widget_image(driver, box) -> str | None:
+    return driver.execute_script(
+        "const i = arguments[0].querySelector(':scope > .widget-image'); return i && i.src;", box
+    )
+
+
+def check_widgets(driver) -> tuple[int, int, int, list[str]]:
+    """(widgets found, controls that redrew their widget, controls moved, problems)."""
+    problems = []
+    moved = responded = 0
+    found = driver.execute_script(JS_WIDGETS)
+    for number, info in enumerate(found, start=1):
+        box = info["box"]
+        for index, kind in enumerate(info["controls"]):
+            if kind == "other":
+                continue
+            before = widget_image(driver, box)
+            moved += 1
+            try:
+                move_control(driver, box, index, kind)
+            except Exception as error:  # noqa: BLE001  (report it as a widget that did not respond)
+                problems.append(f"widget {number}, control {index + 1} ({kind}): could not move it ({error!r})")
+                continue
+            if wait_for(lambda b=box, s=before: widget_image(driver, b) not in (None, s), WIDGET_TIMEOUT):
+                responded += 1
+            else:
+                problems.append(f"widget {number}, control {index + 1} ({kind}): the figure did not change")
+    return len(found), responded, moved, problems
+
+
+def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float = NOTEBOOK_TIMEOUT) -> dict:
+    relative = notebook.resolve().relative_to(ROOT).as_posix()
+    start = time.monotonic()
+    problems: list[str] = []
+    workspace = "check-" + notebook.stem
+    driver.get(lab.url(f"lab/workspaces/{workspace}/tree/{urllib.parse.quote(relative)}?reset&token={lab.token}"))
+    accept_leave_dialog(driver)
+
+    def opened():
+        state = driver.execute_script(JS_NOTEBOOK_STATE)
+        return state if state and state["path"] == relative and state["ready"] and state["kernel"] == "idle" else None
+
+    if not wait_for(opened, 180):
+        return {
+            "name": notebook.name,
+            "seconds": time.monotonic() - start,
+            "cells": 0,
+            "errors": 1,
+            "unexecuted": 0,
+            "widgets": 0,
+            "responded": 0,
+            "moved": 0,
+            "problems": ["the notebook or its kernel did not start within 180 s"],
+        }
+    driver.execute_script(JS_RUN_ALL)
+    time.sleep(2)
+
+    def finished():
+        state = driver.execute_script(JS_NOTEBOOK_STATE)
+        code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
+        done = state["kernel"] == "idle" and state["busy"] == 0 and all(c["count"] is not None for c in code)
+        return state if done else None
+
+    state = wait_for(finished, timeout, interval=1.0)
+    if state is None:
+        state = driver.execute_script(JS_NOTEBOOK_STATE)
+        problems.append(f"the kernel was still busy after {timeout:.0f} s")
+    code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
+    unexecuted = []
+    for number, cell in enumerate(state["cells"], start=1):
+        for output in cell["outputs"]:
+            if output["type"] == "error":
+                problems.append(f"cell {number}: {output['ename']}: {output['evalue']}")
+        if cell["type"] == "code" and not cell["empty"] and cell["count"] is None:
+            unexecuted.append(number)
+    errors = sum(o["type"] == "error" for c in state["cells"] for o in c["outputs"])
+    if unexecuted:
+        problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}")
+    for toast in driver.execute_script(JS_TOASTS):
+        problems.append(f"JupyterLab showed a pop-up: {toast[:120]}")
+    driver.execute_script("window.jupyterapp.shell.collapseLeft();")  # more room for the notebook
+    widgets, responded, moved, widget_problems = check_widgets(driver)
+    problems += widget_problems
+    # the screenshot shows the first widget after its controls moved, or else the notebook's top
+    driver.execute_script(
+        "const box = document.querySelector('.jp-OutputArea-output .widget-vbox');"
+        "const cell = box ? box.closest('.jp-Cell') : document.querySelector('.jp-Cell');"
+        "if (cell) cell.scrollIntoView({block: 'start'});"
+    )
+    time.sleep(1)
+    shots.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(shots / f"{notebook.parent.name}_{notebook.stem}.png"))
+    seconds = time.monotonic() - start
+    lab.shutdown_kernels()
+    return {
+        "name": f"{notebook.parent.name}/{notebook.name}",
+        "seconds": seconds,
+        "cells": len(code),
+        "errors": errors,
+        "unexecuted": len(unexecuted),
+        "widgets": widgets,
+        "responded": responded,
+        "moved": moved,
+        "problems": problems,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- the site
+
+JS_PAGE = """
+const images = Array.from(document.images)
+  .map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0}));
+const links = Array.from(document.querySelectorAll('a[href]')).map(a => a.href);
+const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id)
+  .concat(Array.from(document.querySelectorAll('a[name]')).map(a => a.name));
+return {images: images, links: links, ids: ids};
+"""
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *_args) -> None:
+        pass
+
+
+def serve(directory: Path):
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(directory))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _cleanup.append(server.shutdown)
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def check_site(chromium: str, site: Path) -> tuple[int, list[str], int]:
+    """(pages opened, problems, external resources not fetched)."""
+    server, base = serve(site)
+    driver, quit_driver = new_driver(chromium, logs=True)
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "_static" not in p.parts)
+    problems, external = [], set()
+    ids: dict[str, set[str]] = {}
+    links: list[tuple[str, str]] = []
+    try:
+        for page in pages:
+            driver.get(base + page)
+            time.sleep(0.3)
+            found = driver.execute_script(JS_PAGE)
+            ids[page] = set(found["ids"])
+            for image in found["images"]:
+                if not image["src"].startswith(base) and not image["src"].startswith("data:"):
+                    external.add(image["src"])
+                elif not image["ok"]:
+                    problems.append(f"{page}: broken image {image['src'].removeprefix(base)}")
+            links += [(page, href) for href in found["links"]]
+            for entry in driver.get_log("browser"):
+                message = entry.get("message", "")
+                if entry.get("level") != "SEVERE":
+                    continue
+                source = message.split(" ")[0]
+                if source.startswith(("http://", "https://")) and not source.startswith(base):
+                    external.add(source)  # offline: a resource from elsewhere cannot load
+                    continue
+                problems.append(f"{page}: console error: {message[:200]}")
+    finally:
+        quit_driver()
+        _cleanup.remove(quit_driver)
+        server.shutdown()
+        server.server_close()
+        _cleanup.remove(server.shutdown)
+    for page, href in links:
+        if not href.startswith(base):
+            continue
+        target, _, anchor = href.removeprefix(base).partition("#")
+        target = urllib.parse.unquote(target.split("?")[0]) or "index.html"
+        if target.endswith("/"):
+            target += "index.html"
+        if not (site / target).is_file():
+            problems.append(f"{page}: broken link to {target}")
+        elif anchor and target in ids and urllib.parse.unquote(anchor) not in ids[target]:
+            problems.append(f"{page}: link to a missing anchor {target}#{anchor}")
+    return len(pages), sorted(set(problems)), len(external)
+
+
+def digest(paths: list[Path]) -> dict[Path, str]:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--site", type=Path, help="a built site to check (make site)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "browser", help="where screenshots go")
+    parser.add_argument("--timeout", type=float, default=NOTEBOOK_TIMEOUT, help="seconds allowed per notebook")
+    args = parser.parse_args(argv)
+    chromium = chromium_binary()
+    if chromium is None or not CHROMEDRIVER.is_file():
+        print(INSTALL_HINT, file=sys.stderr)
+        return 2
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        print("selenium is missing: run `make browser-check`, which installs requirements-dev.txt.", file=sys.stderr)
+        return 2
+    atexit.register(run_cleanup)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    failed = False
+    results = []
+    before = digest(args.notebooks)
+    if args.notebooks:
+        work = Path(tempfile.mkdtemp(prefix="browser-check-"))
+        _cleanup.append(lambda: shutil.rmtree(work, ignore_errors=True))
+        lab = Lab(work)
+        driver, quit_driver = new_driver(chromium)
+        for notebook in args.notebooks:
+            result = check_notebook(driver, lab, notebook, args.out, args.timeout)
+            results.append(result)
+            widgets = (
+                f"{result['widgets']} widget{'s' if result['widgets'] > 1 else ''}: "
+                f"{result['responded']}/{result['moved']} controls moved redrew them"
+                if result["widgets"]
+                else "no widgets"
+            )
+            print(
+                f"{result['name']:48} {result['seconds']:6.1f} s  {result['cells']:3d} cells  "
+                f"{result['errors']} errors  {result['unexecuted']} unexecuted  {widgets}",
+                flush=True,
+            )
+            for problem in result["problems"]:
+                print(f"    {problem}", flush=True)
+            failed |= bool(result["problems"])
+            accept_leave_dialog(driver)
+        quit_driver()
+        _cleanup.remove(quit_driver)
+        lab.stop()
+        changed = [p for p, h in digest(args.notebooks).items() if h != before[p]]
+        for path in changed:
+            print(f"{path} was modified during the check", flush=True)
+            failed = True
+    site_summary = ""
+    if args.site is not None:
+        if not (args.site / "index.html").is_file():
+            print(f"no site in {args.site}: run make site first", flush=True)
+            failed = True
+        else:
+            count, problems, external = check_site(chromium, args.site)
+            for problem in problems:
+                print(f"    site: {problem}", flush=True)
+            failed |= bool(problems)
+            site_summary = (
+                f"; site: {count} pages, {len(problems)} problems ({external} external resources not fetched)"
+            )
+    cells = sum(r["cells"] for r in results)
+    errors = sum(r["errors"] for r in results)
+    responded, moved = sum(r["responded"] for r in results), sum(r["moved"] for r in results)
+    seconds = sum(r["seconds"] for r in results)
+    print(
+        f"browser-check: {'FAILED' if failed else 'passed'}: {len(results)} notebooks in {seconds:.0f} s, "
+        f"{cells} cells, "
+        f"{errors} errors, {sum(r['widgets'] for r in results)} widgets: {responded}/{moved} controls moved redrew them"
+        f"{site_summary}",
+        flush=True,
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

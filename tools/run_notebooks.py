@@ -1,0 +1,72 @@
+"""Execute notebooks with papermill into a directory, with parameters (`make run`, `make papermill-check`).
+
+    python tools/run_notebooks.py OUT_DIR NOTEBOOK... [-p NAME VALUE ...] [--timeout SECONDS]
+
+The same as papermill's command line (`-p seed 7` sets `seed = 7` in an injected cell after the `parameters`
+cell; numbers, True/False/None are parsed, anything else is a string), with one difference: the kernel is
+started with CurveZMQ transport encryption when its kernelspec supports it. Without that, every recent
+ipykernel logs "Kernel is running over TCP without encryption" on start, once per notebook; papermill's
+command line cannot pass jupyter_client's `KernelManager.transport_encryption` setting, its Python API can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+KERNEL_CONFIG = {"KernelManager": {"transport_encryption": "auto"}}
+
+
+def parse_value(text: str):
+    """'7' -> 7, '0.5' -> 0.5, 'True' -> True, 'None' -> None, anything else stays a string."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def kernel_config():
+    """The jupyter_client setting that starts the kernel with encryption, or nothing if pyzmq lacks CurveZMQ."""
+    import zmq
+    from traitlets.config import Config
+
+    return Config(KERNEL_CONFIG) if zmq.has("curve") else Config()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    parser.add_argument("--timeout", type=int, default=None, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+    if not args.notebooks:
+        parser.error("no notebook given")
+    import papermill
+
+    parameters = {name: parse_value(value) for name, value in args.parameter}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    config = kernel_config()
+    for notebook in args.notebooks:
+        out = args.out_dir / notebook.name
+        shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
+        print(f"papermill {notebook} -> {out} {shown}".rstrip(), flush=True)
+        papermill.execute_notebook(
+            str(notebook),
+            str(out),
+            parameters=parameters,
+            cwd=str(notebook.parent),
+            kernel_name="python3",
+            progress_bar=False,
+            log_level="WARNING",
+            execution_timeout=args.timeout,
+            config=config,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
