@@ -7,6 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# One notebook per lesson with its exercises' solutions: checked, refreshed and linted like the lessons.
+SOLUTIONS := $(sort $(wildcard solutions/[0-9][0-9]_*.ipynb))
 BUILD := build
 # `make run PARAMS="-p seed 7"` overrides the notebooks' parameters cells.
 PARAMS ?=
@@ -29,7 +31,7 @@ lab: $(STAMP)
 
 test: lint unit nbval papermill-check
 
-LINTED := attention_helpers tests benchmarks tools notebooks
+LINTED := attention_helpers tests benchmarks tools notebooks solutions
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
@@ -39,16 +41,16 @@ unit: $(STAMP)
 	$(BIN)/pytest tests
 
 nbval: $(STAMP)
-	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS) $(SOLUTIONS)
 
 papermill-check: $(STAMP)
-	@rm -rf $(BUILD)/papermill-check && mkdir -p $(BUILD)/papermill-check
-	@for nb in $(NOTEBOOKS); do \
+	@rm -rf $(BUILD)/papermill-check && mkdir -p $(BUILD)/papermill-check/notebooks $(BUILD)/papermill-check/solutions
+	@for nb in $(NOTEBOOKS) $(SOLUTIONS); do \
 		echo "papermill $$nb $(CHECK_PARAMS)"; \
-		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd notebooks --kernel python3 \
-			--execution-timeout 300 $$nb $(BUILD)/papermill-check/$$(basename $$nb) $(CHECK_PARAMS) || exit 1; \
+		$(BIN)/papermill --no-progress-bar --log-level WARNING --cwd $$(dirname $$nb) --kernel python3 \
+			--execution-timeout 300 $$nb $(BUILD)/papermill-check/$$nb $(CHECK_PARAMS) || exit 1; \
 	done
-	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*.ipynb
+	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
 
 run: $(STAMP)
 	@rm -rf $(BUILD)/run && mkdir -p $(BUILD)/run
@@ -60,7 +62,7 @@ run: $(STAMP)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/run/*.ipynb
 
 notebooks: $(STAMP)
-	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS)
+	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS) $(SOLUTIONS)
 
 diagrams: $(STAMP)
 	$(BIN)/python tools/make_diagrams.py

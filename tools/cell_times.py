@@ -21,5 +21,6 @@ if __name__ == "__main__":
     for name in sys.argv[1:]:
         seconds, slowest = cell_seconds(Path(name))
         total += seconds
-        print(f"{Path(name).name:45} {seconds:6.1f} s of cell time (slowest cell {slowest:.1f} s)")
+        label = f"{Path(name).parent.name}/{Path(name).name}"  # a lesson and its solutions share a name
+        print(f"{label:45} {seconds:6.1f} s of cell time (slowest cell {slowest:.1f} s)")
     print(f"{'series':45} {total:6.1f} s of cell time")

@@ -5,8 +5,8 @@
     python tools/repo_url.py --check                          # exit 1 and list what disagrees
 
 It rewrites each notebook's Open-in-Colab badge and its whole setup cell (the first code cell, generated from
-SETUP_CELL below, so that every notebook shares one setup cell), and the README's clone commands. Standard
-library only: it runs before any virtual environment exists.
+SETUP_CELL below, so that every notebook shares one setup cell), in notebooks/ and solutions/, and the README's
+clone commands. Standard library only: it runs before any virtual environment exists.
 """
 
 from __future__ import annotations
@@ -85,11 +85,11 @@ def setup_cell(url: str) -> str:
     return SETUP_CELL.format(url=url, name=parts(url)[1])
 
 
-def badge(url: str, notebook: str) -> str:
+def badge(url: str, notebook: str, folder: str = "notebooks") -> str:
     owner, name = parts(url)
     return (
         "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-        f"(https://colab.research.google.com/github/{owner}/{name}/blob/main/notebooks/{notebook})"
+        f"(https://colab.research.google.com/github/{owner}/{name}/blob/main/{folder}/{notebook})"
     )
 
 
@@ -105,10 +105,9 @@ def as_source(text: str) -> list[str]:
 def rewrite_notebook(path: Path, url: str) -> str:
     notebook = json.loads(path.read_text())
     title = notebook["cells"][0]
-    text = re.sub(
-        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)", lambda _: badge(url, path.name), "".join(title["source"])
-    )
-    if badge(url, path.name) not in text:
+    new_badge = badge(url, path.name, path.parent.name)
+    text = re.sub(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)", lambda _: new_badge, "".join(title["source"]))
+    if new_badge not in text:
         raise SystemExit(f"{path.name}: the first cell has no Open In Colab badge to rewrite")
     title["source"] = as_source(text)
     setup = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
@@ -126,8 +125,9 @@ def rewrite_readme(text: str, url: str) -> str:
 
 def expected_files(url: str) -> dict[Path, str]:
     files = {README: rewrite_readme(README.read_text(), url)}
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        files[path] = rewrite_notebook(path, url)
+    for folder in ("notebooks", "solutions"):
+        for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")):
+            files[path] = rewrite_notebook(path, url)
     return files
 
 
