@@ -118,3 +118,11 @@ def test_exercise_2_names_the_wrong_formula(capsys, answer, problem):
     assert checks.exercise_2(answer) is False
     out = capsys.readouterr().out
     assert out.startswith("Exercise 2: not yet, ") and problem in out and "Hint: " in out
+
+
+def test_exercise_1_accepts_another_dtype_and_never_raises(capsys):
+    assert checks.exercise_1(lambda x, p, training=True: inverted_dropout(x.double(), p, training)) is True
+    assert checks.exercise_1(lambda x, p, training=True: (torch.rand_like(x) >= p).int()) is False  # the mask only
+    assert checks.exercise_1(lambda x, p, training=True: [0.0]) is False
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Exercise 1: correct") and all(line.startswith("Exercise 1: not yet") for line in out[1:])

@@ -136,3 +136,12 @@ def test_exercise_2_reference_is_the_package_layer_not_the_checks_own_variant():
         expected = checks._fused_reference(x, W_qkv, W_out, 3, causal)
         torch.testing.assert_close(checks._multi_head(x, W_qkv, W_out, 3, causal), expected)
         torch.testing.assert_close(fused(x, W_qkv, W_out, 3, causal), expected)
+
+
+def test_checks_never_raise_on_odd_answers(capsys):
+    assert checks.exercise_1((torch.tensor(4), torch.ones(4), "shape", None)) is False
+    assert checks.exercise_1("4, (2, 3, 5, 4)") is False
+    assert checks.exercise_2(lambda *args: "not a tensor") is False
+    assert checks.exercise_2(3) is False
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and all(" not yet, " in line and " Hint: " in line for line in out)

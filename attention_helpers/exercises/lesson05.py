@@ -73,7 +73,7 @@ def _run(name, my_dropout, x, p, training, case):
             f"your function changed its input x in place {case}",
             "build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
         )
-    return True, out.detach()
+    return True, out.detach().double()  # compared in float64, whatever dtype the reader returned
 
 
 def _judge_dropout(name, my_dropout, small, large) -> bool:
@@ -108,21 +108,21 @@ def _judge_dropout(name, my_dropout, small, large) -> bool:
                     f"you dropped {fraction:.1%} of the entries {case}, expected about {p:.0%} (within {band:.1%})",
                     DROPOUT_HINT,
                 )
-        survivors, expected = out[~dropped], (x / (1 - p))[~dropped]
+        survivors, expected = out[~dropped], (x.double() / (1 - p))[~dropped]
         if not torch.allclose(survivors, expected, rtol=1e-5, atol=1e-6):
-            if torch.allclose(survivors, x[~dropped], rtol=1e-5, atol=1e-6):
+            if torch.allclose(survivors, x.double()[~dropped], rtol=1e-5, atol=1e-6):
                 return not_yet(
                     name,
                     f"the surviving entries equal x {case}: they are not scaled",
                     "divide the survivors by 1 - p, so that each entry keeps its expected value x",
                 )
-            if torch.allclose(survivors, x[~dropped] / p, rtol=1e-5, atol=1e-6):
+            if torch.allclose(survivors, x.double()[~dropped] / p, rtol=1e-5, atol=1e-6):
                 return not_yet(
                     name,
                     f"the surviving entries are x / p {case}",
                     "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
                 )
-            if torch.allclose(survivors, x[~dropped] * (1 - p), rtol=1e-5, atol=1e-6):
+            if torch.allclose(survivors, x.double()[~dropped] * (1 - p), rtol=1e-5, atol=1e-6):
                 return not_yet(
                     name,
                     f"the surviving entries are x * (1 - p) {case}",
@@ -135,7 +135,7 @@ def _judge_dropout(name, my_dropout, small, large) -> bool:
         ok, out = _run(name, my_dropout, x, p, training, case)
         if not ok:
             return False
-        if not torch.allclose(out, x):
+        if not torch.allclose(out, x.double()):
             if training:
                 return not_yet(name, f"the output differs from x {case}", "with p = 0 no entry is dropped")
             return not_yet(
@@ -160,7 +160,7 @@ def _judge_dropout(name, my_dropout, small, large) -> bool:
     ok, out = _run(name, my_dropout, small, 1.0, True, "with p = 1")
     if not ok:
         return False
-    if not torch.equal(out, torch.zeros_like(small)):
+    if not torch.equal(out, torch.zeros_like(out)):
         problem = "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
         return not_yet(
             name,

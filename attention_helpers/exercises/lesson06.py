@@ -84,7 +84,7 @@ def exercise_1(answer) -> bool:
             given = answer[index]
             if isinstance(given, (tuple, list, torch.Size)):
                 given = tuple(given)
-            if given == wrong:
+            if isinstance(given, (int, tuple)) and given == wrong:
                 return not_yet(name, f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}", specific_hint)
     return not_yet(name, problem, hint)
 
