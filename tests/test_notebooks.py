@@ -213,10 +213,18 @@ def test_solution_answers_every_exercise_and_its_check_accepts_it(path):
             assert stored_text(cell).startswith(f"Exercise {n}: correct"), f"exercise {n}: {stored_text(cell)!r}"
 
 
+DATA_LINE = re.compile(r"""^(?:[rbf]?("[^"]*"|'[^']*')|[-+]?[\d.e_]+|[\])}]+)\s*,?\s*(?:#.*)?$""")
+
+
 def code_lines(cell):
-    """A code cell's lines that carry code: no blank lines, comments or imports, stripped of indentation."""
+    """A code cell's lines that carry code: no blank lines, comments, imports, or lines of bare data (a string, a
+    number or closing brackets, as in a list of example sentences that a solution recreates), stripped."""
     lines = (line.strip() for line in source(cell).splitlines())
-    return [line for line in lines if line and not line.startswith(("#", "import ", "from ", "%"))]
+    return [
+        line
+        for line in lines
+        if line and not line.startswith(("#", "import ", "from ", "%")) and not DATA_LINE.match(line)
+    ]
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
