@@ -77,3 +77,20 @@ def test_exercise_2_names_the_mistake(wrong, named, hint, capsys):
     result, out = verdict(checks.exercise_2, wrong, capsys)
     assert result is False and out.startswith("Exercise 2: not yet, ")
     assert named in out and hint in out.split("Hint: ")[1]
+
+
+def test_exercise_3_unanswered_right_and_named_mistakes(capsys):
+    result, out = verdict(checks.exercise_3, None, capsys)
+    assert result is False and out == f"Exercise 3: {NOT_ANSWERED}"
+    result, out = verdict(checks.exercise_3, lambda c: (c**2, 1.0), capsys)
+    assert result is True and out.startswith("Exercise 3: correct")
+    for wrong, named, hint in (
+        (lambda c: (c, 1.0), "do not change by c", "a factor c from a and one from b"),
+        (lambda c: (c**2, c**2), "do not change like the dot products", "both lengths"),
+        (lambda c: (c**2, 1.0 if c > 0 else -1.0), "the cosines keep their sign", "angle"),
+        (lambda c: (abs(c) * c, 1.0), "the dot products keep their sign", "(-a) · (-b) = a · b"),
+        (lambda c: 4, "expected a pair of numbers", "two numbers"),
+    ):
+        result, out = verdict(checks.exercise_3, wrong, capsys)
+        assert result is False and out.startswith("Exercise 3: not yet, ")
+        assert named in out and hint in out.split("Hint: ")[1], out

@@ -1,5 +1,5 @@
-"""Checks for lesson 01 (embeddings and dot products): the reader's matrix of cosine similarities, and each
-token's most similar other token.
+"""Checks for lesson 01 (embeddings and dot products): the reader's matrix of cosine similarities, each token's
+most similar other token, and what scaling every embedding does to dot products and cosines.
 
 The references come from PyTorch's ``cosine_similarity``; the hidden inputs are random ``(num_tokens, d)``
 tensors with odd ``num_tokens != d`` and rows of very different lengths, so that ranking by dot product and by
@@ -169,3 +169,49 @@ def exercise_2(most_similar) -> bool:
             wrong = int((indices != expected).sum())
             return not_yet(name, f"{wrong} of {len(x)} indices are wrong {case}", NEAREST_HINT)
     return correct(name, f" on all {len(cases)} hidden inputs")
+
+
+def exercise_3(scale_factors) -> bool:
+    """``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine
+    similarity changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment."""
+    name = "Exercise 3"
+    hint = "a · b adds the products a_k b_k, and each of them gets a factor c from a and one from b"
+    if scale_factors is None:
+        return not_answered(name)
+    if not callable(scale_factors):
+        return not_yet(name, f"expected a function, got {type(scale_factors).__name__}", "define it with def")
+    x = _hidden_inputs(hidden_generator(SEED + 2))[0].double()
+    for c in (3.0, 0.5, -2.0, -1.0):
+        case = f"for c = {c:g}"
+        dots = ((c * x) @ (c * x).T / (x @ x.T)).mean().item()
+        cosines = (cosine_matrix_reference(c * x) / cosine_matrix_reference(x)).mean().item()
+        ran, answer = run_candidate(name, scale_factors, c, hint=hint, case=case)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return a pair of numbers")
+        try:
+            dot_factor, cosine_factor = (float(a) for a in answer)
+        except (TypeError, ValueError):
+            return not_yet(name, f"expected a pair of numbers {case}, got {answer!r}", "return two numbers")
+        if abs(dot_factor - dots) > 1e-6:
+            if abs(dot_factor - c) < 1e-6:
+                return not_yet(name, f"the dot products do not change by c {case}", hint)
+            if abs(dot_factor + dots) < 1e-6:
+                return not_yet(name, f"the dot products keep their sign {case}", "(-a) · (-b) = a · b")
+            return not_yet(name, f"the dot products do not change by {dot_factor:g} {case}", hint)
+        if abs(cosine_factor - cosines) > 1e-6:
+            if abs(cosine_factor - dots) < 1e-6:
+                return not_yet(
+                    name,
+                    f"the cosines do not change like the dot products {case}",
+                    "the cosine divides the dot product by both lengths, and each length grows by |c|",
+                )
+            if abs(cosine_factor + cosines) < 1e-6:
+                return not_yet(
+                    name,
+                    f"the cosines keep their sign {case}",
+                    "both vectors flip: the angle between them stays the same",
+                )
+            return not_yet(name, f"the cosines do not change by {cosine_factor:g} {case}", "direction, not length")
+    return correct(name, " for positive and negative factors")
