@@ -42,6 +42,22 @@ def _padded_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return batches
 
 
+@functools.lru_cache(maxsize=1)
+@torch.no_grad()
+def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+    """For each hidden batch: the tokenizer's mask, the model's token vectors ``(batch, num_tokens, 384)`` for the
+    padded batch, and the reference ``(batch, 384)``: each sentence run alone, without any padding, then averaged."""
+    model = _model()
+    cases = []
+    for token_ids, attention_mask in _padded_batches():
+        token_embeddings = model(token_ids, attention_mask == 0)  # key_padding_mask: True at padding
+        expected = torch.cat(
+            [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
+        )
+        cases.append((attention_mask, token_embeddings, expected))
+    return tuple(cases)
+
+
 @torch.no_grad()
 def exercise_1(my_mean_pool) -> bool:
     """``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's
@@ -51,16 +67,9 @@ def exercise_1(my_mean_pool) -> bool:
         return not_answered(name)
     if not callable(my_mean_pool):
         return not_yet(name, f"my_mean_pool must be a function, got {type(my_mean_pool).__name__}", "def ...")
-    model = _model()
-    batches = _padded_batches()
-    for number, (token_ids, attention_mask) in enumerate(batches, start=1):
+    batches = _hidden_cases()
+    for number, (attention_mask, token_embeddings, expected) in enumerate(batches, start=1):
         where = f"on hidden batch {number} of {len(batches)}"
-        key_padding_mask = attention_mask == 0
-        token_embeddings = model(token_ids, key_padding_mask)  # (batch, num_tokens, 384)
-        # The reference: each sentence run alone, without any padding, then averaged over all its tokens.
-        expected = torch.cat(
-            [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
-        )
         ran, answer = run_candidate(
             name,
             my_mean_pool,
