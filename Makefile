@@ -12,6 +12,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # whether to fetch Jupyter news, no update check): tools/jupyterlab_overrides.json.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# One notebook per lesson with its exercises' solutions: checked, refreshed and linted like the lessons.
 SOLUTIONS := $(sort $(wildcard solutions/[0-9][0-9]_*.ipynb))
 BUILD := build
 # `make run PARAMS="-p seed 7"` overrides the notebooks' parameters cells; `make run NB=10 PARAMS=...` runs
@@ -53,7 +54,7 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 
 test: lint unit nbval papermill-check
 
-LINTED := attention_helpers tests benchmarks tools notebooks
+LINTED := attention_helpers tests benchmarks tools notebooks solutions
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
@@ -63,7 +64,7 @@ unit: $(STAMP)
 	$(BIN)/pytest tests
 
 nbval: $(STAMP)
-	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS) $(SOLUTIONS)
 
 # Another CPU runs other vector kernels (AVX2, AVX-512, MKL's code paths), which round the last bits of sums
 # differently; stored outputs must not depend on that. These settings reproduce other CPUs on one machine.
@@ -78,17 +79,17 @@ nbval-portability: $(STAMP)
 # tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook).
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check
-	$(BIN)/python tools/run_notebooks.py --timeout 300 $(BUILD)/papermill-check $(NOTEBOOKS) $(CHECK_PARAMS)
-	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*.ipynb
+	$(BIN)/python tools/run_notebooks.py --timeout 300 $(BUILD)/papermill-check $(NOTEBOOKS) $(SOLUTIONS) $(CHECK_PARAMS)
+	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
 
 run: $(STAMP)
 	@test -n "$(RUN_NOTEBOOKS)" || { echo "no notebook numbered $(NB) in notebooks/ (NB=10 runs notebooks/10_*.ipynb)"; exit 1; }
 	@rm -rf $(BUILD)/run
 	$(BIN)/python tools/run_notebooks.py $(BUILD)/run $(RUN_NOTEBOOKS) $(PARAMS)
-	@$(BIN)/python tools/cell_times.py $(BUILD)/run/*.ipynb
+	@$(BIN)/python tools/cell_times.py $(BUILD)/run/*/*.ipynb
 
 notebooks: $(STAMP)
-	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS)
+	$(BIN)/python tools/refresh_notebooks.py $(NOTEBOOKS) $(SOLUTIONS)
 
 diagrams: $(STAMP)
 	$(BIN)/python tools/make_diagrams.py

@@ -1,4 +1,4 @@
-"""Structure rules for every notebook in notebooks/ (their outputs are checked by `make nbval`)."""
+"""Structure rules for every notebook in notebooks/ and solutions/ (their outputs are checked by `make nbval`)."""
 
 import importlib.util
 import json
@@ -12,6 +12,7 @@ _spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "rep
 repo_url = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_url)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 REPO_URL = re.search(r'Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
 
 
@@ -35,11 +36,21 @@ def ignores_output(cell):
 
 def test_there_are_notebooks_and_their_names_are_ordered():
     assert NOTEBOOKS
-    for path in NOTEBOOKS:
+    for path in NOTEBOOKS + SOLUTIONS:
         assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_solutions_notebook_belongs_to_a_lesson():
+    lessons = {path.name for path in NOTEBOOKS}
+    for path in SOLUTIONS:
+        assert path.name in lessons, f"solutions/{path.name} has no lesson notebooks/{path.name}"
+
+
+def notebook_id(path):
+    return f"{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=notebook_id)
 class TestNotebook:
     def test_kernel_is_python3(self, path):
         assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
@@ -67,7 +78,8 @@ class TestNotebook:
         nb = load(path)
         first = source(nb["cells"][0])
         assert first.startswith("# ")
-        badge = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/notebooks/{path.name}"
+        folder = path.parent.name  # notebooks/ or solutions/
+        badge = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[1]}/blob/main/{folder}/{path.name}"
         assert badge in first, "the Colab badge must open this notebook from the one repository URL"
         setup = source(code_cells(nb)[0])
         assert setup == repo_url.setup_cell(REPO_URL), "every setup cell comes from tools/repo_url.py"
@@ -97,10 +109,6 @@ class TestNotebook:
             ignored += ignores_output(cell)
         assert ignored <= 0.10 * len(cells)
 
-    def test_ends_with_a_summary(self, path):
-        last = load(path)["cells"][-1]
-        assert last["cell_type"] == "markdown" and "Summary" in source(last)
-
     def test_diagrams_shown_exist(self, path):
         for cell in code_cells(load(path)):
             for name in re.findall(r'show_diagram\("([^"]+)"', source(cell)):
@@ -116,18 +124,123 @@ class TestNotebook:
 
 
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00_")]
+EXERCISE_HEADING = re.compile(r"^### Exercise (\d+): (.+?)\s*$", re.M)
+STUCK_LINK = re.compile(r"Stuck\? See the \[solution\]\(\.\./solutions/([^)#]+)#([^)]+)\)")
+NOT_ANSWERED = "Exercise {n}: Not answered yet (the answer is still None).\n"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_ends_with_a_summary(path):
+    last = load(path)["cells"][-1]
+    assert last["cell_type"] == "markdown" and "Summary" in source(last)
+
+
+def heading_anchor(title):
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces become hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def stored_text(cell):
+    return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o["output_type"] == "stream")
+
+
+def exercises(nb):
+    """{N: (heading title, the cells from its heading to the next heading of level 1-3)} of a notebook."""
+    found, current = {}, None
+    for cell in nb["cells"]:
+        text = source(cell)
+        if cell["cell_type"] == "markdown" and re.search(r"^#{1,3} ", text, re.M):
+            match = EXERCISE_HEADING.search(text)
+            current = int(match.group(1)) if match else None
+            if match:
+                assert current not in found, f"two headings for exercise {current}"
+                found[current] = (match.group(2), [])
+                continue
+        if current is not None:
+            found[current][1].append(cell)
+    return found
+
+
+def check_cells(n, cells):
+    """The code cells of exercise n's section that call its check, checks.exercise_n(...)."""
+    return [c for c in cells if c["cell_type"] == "code" and re.search(rf"\bexercise_{n}\(", source(c))]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_lesson_has_two_checked_exercises_each_with_a_shown_solution(path):
-    """Each exercise ships unanswered and has a solution that its check accepts (both verdicts stored)."""
-    cells = code_cells(load(path))
-    names = {name for c in cells for name in re.findall(r'ah\.check_(?:answer|function)\(\s*"([^"]+)"', source(c))}
-    printed = "".join("".join(o.get("text", "")) for c in cells for o in c["outputs"])
-    assert len(names) >= 2, f"exercises found: {sorted(names)}"
-    for name in names:
-        assert f"{name}: Not answered yet" in printed, f"{name}: the reader's cell should ship unanswered"
-        assert f"{name}: correct" in printed, f"{name}: no solution that the check accepts"
+def test_lesson_exercises_ship_unanswered_with_a_link_to_their_solution(path):
+    """Two exercises or more, numbered 1, 2, ...; each check cell's stored output says only "Not answered yet", and
+    a "Stuck?" line links to the exercise's heading in solutions/<the lesson's name>."""
+    found = exercises(load(path))
+    assert len(found) >= 2, f"exercises found: {sorted(found)}"
+    assert sorted(found) == list(range(1, len(found) + 1)), f"exercises are numbered {sorted(found)}"
+    solution = ROOT / "solutions" / path.name
+    assert solution.is_file(), f"no solutions/{path.name}"
+    solution_titles = {n: title for n, (title, _) in exercises(load(solution)).items()}
+    for n, (title, cells) in found.items():
+        checks = check_cells(n, cells)
+        assert checks, f"exercise {n}: no cell calls its check (checks.exercise_{n}(answer))"
+        for cell in checks:
+            assert stored_text(cell) == NOT_ANSWERED.format(n=n), f"exercise {n} should ship unanswered"
+        links = [m for c in cells if c["cell_type"] == "markdown" for m in STUCK_LINK.findall(source(c))]
+        assert links, f"exercise {n}: no 'Stuck? See the [solution](../solutions/...)' line"
+        for target, anchor in links:
+            assert target == path.name, f"exercise {n} links to solutions/{target}, expected solutions/{path.name}"
+            assert anchor == heading_anchor(f"Exercise {n}: {title}"), f"exercise {n}: the anchor #{anchor} is stale"
+        assert solution_titles.get(n) == title, f"solutions/{path.name} lacks the heading of exercise {n}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_gives_no_answer_away(path):
+    """GitHub and Colab show every cell: no hint or verdict in the stored outputs, no hidden (solution) cells."""
+    for cell in load(path)["cells"]:
+        assert not cell["metadata"].get("jupyter", {}).get("source_hidden"), source(cell)[:80]
+        if cell["cell_type"] == "code":
+            for output in cell["outputs"]:
+                text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+                assert "Hint:" not in text and ": correct" not in text, text[:120]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_answers_every_exercise_and_its_check_accepts_it(path):
+    lesson = exercises(load(ROOT / "notebooks" / path.name))
+    found = exercises(load(path))
+    assert sorted(found) == sorted(lesson), f"lesson exercises {sorted(lesson)}, solutions {sorted(found)}"
+    for n, (title, cells) in found.items():
+        assert title == lesson[n][0], f"exercise {n}: the heading differs from the lesson's"
+        checks = check_cells(n, cells)
+        assert checks, f"exercise {n}: no cell calls its check"
+        for cell in checks:
+            assert stored_text(cell).startswith(f"Exercise {n}: correct"), f"exercise {n}: {stored_text(cell)!r}"
+
+
+DATA_LINE = re.compile(r"""^(?:[rbf]?("[^"]*"|'[^']*')|[-+]?[\d.e_]+|[\])}]+)\s*,?\s*(?:#.*)?$""")
+
+
+def code_lines(cell):
+    """A code cell's lines that carry code: no blank lines, comments, imports, or lines of bare data (a string, a
+    number or closing brackets, as in a list of example sentences that a solution recreates), stripped."""
+    lines = (line.strip() for line in source(cell).splitlines())
+    return [
+        line
+        for line in lines
+        if line and not line.startswith(("#", "import ", "from ", "%")) and not DATA_LINE.match(line)
+    ]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_no_solution_code_in_the_lesson(path):
+    """No three consecutive code lines of a solution appear in its lesson (the setup and parameter cells aside)."""
+    lesson = code_cells(load(ROOT / "notebooks" / path.name))[3:]
+    lesson_windows = set()
+    for cell in lesson:
+        lines = code_lines(cell)
+        lesson_windows.update(tuple(lines[i : i + 3]) for i in range(len(lines) - 2))
+    for cell in code_cells(load(path))[3:]:
+        lines = code_lines(cell)
+        for i in range(len(lines) - 2):
+            assert tuple(lines[i : i + 3]) not in lesson_windows, "solution code in the lesson:\n" + "\n".join(
+                lines[i : i + 3]
+            )
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)

@@ -62,6 +62,7 @@ def _copy_for_repo_url(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "pyproject.toml", copy)
     shutil.copy(ROOT / "README.md", copy)
     shutil.copytree(ROOT / "notebooks", copy / "notebooks")
+    shutil.copytree(ROOT / "solutions", copy / "solutions")
     return copy
 
 
@@ -82,11 +83,14 @@ def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
     assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
     assert "https://github.com/rasbt/LLMs-from-scratch" in readme  # a cited repository stays as it is
     assert "https://someone-else.github.io/attention-fork/" in readme and ".github.io/attention-from" not in readme
-    for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
+        (copy / "solutions").glob("[0-9][0-9]_*.ipynb")
+    ):
         text = path.read_text()
         assert "attention-notebooks" not in text, path.name
         cells = json.loads(text)["cells"]
-        assert f"colab.research.google.com/github/someone-else/attention-fork/blob/main/notebooks/{path.name}" in (
+        folder = path.parent.name
+        assert f"colab.research.google.com/github/someone-else/attention-fork/blob/main/{folder}/{path.name}" in (
             "".join(cells[0]["source"])
         )
         setup = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])

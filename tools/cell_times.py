@@ -1,6 +1,6 @@
 """Print how long each notebook's cells took, from papermill's output notebooks, and the series' total.
 
-`make papermill-check` and `make run` call it on the notebooks they wrote: `cell_times.py build/run/*.ipynb`.
+`make papermill-check` and `make run` call it on the notebooks they wrote: `cell_times.py build/run/*/*.ipynb`.
 Cell time is the sum of papermill's per-cell durations; kernel start-up is not included.
 """
 
@@ -21,5 +21,6 @@ if __name__ == "__main__":
     for name in sys.argv[1:]:
         seconds, slowest = cell_seconds(Path(name))
         total += seconds
-        print(f"{Path(name).name:45} {seconds:6.1f} s of cell time (slowest cell {slowest:.1f} s)")
+        label = f"{Path(name).parent.name}/{Path(name).name}"  # a lesson and its solutions share a name
+        print(f"{label:45} {seconds:6.1f} s of cell time (slowest cell {slowest:.1f} s)")
     print(f"{'series':45} {total:6.1f} s of cell time")

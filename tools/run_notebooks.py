@@ -48,10 +48,10 @@ def main(argv: list[str]) -> int:
     import papermill
 
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     config = kernel_config()
     for notebook in args.notebooks:
-        out = args.out_dir / notebook.name
+        out = args.out_dir / notebook.resolve().parent.name / notebook.name  # a lesson and its solutions share a name
+        out.parent.mkdir(parents=True, exist_ok=True)
         shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
         print(f"papermill {notebook} -> {out} {shown}".rstrip(), flush=True)
         papermill.execute_notebook(

@@ -1,0 +1,167 @@
+"""Checks for lesson 03 (trainable query, key and value): the reader's scaled dot-product self-attention from
+three weight matrices, and a formula for the spread of ``q · k`` and the temperature that undoes it.
+
+The reference attention is the package's tested
+:func:`~attention_helpers.functional.scaled_dot_product_attention`. Hidden inputs have ``d_in``, the key width
+``d_k`` and the value width ``d_v`` all different, odd numbers of tokens, and a batch of 1 and of 3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._checks import shape_str
+from ..functional import random_dot_products, scaled_dot_product_attention
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 303
+
+ATTENTION_HINT = (
+    "queries = x @ W_query, keys = x @ W_key, values = x @ W_value; scores = queries @ keys.transpose(-2, -1); "
+    "weights = softmax(scores / sqrt(d_k), dim=-1) with d_k = keys.shape[-1]; return weights @ values"
+)
+
+
+def _attention_cases(generator: torch.Generator):
+    """(x, W_query, W_key, W_value): d_in = 5, d_k = 4, d_v = 3; a single sequence, a batch of 1, a batch of 3."""
+    d_in, d_k, d_v = 5, 4, 3
+    cases = []
+    for shape in ((7, d_in), (1, 9, d_in), (3, 5, d_in)):
+        x = torch.randn(*shape, generator=generator)
+        weights = [torch.randn(d_in, d, generator=generator) for d in (d_k, d_k, d_v)]
+        cases.append((x, *weights))
+    return cases
+
+
+def _mistakes(x, W_query, W_key, W_value):
+    """Outputs of plausible mistakes, each with (problem, hint)."""
+    queries, keys, values = x @ W_query, x @ W_key, x @ W_value
+    scores = queries @ keys.transpose(-2, -1)
+    d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
+
+    def mix(scaled_scores, dim=-1, by=values):
+        return torch.softmax(scaled_scores, dim=dim) @ by
+
+    return [
+        (mix(scores), "the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]"),
+        (mix(scores / d_k), "you divided the scores by d_k", "divide by the square root of d_k: d_k ** 0.5"),
+        (
+            mix(scores / math.sqrt(d_in)),
+            "you divided by sqrt(d_in)",
+            "d_k is the width of the keys (keys.shape[-1]), not of the input",
+        ),
+        (
+            mix(scores / math.sqrt(d_v)),
+            "you divided by the square root of the values' width",
+            "d_k is the width of the keys (keys.shape[-1])",
+        ),
+        (
+            mix(scores / math.sqrt(d_k), dim=-2),
+            "the softmax runs over the queries",
+            "each query's weights, a row, must sum to 1: softmax over dim=-1",
+        ),
+        (
+            mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
+            "your scores are transposed: row i must hold query i against every key",
+            "scores = queries @ keys.transpose(-2, -1), not keys @ queries.transpose(-2, -1)",
+        ),
+    ]
+
+
+def exercise_1(self_attention) -> bool:
+    """``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``."""
+    name = "Exercise 1"
+    if self_attention is None:
+        return not_answered(name)
+    if not callable(self_attention):
+        return not_yet(name, f"expected a function, got {type(self_attention).__name__}", "define it with def")
+    cases = _attention_cases(hidden_generator(SEED))
+    for x, W_query, W_key, W_value in cases:
+        case = f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
+        args = [t.clone() for t in (x, W_query, W_key, W_value)]
+        ran, answer = run_candidate(name, self_attention, *args, hint=ATTENTION_HINT, case=case)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return the context vectors")
+        if isinstance(answer, tuple) and len(answer) == 2:
+            return not_yet(name, f"your function returned a pair {case}", "return only the context vectors")
+        expected = scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[0]
+        if isinstance(answer, torch.Tensor):
+            if answer.shape == x.shape and answer.shape != expected.shape:
+                return not_yet(
+                    name,
+                    f"your output has the input's width {case}: you mixed the inputs, not the values",
+                    "multiply the weights by the values, x @ W_value",
+                )
+            if answer.shape == expected.shape:
+                for wrong, problem, hint in _mistakes(x, W_query, W_key, W_value):
+                    if compare(answer, wrong) is None:
+                        return not_yet(name, f"{problem} {case}", hint)
+        problem = compare(answer, expected)
+        if problem is not None:
+            return not_yet(name, f"{problem} {case}", ATTENTION_HINT)
+    return correct(name, f" on all {len(cases)} hidden inputs, one of them a batch of 1")
+
+
+def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
+    """The standard deviation of 20,000 dot products of random queries and keys whose entries have spread std."""
+    return std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item()
+
+
+def exercise_2(spread_and_temperature) -> bool:
+    """``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that
+    brings the spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean
+    0 and standard deviation ``std``. Judged against a measurement on random vectors."""
+    name = "Exercise 2"
+    hint = "each product q_i k_i has variance std**2 * std**2 = std**4, and the variances of d_k independent terms add"
+    if spread_and_temperature is None:
+        return not_answered(name)
+    if not callable(spread_and_temperature):
+        return not_yet(name, f"expected a function, got {type(spread_and_temperature).__name__}", "use def")
+    generator = hidden_generator(SEED + 1)
+    cases = [(25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0)]
+    for d_k, std in cases:
+        case = f"for d_k = {d_k} and std = {std}"
+        measured = _measured_spread(d_k, std, generator)
+        ran, answer = run_candidate(name, spread_and_temperature, d_k, std, hint=hint, case=case)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return a pair (spread, T)")
+        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+            return not_yet(name, f"expected a pair (spread, T) {case}, got {answer!r}", "return spread, T")
+        try:
+            spread, temperature = (float(a) for a in answer)
+        except (TypeError, ValueError):
+            return not_yet(name, f"expected two numbers {case}, got {answer!r}", "return spread, T")
+        tolerance = 0.05 * measured  # the measurement's own wobble is about 0.5%
+        if abs(spread - measured) > tolerance:
+            named = [
+                (math.sqrt(d_k), "you gave sqrt(d_k), the spread for entries of spread 1", hint),
+                (
+                    math.sqrt(d_k) * std,
+                    "you multiplied sqrt(d_k) by std once",
+                    "each product q_i k_i holds two factors of spread std",
+                ),
+                (d_k * std**4, "you gave the variance, not the spread", "the spread is the variance's square root"),
+            ]
+            for value, problem, named_hint in named:
+                if abs(spread - value) <= 1e-6 * max(1.0, value) and abs(value - measured) > tolerance:
+                    return not_yet(name, f"{problem} {case}", named_hint)
+            return not_yet(name, f"a spread of {spread:.4g} is not what the experiment measures {case}", hint)
+        if abs(temperature - measured) > tolerance:
+            if abs(temperature - math.sqrt(d_k)) < 1e-6 and abs(math.sqrt(d_k) - measured) > tolerance:
+                return not_yet(
+                    name,
+                    f"T = sqrt(d_k) does not bring the spread back to 1 {case}",
+                    "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
+                )
+            return not_yet(
+                name,
+                f"dividing by T = {temperature:.4g} does not bring the spread back to 1 {case}",
+                "dividing q · k by T divides its spread by T",
+            )
+    return correct(name, f" for all {len(cases)} hidden widths and spreads")

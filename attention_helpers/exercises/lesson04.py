@@ -1,0 +1,273 @@
+"""Checks for lesson 04 (causal attention): the reader's sliding-window mask, and attention that uses it.
+
+A sliding window of width ``w`` lets token ``i`` see itself and the ``w - 1`` tokens before it: keys
+``i - w + 1 .. i``. The reference mask is written here with plain loops, straight from that sentence, and the
+reference attention is the package's tested :func:`~attention_helpers.functional.scaled_dot_product_attention`
+with that mask. Hidden inputs have odd lengths, a batch of 1, and ``d_k != d_v``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._checks import shape_str
+from ..functional import causal_mask, scaled_dot_product_attention
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 404
+
+MASK_HINT = "key j is hidden from query i when j > i (the future) or j <= i - window (too far back)"
+ATTENTION_HINT = (
+    "scores = queries @ keys.transpose(-2, -1); fill the scores your sliding_window_mask hides with float('-inf') "
+    "before the softmax; divide the scores by sqrt(d_k)"
+)
+
+
+def window_mask_loops(num_tokens: int, window: int) -> torch.Tensor:
+    """The reference: ``(num_tokens, num_tokens)`` bool, True where key j is hidden from query i."""
+    mask = torch.zeros(num_tokens, num_tokens, dtype=torch.bool)
+    for i in range(num_tokens):  # query
+        for j in range(num_tokens):  # key
+            sees = i - window + 1 <= j <= i  # itself and the window - 1 tokens before it
+            mask[i, j] = not sees
+    return mask
+
+
+def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
+    """(num_tokens, window) pairs: odd lengths; windows of 1, 2, a middle one, the length, and beyond it."""
+    cases = []
+    for _ in range(2):
+        n = 2 * int(torch.randint(3, 7, (1,), generator=generator)) + 1  # 7 to 13, odd
+        middle = int(torch.randint(3, n - 1, (1,), generator=generator))
+        cases += [(n, 1), (n, 2), (n, middle), (n, n), (n, n + 3)]
+    return cases
+
+
+def _diagnose_mask(answer: torch.Tensor, n: int, window: int) -> tuple[str, str] | None:
+    """A named mistake that ``answer`` matches, as (problem, hint), or None."""
+    expected = window_mask_loops(n, window)
+    keys = f"{window} key{'s' if window > 1 else ''}"
+    mistakes = [
+        (
+            ~expected,
+            "your mask is True where a key may be seen",
+            "True must mark the keys to hide (as in ah.causal_mask)",
+        ),
+        (
+            causal_mask(n),
+            "your mask hides only the future",
+            "also hide the keys more than window - 1 positions back: j <= i - window",
+        ),
+        (
+            expected & expected.T,
+            "your mask lets a token see later tokens",
+            "the future must stay hidden: True wherever j > i",
+        ),
+        (expected.T, "your mask is transposed (rows must be queries, columns keys)", MASK_HINT),
+    ]
+    for off, size in ((1, "wide"), (-1, "narrow")):
+        if window + off >= 1:
+            mistakes.append(
+                (
+                    window_mask_loops(n, window + off),
+                    f"your window is one token too {size} (each token should see {keys})",
+                    "each token sees itself and the window - 1 tokens before it, window keys in all; "
+                    "check the diagonal argument of torch.tril/torch.triu",
+                )
+            )
+    as_bool = answer.detach().bool()
+    for wrong, problem, hint in mistakes:
+        if torch.equal(as_bool, wrong) and not torch.equal(wrong, expected):
+            return problem, hint
+    return None
+
+
+def exercise_1(sliding_window_mask) -> bool:
+    """``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden."""
+    name = "Exercise 1"
+    if sliding_window_mask is None:
+        return not_answered(name)
+    if not callable(sliding_window_mask):
+        return not_yet(name, f"expected a function, got {type(sliding_window_mask).__name__}", "define it with def")
+    cases = _mask_cases(hidden_generator(SEED))
+    for n, window in cases:
+        case = f"for {n} tokens and window = {window}"
+        ran, answer = run_candidate(name, sliding_window_mask, n, window, hint=MASK_HINT, case=case)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return the mask")
+        if not isinstance(answer, torch.Tensor):
+            return not_yet(name, f"expected a tensor {case}, got {type(answer).__name__}", "return a torch tensor")
+        expected = window_mask_loops(n, window)
+        if answer.shape != expected.shape:
+            return not_yet(
+                name,
+                f"your mask has shape {shape_str(answer.shape)} {case}, expected {shape_str(expected.shape)}",
+                "one row per query and one column per key",
+            )
+        mistake = _diagnose_mask(answer, n, window)
+        if mistake is not None:
+            return not_yet(name, f"{mistake[0]} {case}", mistake[1])
+        problem = compare(answer, expected)
+        if problem is not None:
+            hint = MASK_HINT
+            if answer.dtype != torch.bool and torch.equal(answer.detach().bool(), expected):
+                hint = "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()"
+            return not_yet(name, f"{problem} {case}", hint)
+    return correct(name, f" for {len(cases)} hidden lengths and windows, from 1 to beyond the length")
+
+
+def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+    """(queries, keys, values, window): batch sizes 1 and 3, odd lengths, d_k != d_v, scores large enough
+    that scaling and masking show."""
+    cases = []
+    for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8)):
+        d_k, d_v = 6, 5
+        queries = 2 * torch.randn(batch, n, d_k, generator=generator)
+        keys = 2 * torch.randn(batch, n, d_k, generator=generator)
+        values = torch.randn(batch, n, d_v, generator=generator)
+        cases.append((queries, keys, values, window))
+    return cases
+
+
+def _reference_attention(queries, keys, values, mask):
+    return scaled_dot_product_attention(queries, keys, values, mask=mask)[0]
+
+
+def _wrong_attentions(queries, keys, values, window):
+    """The outputs of plausible mistakes, each with (problem, hint)."""
+    n, d_k = queries.shape[-2], queries.shape[-1]
+    mask = window_mask_loops(n, window)
+    scores = queries @ keys.transpose(-2, -1)
+    weights_after = torch.softmax(scores / d_k**0.5, dim=-1).masked_fill(mask, 0.0)
+    return [
+        (
+            _reference_attention(queries, keys, values, ~mask),
+            ("you hid the keys the window allows and kept the others", "masked_fill writes where the mask is True"),
+        ),
+        (
+            _reference_attention(queries, keys, values, causal_mask(n)),
+            ("your output is plain causal attention", "use your sliding_window_mask(num_tokens, window), not a tril"),
+        ),
+        (
+            torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ values,
+            ("the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]"),
+        ),
+        (
+            torch.softmax(scores.masked_fill(mask, 0.0) / d_k**0.5, dim=-1) @ values,
+            (
+                "the hidden keys still get weight: you filled their scores with 0",
+                "a score of 0 is still a score; fill with float('-inf'), whose exp is exactly 0",
+            ),
+        ),
+        (
+            weights_after @ values,
+            (
+                "you zeroed the hidden weights after the softmax without renormalising, so rows do not sum to 1",
+                "mask the scores with -inf before the softmax (method B)",
+            ),
+        ),
+        (
+            torch.softmax(scores.masked_fill(mask, float("-inf")) / d_k**0.5, dim=-2) @ values,
+            ("the softmax runs over the queries (dim=-2)", "each query's weights, a row, must sum to 1: dim=-1"),
+        ),
+    ]
+
+
+def exercise_2(windowed_attention) -> bool:
+    """``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``."""
+    name = "Exercise 2"
+    if windowed_attention is None:
+        return not_answered(name)
+    if not callable(windowed_attention):
+        return not_yet(name, f"expected a function, got {type(windowed_attention).__name__}", "define it with def")
+    cases = _attention_cases(hidden_generator(SEED + 1))
+    for number, (queries, keys, values, window) in enumerate(cases, start=1):
+        batch, n, d_v = values.shape
+        case = f"on hidden case {number} (batch {batch}, {n} tokens, window {window})"
+        with torch.no_grad():
+            ran, answer = run_candidate(
+                name,
+                windowed_attention,
+                queries.clone(),
+                keys.clone(),
+                values.clone(),
+                window,
+                hint=ATTENTION_HINT,
+                case=case,
+            )
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return the context vectors")
+        if isinstance(answer, tuple) and len(answer) == 2:
+            return not_yet(name, f"your function returned a pair {case}", "return only the context vectors")
+        expected = _reference_attention(queries, keys, values, window_mask_loops(n, window))
+        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            if torch.isnan(answer).any():
+                return not_yet(
+                    name,
+                    f"your output holds nan {case}",
+                    "a row of only -inf scores gives nan: check that every token sees at least itself",
+                )
+            for wrong, (problem, hint) in _wrong_attentions(queries, keys, values, window):
+                if compare(answer, wrong) is None and compare(wrong, expected) is not None:
+                    return not_yet(name, f"{problem} {case}", hint)
+        problem = compare(answer, expected)
+        if problem is not None:
+            return not_yet(name, f"{problem} {case}", ATTENTION_HINT)
+    return correct(name, f" on all {len(cases)} hidden cases")
+
+
+def exercise_3(changed_rows_after_swap) -> bool:
+    """``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens
+    i < j trade places. Judged against the experiment, run on a random ``CausalAttention``."""
+    from ..attention import CausalAttention
+
+    name = "Exercise 3"
+    hint = "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change?"
+    if changed_rows_after_swap is None:
+        return not_answered(name)
+    if not callable(changed_rows_after_swap):
+        return not_yet(name, f"expected a function, got {type(changed_rows_after_swap).__name__}", "use def")
+    generator = hidden_generator(SEED + 2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 2)
+        module = CausalAttention(5, 3, 16, dropout=0.0)
+    cases = [(9, 2, 5), (7, 0, 6), (11, 4, 5), (5, 1, 3)]
+    for n, i, j in cases:
+        case = f"for {n} tokens when tokens {i} and {j} swap"
+        x = torch.randn(1, n, 5, generator=generator)
+        order = list(range(n))
+        order[i], order[j] = j, i
+        with torch.no_grad():
+            before, after = module(x)[0], module(x[:, order])[0]
+        expected = [r for r in range(n) if not torch.allclose(before[r], after[r], atol=1e-6)]
+        ran, answer = run_candidate(name, changed_rows_after_swap, n, i, j, hint=hint, case=case)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {case}", "return a list of row indices")
+        try:
+            rows = sorted(int(r) for r in answer)
+        except (TypeError, ValueError):
+            return not_yet(name, f"expected a list of row indices {case}, got {type(answer).__name__}", hint)
+        if rows == expected:
+            continue
+        if rows == list(range(i, n)):
+            return not_yet(
+                name,
+                f"rows after {j} do not change {case}",
+                "a row after j sees the same tokens, only in another order, and attention ignores their order",
+            )
+        if rows == [i, j]:
+            return not_yet(
+                name,
+                f"rows between {i} and {j} change too {case}",
+                f"those rows now see token {j}'s old embedding in place of token {i}'s",
+            )
+        if rows == list(range(i, j)):
+            return not_yet(name, f"row {j} changes too {case}", "row j has a new query: token i's old embedding")
+        return not_yet(name, f"that is not the list of rows that change {case}", hint)
+    return correct(name, f" for all {len(cases)} hidden swaps")

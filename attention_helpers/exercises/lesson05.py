@@ -1,0 +1,243 @@
+"""Checks for lesson 05 (dropout): the reader's own dropout function, and the expected number of attention
+rows that dropout empties.
+
+The reader's dropout draws its masks from torch's global generator; the check seeds it inside
+``torch.random.fork_rng``, so the verdict repeats and the reader's own random state is left as it was.
+Dropout is judged by properties that hold for every mask (each entry is 0 or ``x / (1 - p)``, a fraction
+near ``p`` dropped, a new mask at each call), never by one particular mask, which differs across platforms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..functional import causal_mask
+from . import correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 505
+
+DROPOUT_HINT = (
+    "draw one uniform random number per entry (torch.rand_like(x)), drop the entry where it is below p, "
+    "and divide the survivors by 1 - p"
+)
+
+
+def _hidden_tensor(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    """Random values of either sign, none of them near 0, so that a 0 in the output means a dropped entry."""
+    magnitude = 0.5 + torch.rand(shape, generator=generator)
+    sign = torch.where(torch.rand(shape, generator=generator) < 0.5, -1.0, 1.0)
+    return magnitude * sign
+
+
+def _binomial_band(p: float, n: int) -> float:
+    """Five standard deviations of the fraction of ``n`` entries dropped independently with probability p."""
+    return 5 * math.sqrt(p * (1 - p) / n)
+
+
+def exercise_1(my_dropout) -> bool:
+    """``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors."""
+    name = "Exercise 1"
+    if my_dropout is None:
+        return not_answered(name)
+    if not callable(my_dropout):
+        return not_yet(name, f"expected a function, got {type(my_dropout).__name__}", "define my_dropout with def")
+
+    generator = hidden_generator(SEED)
+    small = _hidden_tensor(generator, 1, 7, 5)  # batch of 1, odd sizes
+    large = _hidden_tensor(generator, 301, 199)  # enough entries to measure the fraction dropped
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        return _judge_dropout(name, my_dropout, small, large)
+
+
+def _run(name, my_dropout, x, p, training, case):
+    """Run the reader's dropout on a copy of x; return (ok, output). Reports None, a non-tensor, a wrong
+    shape and a changed input."""
+    before = x.clone()
+    ran, out = run_candidate(name, my_dropout, x, p, training, hint=DROPOUT_HINT, case=case)
+    if not ran:
+        return False, None
+    if out is None:
+        return False, not_yet(name, f"your function returned None {case}", "return the tensor after dropout")
+    if not isinstance(out, torch.Tensor):
+        return False, not_yet(name, f"expected a tensor {case}, got {type(out).__name__}", "return a tensor")
+    if out.shape != x.shape:
+        return False, not_yet(
+            name, f"the output has shape {tuple(out.shape)} {case}, expected {tuple(x.shape)}", "keep x's shape"
+        )
+    if not torch.equal(x, before):
+        return False, not_yet(
+            name,
+            f"your function changed its input x in place {case}",
+            "build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
+        )
+    return True, out.detach().double()  # compared in float64, whatever dtype the reader returned
+
+
+def _judge_dropout(name, my_dropout, small, large) -> bool:
+    # Training mode: the fraction dropped, then the survivors' values, on hidden tensors.
+    for x, p in ((large, 0.3), (large, 0.75), (small, 0.2)):
+        case = f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
+        ok, out = _run(name, my_dropout, x, p, True, case)
+        if not ok:
+            return False
+        if torch.isnan(out).any():
+            return not_yet(name, f"the output holds nan {case}", DROPOUT_HINT)
+        dropped = out == 0
+        if x.numel() > 1000:
+            fraction, band = dropped.float().mean().item(), _binomial_band(p, x.numel())
+            if abs(fraction - (1 - p)) <= band:
+                return not_yet(
+                    name,
+                    f"you dropped {fraction:.1%} of the entries {case}: you keep an entry with probability p "
+                    "and drop it with probability 1 - p",
+                    "the keep/drop test is reversed: an entry is dropped where its random number is below p",
+                )
+            if abs(fraction - p) > band:
+                per_row = dropped.all(dim=-1) | (~dropped).all(dim=-1)
+                if per_row.all():
+                    return not_yet(
+                        name,
+                        f"each row is dropped or kept as a whole {case}",
+                        "every entry needs a random number of its own: torch.rand_like(x), not one per row",
+                    )
+                return not_yet(
+                    name,
+                    f"you dropped {fraction:.1%} of the entries {case}, expected about {p:.0%} (within {band:.1%})",
+                    DROPOUT_HINT,
+                )
+        survivors, expected = out[~dropped], (x.double() / (1 - p))[~dropped]
+        if not torch.allclose(survivors, expected, rtol=1e-5, atol=1e-6):
+            if torch.allclose(survivors, x.double()[~dropped], rtol=1e-5, atol=1e-6):
+                return not_yet(
+                    name,
+                    f"the surviving entries equal x {case}: they are not scaled",
+                    "divide the survivors by 1 - p, so that each entry keeps its expected value x",
+                )
+            if torch.allclose(survivors, x.double()[~dropped] / p, rtol=1e-5, atol=1e-6):
+                return not_yet(
+                    name,
+                    f"the surviving entries are x / p {case}",
+                    "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
+                )
+            if torch.allclose(survivors, x.double()[~dropped] * (1 - p), rtol=1e-5, atol=1e-6):
+                return not_yet(
+                    name,
+                    f"the surviving entries are x * (1 - p) {case}",
+                    "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
+                )
+            return not_yet(name, f"a surviving entry is not x / (1 - p) {case}", DROPOUT_HINT)
+
+    # p = 0 and evaluation mode: nothing to drop (after the training-mode checks, which name a reversed test).
+    for x, p, training, case in ((small, 0.4, False, "with training=False"), (small, 0.0, True, "with p = 0")):
+        ok, out = _run(name, my_dropout, x, p, training, case)
+        if not ok:
+            return False
+        if not torch.allclose(out, x.double()):
+            if training:
+                return not_yet(name, f"the output differs from x {case}", "with p = 0 no entry is dropped")
+            return not_yet(
+                name, f"the output differs from x {case}", "in evaluation mode dropout does nothing: return x unchanged"
+            )
+
+    # A fresh mask at every call.
+    ok, again = _run(name, my_dropout, large, 0.3, True, "on a second call")
+    if not ok:
+        return False
+    ok, first = _run(name, my_dropout, large, 0.3, True, "on a third call")
+    if not ok:
+        return False
+    if torch.equal(first == 0, again == 0):
+        return not_yet(
+            name,
+            "two calls dropped exactly the same entries",
+            "draw a new random mask at every call; do not seed or store the mask inside the function",
+        )
+
+    # p = 1 drops everything: no division by 1 - p = 0.
+    ok, out = _run(name, my_dropout, small, 1.0, True, "with p = 1")
+    if not ok:
+        return False
+    if not torch.equal(out, torch.zeros_like(out)):
+        problem = "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
+        return not_yet(
+            name,
+            f"{problem} with p = 1",
+            "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0",
+        )
+    return correct(name, " on every hidden tensor, in training and evaluation mode")
+
+
+def _expected_empty_rows(num_tokens: int, p: float) -> float:
+    """The reference: row i of causal weights has i + 1 visible (non-zero) weights, each dropped on its own."""
+    visible = (~causal_mask(num_tokens)).sum(dim=-1).double()  # (num_tokens,): 1, 2, ..., num_tokens
+    return float((p**visible).sum())
+
+
+# (num_tokens, p): odd and even lengths, a single token, rates that tell each wrong formula apart
+_EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65))
+
+# Plausible wrong formulas and what they mean.
+_EMPTY_ROW_MISTAKES = (
+    (
+        lambda n, p: sum(p**k for k in range(n)),
+        "you counted the first row as always empty (p ** 0 = 1)",
+        "row i sees i + 1 tokens, itself included: the first row sees one token, so it is emptied with probability p",
+    ),
+    (
+        lambda n, p: p**n,
+        "that is the chance that one row of all num_tokens weights is emptied",
+        "each row sees a different number of tokens; the expected count is the sum of every row's probability",
+    ),
+    (
+        lambda n, p: n * p,
+        "that counts one dropped weight as an empty row",
+        "a row is empty only when every weight it can see is dropped: p ** (weights it sees)",
+    ),
+    (
+        lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
+        "that is the expected number of rows that keep all their weights",
+        "a weight is dropped with probability p, not 1 - p",
+    ),
+    (
+        lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)),
+        "that is the probability that at least one row is empty",
+        "the expected number of empty rows is the sum of each row's probability of being empty",
+    ),
+    (
+        lambda n, p: sum(p**k for k in range(1, n + 1)) / n,
+        "that is the expected fraction of empty rows",
+        "the question asks for the number of rows: do not divide by num_tokens",
+    ),
+)
+
+
+def exercise_2(expected_empty_rows) -> bool:
+    """``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties."""
+    name = "Exercise 2"
+    if expected_empty_rows is None:
+        return not_answered(name)
+    if not callable(expected_empty_rows):
+        return not_yet(
+            name, f"expected a function, got {type(expected_empty_rows).__name__}", "define the function with def"
+        )
+    hint = "row i sees i + 1 weights; all of them are dropped with probability p ** (i + 1); add over the rows"
+    for num_tokens, p in _EMPTY_ROW_CASES:
+        case = f"for num_tokens = {num_tokens}, p = {p}"
+        ran, answer = run_candidate(name, expected_empty_rows, num_tokens, p, hint=hint, case=case)
+        if not ran:
+            return False
+        if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+            answer = answer.item()
+        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+            return not_yet(name, f"expected a number {case}, got {type(answer).__name__}", "return a float")
+        expected = _expected_empty_rows(num_tokens, p)
+        if abs(answer - expected) <= 1e-9 * max(1.0, expected):
+            continue
+        for formula, problem, specific_hint in _EMPTY_ROW_MISTAKES:
+            if abs(answer - formula(num_tokens, p)) <= 1e-9:
+                return not_yet(name, f"{problem} ({case})", specific_hint)
+        return not_yet(name, f"that is not the right number {case}", hint)
+    return correct(name, f" on all {len(_EMPTY_ROW_CASES)} hidden cases")

@@ -1,0 +1,286 @@
+"""Checks for lesson 06 (multi-head attention): predicting the shapes inside the layer, and multi-head
+attention written from one fused query/key/value weight, compared with the package's ``MultiHeadAttention``
+given the same weights."""
+
+from __future__ import annotations
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..functional import causal_mask
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 606
+
+
+def _shapes_reference() -> tuple:
+    """What exercise 1 asks about, measured on the package's layer."""
+    generator = hidden_generator(SEED)
+    mha = MultiHeadAttention(3, 12, 5, 0.0, num_heads=3).eval()
+    x = torch.randn(2, 5, 3, generator=generator)
+    with torch.no_grad():
+        queries = mha._split_heads(mha.W_query(x))
+        out, weights = mha(x, return_weights=True)
+    return mha.head_dim, tuple(queries.shape), tuple(weights.shape), tuple(out.shape)
+
+
+_SHAPE_ITEMS = ("head_dim", "the queries' shape", "the weights' shape", "the output's shape")
+
+# Plausible wrong items of exercise 1: (item index, wrong value, what it means, hint).
+_SHAPE_MISTAKES = (
+    (0, 12, "head_dim is not d_out", "the heads share d_out: head_dim = d_out // num_heads"),
+    (0, 1, "head_dim does not come from d_in", "the heads split the projected width: head_dim = d_out // num_heads"),
+    (
+        1,
+        (2, 5, 3, 4),
+        "the queries' heads come after the tokens",
+        "after view(batch, num_tokens, num_heads, head_dim), transpose(1, 2) moves the heads in front of the tokens",
+    ),
+    (
+        1,
+        (2, 3, 5, 12),
+        "each head's queries are not d_out wide",
+        "each head gets a slice of head_dim columns",
+    ),
+    (
+        2,
+        (2, 3, 5, 4),
+        "the attention weights are not (batch, num_heads, num_tokens, head_dim)",
+        "each head has one weight per (query, key) pair: (batch, num_heads, num_tokens, num_tokens)",
+    ),
+    (
+        2,
+        (2, 5, 5),
+        "the attention weights have no head axis",
+        "every head computes its own weights: (batch, num_heads, num_tokens, num_tokens)",
+    ),
+    (
+        3,
+        (2, 5, 4),
+        "the output is not one head wide",
+        "the heads are merged back side by side, num_heads * head_dim = d_out, and out_proj keeps d_out",
+    ),
+    (
+        3,
+        (2, 3, 5, 4),
+        "the output still has a head axis",
+        "the heads are merged back into (batch, num_tokens, d_out) before out_proj",
+    ),
+)
+
+
+def exercise_1(answer) -> bool:
+    """``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer."""
+    name = "Exercise 1"
+    if answer is None:
+        return not_answered(name)
+    expected = _shapes_reference()
+    hint = "head_dim = d_out // num_heads; heads come before tokens inside the layer; the output is d_out wide"
+    problem = compare(answer, expected, atol=0)
+    if problem is None:
+        return correct(name)
+    if isinstance(answer, (tuple, list)) and len(answer) == 4:
+        for index, wrong, meaning, specific_hint in _SHAPE_MISTAKES:
+            given = answer[index]
+            if isinstance(given, (tuple, list, torch.Size)):
+                given = tuple(given)
+            if isinstance(given, (int, tuple)) and given == wrong:
+                return not_yet(name, f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}", specific_hint)
+    return not_yet(name, problem, hint)
+
+
+def _multi_head(
+    x: torch.Tensor,
+    W_qkv: torch.Tensor,
+    W_out: torch.Tensor,
+    num_heads: int,
+    causal: bool,
+    *,
+    split: str = "transpose",
+    merge: str = "transpose",
+    scale: str = "head_dim",
+    mask: str = "causal",
+    softmax_dim: int = -1,
+    out_transposed: bool = True,
+) -> torch.Tensor:
+    """Fused-weight multi-head attention, right by default; each keyword reproduces one plausible mistake.
+    Only used to name a mistake: the right answer comes from the package's MultiHeadAttention."""
+    batch, num_tokens, _ = x.shape
+    d_out = W_out.shape[0]
+    head_dim = d_out // num_heads
+    qkv = x @ W_qkv.T  # (batch, num_tokens, 3 * d_out)
+    if split == "interleaved":  # rows read head by head: [q0, k0, v0, q1, ...]
+        qkv = qkv.view(batch, num_tokens, num_heads, 3 * head_dim).transpose(1, 2)
+        queries, keys, values = qkv.chunk(3, dim=-1)
+    elif split == "view_only":  # cut straight into (batch, num_heads, num_tokens, head_dim): no transpose
+        queries, keys, values = (t.reshape(batch, num_heads, num_tokens, head_dim) for t in qkv.chunk(3, dim=-1))
+    else:
+        queries, keys, values = (
+            t.view(batch, num_tokens, num_heads, head_dim).transpose(1, 2) for t in qkv.chunk(3, dim=-1)
+        )
+    attn_scores = queries @ keys.transpose(-2, -1)  # (batch, num_heads, num_tokens, num_tokens)
+    if (mask == "causal" and causal) or mask == "always":
+        attn_scores = attn_scores.masked_fill(causal_mask(num_tokens), -torch.inf)
+    divisor = {"head_dim": head_dim**0.5, "d_out": d_out**0.5, "none": 1.0}[scale]
+    attn_weights = torch.softmax(attn_scores / divisor, dim=softmax_dim)
+    context_vec = attn_weights @ values  # (batch, num_heads, num_tokens, head_dim)
+    if merge == "reshape_only":
+        context_vec = context_vec.reshape(batch, num_tokens, d_out)
+    else:
+        context_vec = context_vec.transpose(1, 2).reshape(batch, num_tokens, d_out)
+    return context_vec @ (W_out.T if out_transposed else W_out)
+
+
+MERGE_HINT = (
+    "move the head axis back next to head_dim before merging: context_vec.transpose(1, 2).reshape(batch, "
+    "num_tokens, d_out). A reshape straight from (batch, num_heads, num_tokens, head_dim) reads the numbers head "
+    "by head, so one output row mixes several tokens of one head: shuffling the input tokens then no longer "
+    "shuffles the output rows the same way"
+)
+
+# (keywords of _multi_head, what the answer matches, hint)
+_FUSED_MISTAKES = (
+    (
+        {"merge": "reshape_only"},
+        "your output is what you get by reshaping (batch, num_heads, num_tokens, head_dim) straight to "
+        "(batch, num_tokens, d_out), without moving the head axis back",
+        MERGE_HINT,
+    ),
+    (
+        {"scale": "none"},
+        "the scores are not scaled: the 1 / sqrt(head_dim) is missing",
+        "divide each head's scores by sqrt(head_dim) before the softmax",
+    ),
+    (
+        {"scale": "d_out"},
+        "the scores are divided by sqrt(d_out)",
+        "each head's dot products run over head_dim numbers: divide by sqrt(head_dim), not sqrt(d_out)",
+    ),
+    (
+        {"split": "view_only"},
+        "the heads were cut with a view straight to (batch, num_heads, num_tokens, head_dim)",
+        "view each of q, k, v as (batch, num_tokens, num_heads, head_dim), then transpose(1, 2)",
+    ),
+    (
+        {"split": "interleaved"},
+        "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
+        "W_qkv's rows hold all the queries, then all the keys, then all the values: chunk(3, dim=-1) first, "
+        "then split each into heads",
+    ),
+    (
+        {"mask": "never"},
+        "no causal mask with causal=True",
+        "with causal=True, fill the scores above the diagonal with -inf before the softmax (ah.causal_mask)",
+    ),
+    (
+        {"mask": "always"},
+        "the causal mask is applied with causal=False",
+        "apply the mask only when causal is True: an encoder's tokens see every token",
+    ),
+    (
+        {"softmax_dim": -2},
+        "the softmax runs over the queries",
+        "take the softmax over the keys (dim=-1), so that each query's weights sum to 1",
+    ),
+    (
+        {"out_transposed": False},
+        "the output projection is x @ W_out instead of x @ W_out.T",
+        "W_out is stored like nn.Linear's weight, (d_out, d_out): multiply by W_out.T",
+    ),
+)
+
+FUSED_HINT = (
+    "project with x @ W_qkv.T, chunk into queries, keys and values, split each into heads (view, transpose(1, 2)), "
+    "scale by sqrt(head_dim), mask if causal, softmax over the keys, @ values, transpose back, merge, @ W_out.T"
+)
+
+# (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes
+_FUSED_CASES = (
+    (2, 7, 5, 12, 3, True),
+    (1, 5, 6, 8, 2, False),
+    (3, 9, 4, 6, 3, True),
+    (1, 3, 7, 10, 5, False),
+    (1, 1, 3, 4, 2, True),
+)
+
+
+def _fused_inputs(generator, batch, num_tokens, d_in, d_out):
+    x = torch.randn(batch, num_tokens, d_in, generator=generator)
+    W_qkv = torch.randn(3 * d_out, d_in, generator=generator)  # scores large enough to tell scalings apart
+    W_out = torch.randn(d_out, d_out, generator=generator) / d_out**0.5
+    return x, W_qkv, W_out
+
+
+def _fused_reference(x, W_qkv, W_out, num_heads, causal):
+    """The package's layer with the same weights: [W_query; W_key; W_value] = W_qkv, out_proj = W_out."""
+    _, num_tokens, d_in = x.shape
+    d_out = W_out.shape[0]
+    mha = MultiHeadAttention(d_in, d_out, num_tokens, 0.0, num_heads, causal=causal, proj_bias=False).eval()
+    with torch.no_grad():
+        for layer, weight in zip((mha.W_query, mha.W_key, mha.W_value), W_qkv.chunk(3), strict=True):
+            layer.weight.copy_(weight)
+        mha.out_proj.weight.copy_(W_out)
+        return mha(x)
+
+
+def exercise_2(fused_attention) -> bool:
+    """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs."""
+    name = "Exercise 2"
+    if fused_attention is None:
+        return not_answered(name)
+    if not callable(fused_attention):
+        return not_yet(name, f"expected a function, got {type(fused_attention).__name__}", "define it with def")
+    generator = hidden_generator(SEED)
+    for number, (batch, num_tokens, d_in, d_out, num_heads, causal) in enumerate(_FUSED_CASES, start=1):
+        x, W_qkv, W_out = _fused_inputs(generator, batch, num_tokens, d_in, d_out)
+        args = (x, W_qkv, W_out, num_heads, causal)
+        case = (
+            f"on case {number} of {len(_FUSED_CASES)} (batch {batch}, {num_tokens} tokens, d_in {d_in}, "
+            f"d_out {d_out}, {num_heads} heads, causal={causal})"
+        )
+        expected = _fused_reference(*args)
+        with torch.no_grad():
+            ran, answer = run_candidate(
+                name, fused_attention, *(a.clone() for a in args[:3]), *args[3:], hint=FUSED_HINT, case=case
+            )
+        if not ran:
+            return False
+        problem = compare(answer, expected, atol=1e-4)
+        if problem is None:
+            continue
+        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            if torch.isnan(answer).any():
+                return not_yet(
+                    name,
+                    f"your output holds nan {case}",
+                    "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the "
+                    "query (torch.triu(..., diagonal=1)), never the query itself",
+                )
+            for keywords, meaning, hint in _FUSED_MISTAKES:
+                wrong = _multi_head(*args, **keywords)
+                if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
+                    return not_yet(name, f"{meaning} ({case})", hint)
+            if not _equivariant(fused_attention, args):
+                return not_yet(
+                    name,
+                    f"{problem} {case}; and with causal=False, shuffling the input tokens does not shuffle your "
+                    "output rows the same way",
+                    "heads and positions got mixed in a reshape: split with view(batch, num_tokens, num_heads, "
+                    "head_dim).transpose(1, 2), and merge with transpose(1, 2) before the reshape",
+                )
+        return not_yet(name, f"{problem} {case}", FUSED_HINT)
+    return correct(name, f" on all {len(_FUSED_CASES)} hidden cases")
+
+
+def _equivariant(fused_attention, args) -> bool:
+    """Without a mask, permuting the tokens must permute the output rows the same way."""
+    x, W_qkv, W_out, num_heads, _ = args
+    rest = (W_qkv, W_out, num_heads, False)
+    perm = torch.roll(torch.arange(x.shape[1]), 1)  # every token moves one place
+    with torch.no_grad():
+        try:
+            shuffled_first = fused_attention(x[:, perm], *rest)
+            shuffled_after = fused_attention(x, *rest)[:, perm]
+        except Exception:  # the reader's code; its failure is reported by the main comparison
+            return True
+    return compare(shuffled_first, shuffled_after, atol=1e-4) is None

@@ -1,0 +1,373 @@
+"""Checks for lesson 07 (transformer encoder): a padding mask without a loop, LayerNorm with ``torch.var``, and
+a pre-LN encoder layer assembled from the package's parts, compared with PyTorch's
+``nn.TransformerEncoderLayer(norm_first=True)`` holding the same weights."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attention import MultiHeadAttention
+from ..encoder import EncoderLayer, FeedForward, LayerNorm
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 707
+
+
+def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """The slow, obvious reference: True where position t of sequence b is padding (t >= lengths[b])."""
+    mask = torch.zeros(len(lengths), num_tokens, dtype=torch.bool)
+    for b, length in enumerate(lengths.tolist()):
+        for t in range(num_tokens):
+            mask[b, t] = t >= length
+    return mask
+
+
+# (lengths, num_tokens): a full row, an all-padding row, a batch of 1, odd lengths
+_PADDING_CASES = (
+    ([6, 4, 2], 6),
+    ([1, 5, 0, 3, 5], 5),
+    ([3], 7),
+    ([9, 2], 9),
+)
+
+PADDING_HINT = (
+    "compare the positions torch.arange(num_tokens), shape (1, num_tokens), with lengths[:, None], (batch, 1)"
+)
+
+# (wrong mask from the right one and the inputs, what it means, hint)
+_PADDING_MISTAKES = (
+    (
+        lambda mask, lengths, n: ~mask,
+        "your mask is True at the real tokens",
+        "a key_padding_mask is True at padding, the positions to hide (PyTorch's convention)",
+    ),
+    (
+        lambda mask, lengths, n: torch.arange(n)[None, :] > lengths[:, None],
+        "the first padding position of each sequence is not marked",
+        "position t is padding when t >= length: positions count from 0, so a sequence of length 4 fills 0 to 3",
+    ),
+    (
+        lambda mask, lengths, n: torch.arange(n)[None, :] >= lengths[:, None] - 1,
+        "the last real token of each sequence is marked as padding",
+        "position t is padding when t >= length, not t >= length - 1",
+    ),
+    (
+        lambda mask, lengths, n: mask.T,
+        "your mask is (num_tokens, batch)",
+        "put the lengths on the rows: lengths[:, None] is (batch, 1), torch.arange(num_tokens)[None, :] is "
+        "(1, num_tokens)",
+    ),
+)
+
+
+def exercise_1(padding_mask) -> bool:
+    """``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths."""
+    name = "Exercise 1"
+    if padding_mask is None:
+        return not_answered(name)
+    if not callable(padding_mask):
+        return not_yet(name, f"expected a function, got {type(padding_mask).__name__}", "define it with def")
+    for number, (lengths_list, num_tokens) in enumerate(_PADDING_CASES, start=1):
+        lengths = torch.tensor(lengths_list)
+        case = f"on case {number} of {len(_PADDING_CASES)} (lengths {lengths_list}, num_tokens {num_tokens})"
+        ran, answer = run_candidate(name, padding_mask, lengths.clone(), num_tokens, hint=PADDING_HINT, case=case)
+        if not ran:
+            return False
+        expected = _padding_mask_loop(lengths, num_tokens)
+        problem = compare(answer, expected)
+        if problem is None:
+            continue
+        if isinstance(answer, torch.Tensor):
+            for wrong, meaning, hint in _PADDING_MISTAKES:
+                candidate = wrong(expected, lengths, num_tokens)
+                if not torch.equal(candidate, expected) and compare(answer, candidate) is None:
+                    return not_yet(name, f"{meaning} ({case})", hint)
+        return not_yet(name, f"{problem} {case}", PADDING_HINT)
+    return correct(name, f" on all {len(_PADDING_CASES)} hidden cases")
+
+
+def _layer_norm_cases() -> list[tuple]:
+    """(x, gamma, beta, eps): odd widths, a batch of 1, and nearly constant tokens, whose variance is smaller than
+    eps, so that where eps goes matters."""
+    generator = hidden_generator(SEED)
+    cases = []
+    for shape, eps, spread in (
+        ((4, 3), 1e-5, 1.0),
+        ((1, 5, 7), 1e-5, 3.0),
+        ((3, 2, 2, 6), 1e-3, 1.0),
+        ((2, 9), 1e-2, 0.02),
+    ):
+        d = shape[-1]
+        gamma, beta = torch.randn(d, generator=generator), torch.randn(d, generator=generator)
+        x = spread * torch.randn(shape, generator=generator) + torch.randn(shape[:-1] + (1,), generator=generator)
+        cases.append((x, gamma, beta, eps))
+    return cases
+
+
+def _reference_layer_norm(x, gamma, beta, eps):
+    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+
+
+def _normalise(x, gamma, beta, eps, *, correction=0, where_eps="inside", spread="var", dim=-1, affine=True):
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, correction=correction)
+    if spread == "std":
+        var = var.sqrt()
+    denominator = torch.sqrt(var + eps) if where_eps == "inside" else torch.sqrt(var) + eps
+    normalized = (x - mean) / denominator
+    return gamma * normalized + beta if affine else normalized
+
+
+_LAYER_NORM_MISTAKES = (
+    (
+        {"correction": 1},
+        "the variance divides by d - 1",
+        "x.var divides by d - 1 by default (Bessel's correction); LayerNorm divides by d: x.var(dim=-1, "
+        "keepdim=True, correction=0)",
+    ),
+    (
+        {"where_eps": "outside"},
+        "eps is added after the square root",
+        "add eps to the variance, inside the square root: torch.sqrt(var + eps)",
+    ),
+    (
+        {"spread": "std"},
+        "you divided by the square root of the standard deviation",
+        "divide by the square root of the variance (plus eps), which is the standard deviation",
+    ),
+    (
+        {"affine": False},
+        "gamma and beta are not applied",
+        "after normalising, scale by gamma and shift by beta",
+    ),
+    (
+        {"dim": 0},
+        "the statistics run over the first axis",
+        "each token is normalised on its own: mean and variance over the last dimension, dim=-1, with keepdim=True",
+    ),
+)
+
+
+def exercise_2(my_layer_norm) -> bool:
+    """``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs."""
+    name = "Exercise 2"
+    if my_layer_norm is None:
+        return not_answered(name)
+    if not callable(my_layer_norm):
+        return not_yet(name, f"expected a function, got {type(my_layer_norm).__name__}", "define it with def")
+    general_hint = (
+        "mean and biased variance over the last dimension (keepdim=True), then gamma * (x - mean) / sqrt(var + eps) "
+        "+ beta"
+    )
+    cases = _layer_norm_cases()
+    for number, args in enumerate(cases, start=1):
+        case = f"on case {number} of {len(cases)} (x of shape {tuple(args[0].shape)}, eps {args[3]:g})"
+        ran, answer = run_candidate(
+            name,
+            my_layer_norm,
+            *(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
+            hint=general_hint,
+            case=case,
+        )
+        if not ran:
+            return False
+        expected = _reference_layer_norm(*args)
+        problem = compare(answer, expected, atol=1e-4)
+        if problem is None:
+            continue
+        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            for keywords, meaning, hint in _LAYER_NORM_MISTAKES:
+                wrong = _normalise(*args, **keywords)
+                if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
+                    return not_yet(name, f"{meaning} ({case})", hint)
+        return not_yet(name, f"{problem} {case}", general_hint)
+    return correct(name, f" on all {len(cases)} hidden cases")
+
+
+# (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
+_BLOCK_CASES = (
+    (1, 7, 12, 3, 20),
+    (2, 5, 8, 2, 16),
+    (3, 1, 6, 1, 10),
+)
+
+BLOCK_HINT = (
+    "pre-LN: x = x + attention(norm1(x)), then x = x + ffn(norm2(x)); the parts come from "
+    "ah.MultiHeadAttention.from_torch(torch_layer.self_attn), ah.LayerNorm.from_torch(torch_layer.norm1) and "
+    "norm2, and an ah.FeedForward whose linear1 and linear2 load torch_layer's"
+)
+
+
+def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
+    """PyTorch's pre-LN layer with random weights everywhere (LayerNorms included, so that a mix-up shows)."""
+    generator = hidden_generator(SEED + case_number)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + case_number)
+        layer = nn.TransformerEncoderLayer(
+            d_model, num_heads, ffn_hidden, dropout=0.0, batch_first=True, norm_first=True
+        )
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2):
+            norm.weight.copy_(1 + 0.5 * torch.randn(d_model, generator=generator))
+            norm.bias.copy_(0.5 * torch.randn(d_model, generator=generator))
+        layer.self_attn.in_proj_bias.copy_(0.1 * torch.randn(3 * d_model, generator=generator))
+    return layer.eval()
+
+
+def _parts(torch_layer: nn.TransformerEncoderLayer, num_tokens: int) -> dict:
+    """The package's parts with copies of torch_layer's weights (to name mistakes, never as the reference)."""
+    ffn = FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features, 0.0)
+    ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
+    ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
+    return {
+        "attention": MultiHeadAttention.from_torch(torch_layer.self_attn).eval(),
+        "causal_attention": MultiHeadAttention.from_torch(
+            torch_layer.self_attn, causal=True, context_length=num_tokens
+        ).eval(),
+        "norm1": LayerNorm.from_torch(torch_layer.norm1),
+        "norm2": LayerNorm.from_torch(torch_layer.norm2),
+        "ffn": ffn.eval(),
+    }
+
+
+def _block_variants(p: dict):
+    """Plausible wrong blocks, each as (function of x, what it computes, hint)."""
+    attention, norm1, norm2, ffn = p["attention"], p["norm1"], p["norm2"], p["ffn"]
+
+    def post_ln(x):
+        x = norm1(x + attention(x))
+        return norm2(x + ffn(x))
+
+    def no_attention_residual(x):
+        x = attention(norm1(x))
+        return x + ffn(norm2(x))
+
+    def no_ffn_residual(x):
+        x = x + attention(norm1(x))
+        return ffn(norm2(x))
+
+    def no_residuals(x):
+        return ffn(norm2(attention(norm1(x))))
+
+    def residual_from_normalised(x):
+        h = norm1(x)
+        x = h + attention(h)
+        h = norm2(x)
+        return h + ffn(h)
+
+    def norms_swapped(x):
+        x = x + attention(norm2(x))
+        return x + ffn(norm1(x))
+
+    def causal(x):
+        x = x + p["causal_attention"](norm1(x))
+        return x + ffn(norm2(x))
+
+    return (
+        (
+            post_ln,
+            "your block is post-LN: it normalises after adding the residual",
+            "pre-LN normalises the sublayer's input and adds the un-normalised x back: x = x + attention(norm1(x)), "
+            "then x = x + ffn(norm2(x))",
+        ),
+        (
+            no_attention_residual,
+            "the attention sublayer has no residual connection",
+            "add the attention's input back: x = x + attention(norm1(x))",
+        ),
+        (
+            no_ffn_residual,
+            "the feed-forward sublayer has no residual connection",
+            "add the feed-forward network's input back: x = x + ffn(norm2(x))",
+        ),
+        (
+            no_residuals,
+            "neither sublayer has a residual connection",
+            "each sublayer's input is added to its output: x = x + attention(norm1(x)), then x = x + ffn(norm2(x))",
+        ),
+        (
+            residual_from_normalised,
+            "the residual adds the normalised x, not x itself",
+            "keep x un-normalised on the residual path: x = x + attention(norm1(x)), not h = norm1(x); x = h + "
+            "attention(h)",
+        ),
+        (
+            norms_swapped,
+            "norm1 and norm2 are swapped",
+            "norm1 (torch_layer.norm1) goes before the attention, norm2 before the feed-forward network",
+        ),
+        (
+            causal,
+            "your attention uses a causal mask",
+            "an encoder has no causal mask: from_torch's default causal=False, or causal=False in the constructor",
+        ),
+    )
+
+
+def exercise_3(block_class) -> bool:
+    """``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied)."""
+    name = "Exercise 3"
+    if block_class is None:
+        return not_answered(name)
+    if not callable(block_class):
+        return not_yet(name, f"expected a class, got {type(block_class).__name__}", "define it with class")
+    for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
+        case = (
+            f"on case {number} of {len(_BLOCK_CASES)} (batch {batch}, {num_tokens} tokens, d_model {d_model}, "
+            f"{num_heads} heads, ffn_hidden {ffn_hidden})"
+        )
+        torch_layer = _torch_block(number, d_model, num_heads, ffn_hidden)
+        generator = hidden_generator(SEED + 10 * number)
+        x = 3 * torch.randn(batch, num_tokens, d_model, generator=generator) + 1  # clearly not normalised
+        with torch.no_grad():
+            expected = torch_layer(x)
+        parts = _parts(torch_layer, num_tokens)
+
+        ran, block = run_candidate(name, block_class, torch_layer, hint=BLOCK_HINT, case=f"building the block {case}")
+        if not ran:
+            return False
+        if isinstance(block, nn.Module):
+            if any(isinstance(module, EncoderLayer) for module in block.modules()):
+                return not_yet(
+                    name,
+                    "your block holds an ah.EncoderLayer",
+                    "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
+                )
+            block.eval()  # compared in evaluation mode: no dropout
+        with torch.no_grad():
+            ran, answer = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"forward returned None {case}", "return x after the two sublayers")
+        # The block must hold copies: changing PyTorch's layer after the copy must not change the block's output.
+        with torch.no_grad():
+            for parameter in torch_layer.parameters():
+                parameter.add_(0.5)
+            ran, again = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
+        if not ran:
+            return False
+        if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
+            return not_yet(
+                name,
+                f"your block still uses torch_layer's own modules or parameters {case}",
+                "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
+            )
+        problem = compare(answer, expected, atol=1e-4)
+        if problem is None:
+            continue
+        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            with torch.no_grad():
+                for wrong, meaning, hint in _block_variants(parts):
+                    computed = wrong(x)
+                    if (
+                        compare(computed, expected, atol=1e-3) is not None
+                        and compare(answer, computed, atol=1e-4) is None
+                    ):
+                        return not_yet(name, f"{meaning} ({case})", hint)
+        return not_yet(name, f"{problem} {case}", BLOCK_HINT)
+    return correct(
+        name, f" on all {len(_BLOCK_CASES)} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)"
+    )

@@ -1,0 +1,158 @@
+"""Checks for lesson 08's exercises (training a transformer on a CPU).
+
+- Exercise 1: ``rotate_targets(inputs)``, the targets of the *rotate* task, run on hidden batches of digits.
+- Exercise 2: the held-out accuracy of the reverse model with a causal mask in every attention layer, which
+  the reader measures; the check trains the same configuration itself and accepts a band around its result.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..training import TokenClassifier, evaluate, make_task, train
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+_SEED = 8_01
+
+
+def _rotate_cases() -> list[torch.Tensor]:
+    """Hidden digit batches ``(batch, num_tokens)``: a batch of one, odd lengths, a single column."""
+    generator = hidden_generator(_SEED)
+    return [torch.randint(0, 10, shape, generator=generator) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
+
+
+def exercise_1(rotate_targets) -> bool:
+    """``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front."""
+    name = "Exercise 1"
+    if rotate_targets is None:
+        return not_answered(name)
+    if not callable(rotate_targets):
+        return not_yet(name, f"rotate_targets must be a function, got {type(rotate_targets).__name__}", "def ...")
+    mistakes = {
+        "the digits moved one place to the left instead of the right": lambda x: torch.roll(x, -1, dims=-1),
+        "the digits are reversed, the task of the lesson, not rotated": lambda x: x.flip(-1),
+        "the rows (the batch) were rotated instead of the positions in each row": lambda x: torch.roll(x, 1, dims=0),
+        "the inputs came back unchanged": lambda x: x,
+    }
+    cases = _rotate_cases()
+    for number, inputs in enumerate(cases, start=1):
+        where = f"on hidden batch {number} of {len(cases)} (shape {tuple(inputs.shape)})"
+        ran, answer = run_candidate(
+            name, rotate_targets, inputs.clone(), hint="torch.roll along the last dimension", case=where
+        )
+        if not ran:
+            return False
+        expected = torch.roll(inputs, 1, dims=-1)
+        problem = compare(answer, expected)
+        if problem is None:
+            continue
+        for mistake, wrong in mistakes.items():
+            if not torch.equal(wrong(inputs), expected) and compare(answer, wrong(inputs)) is None:
+                return not_yet(
+                    name,
+                    f"{mistake} ({where})",
+                    "output position i holds input position i - 1, and position 0 the last digit: "
+                    "torch.roll(inputs, shifts=1, dims=-1)",
+                )
+        return not_yet(
+            name,
+            f"{problem} {where}",
+            "the answer has the inputs' shape; torch.roll(inputs, shifts, dims=-1) moves every digit at once",
+        )
+    return correct(name, f" on all {len(cases)} hidden batches")
+
+
+def _causal_reverse_accuracy(
+    seed, num_tokens, num_train, num_heldout, d_model, num_heads, num_layers, ffn_hidden, num_steps, batch_size, lr
+) -> float:
+    """Held-out accuracy of the lesson's reverse model with causal attention in every layer, trained
+    with the package's ``train`` on one thread (the thread count is restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            data = make_task("reverse", num_train, num_heldout, num_tokens, vocab_size=10, seed=seed)
+            torch.manual_seed(seed)
+            model = TokenClassifier(10, d_model, num_heads, num_layers, ffn_hidden)
+            for layer in model.encoder.layers:
+                layer.attention = MultiHeadAttention(
+                    d_model, d_model, num_tokens, 0.0, num_heads, qkv_bias=True, causal=True
+                )
+            train(model, data, num_steps=num_steps, batch_size=batch_size, lr=lr, seed=seed)
+            return evaluate(model, data.heldout_inputs, data.heldout_targets)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def exercise_2(
+    answer,
+    *,
+    seed: int,
+    num_tokens: int = 10,
+    num_train: int = 10_000,
+    num_heldout: int = 1_000,
+    d_model: int = 32,
+    num_heads: int = 2,
+    num_layers: int = 2,
+    ffn_hidden: int = 64,
+    num_steps: int = 200,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    band: float = 0.04,
+) -> bool:
+    """``answer``: the held-out accuracy (a fraction) of the reverse model trained with a causal mask.
+
+    The check trains the same configuration itself and accepts ``answer`` within ``band`` of its own
+    result: wide enough for a model built in another order or trained on another CPU, narrow enough to
+    tell it from the model without a mask (about 1.0) and from one without positions (about 0.3)."""
+    name = "Exercise 2"
+    if answer is None:
+        return not_answered(name)
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        return not_yet(
+            name,
+            f"expected a number, got {type(answer).__name__}",
+            "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
+        )
+    answer = float(answer)
+    if 1 < answer <= 100:
+        return not_yet(name, f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
+    if not 0 <= answer <= 1:
+        return not_yet(name, f"{answer:g} is not an accuracy", "an accuracy is a fraction between 0 and 1")
+    reference = _causal_reverse_accuracy(
+        seed, num_tokens, num_train, num_heldout, d_model, num_heads, num_layers, ffn_hidden, num_steps, batch_size, lr
+    )
+    if abs(answer - reference) <= band:
+        return correct(
+            name,
+            ": the model gets right the positions whose digit it can see (the second half) and guesses the others",
+        )
+    if answer >= 0.9:
+        return not_yet(
+            name,
+            "that is what the model without a causal mask scores, which sees every position",
+            "give every attention layer a causal mask before training (lesson 04): replace each "
+            "layer.attention in model.encoder.layers by a causal ah.MultiHeadAttention, then train and evaluate",
+        )
+    if answer <= 0.15:
+        return not_yet(
+            name,
+            "that is about a random guess, what an untrained model scores",
+            "train the causal model (ah.train) before measuring it with ah.evaluate on the held-out set",
+        )
+    if 0.2 <= answer <= 0.35:
+        return not_yet(
+            name,
+            "that is about what the model without positions scores, not the causal one",
+            "keep the positional encoding and add a causal mask to every attention layer instead",
+        )
+    return not_yet(
+        name,
+        "that is outside the range the check measured for this configuration",
+        "use the lesson's sizes, seed and number of steps; measure on the held-out set with ah.evaluate",
+    )

@@ -1,0 +1,155 @@
+"""Checks for lesson 09's exercises (real pretrained weights in the series' encoder).
+
+- Exercise 1: ``my_mean_pool(token_embeddings, attention_mask)``, run on the token vectors all-MiniLM-L6-v2
+  gives for hidden padded batches, and compared with each sentence's vector computed alone (no padding).
+- Exercise 2: which sentence of a list is nearest in meaning to a new one.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import torch
+import torch.nn.functional as F
+
+from ..pretrained import SentenceEncoder, mean_pool
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+_SEED = 9_01
+CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
+QUESTION = "The cat is sleeping on the carpet."
+
+
+@functools.lru_cache(maxsize=1)
+def _model() -> SentenceEncoder:
+    return SentenceEncoder.from_pretrained()
+
+
+def _padded_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Hidden batches of ``(token_ids, attention_mask)``, both ``(batch, num_tokens)``: ``[CLS]``, random word
+    pieces and ``[SEP]``, padded to the longest; one batch of a single sentence (no padding at all)."""
+    generator = hidden_generator(_SEED)
+    batches = []
+    for lengths in ((7, 13, 4), (9,), (3, 11)):  # tokens per sentence, [CLS] and [SEP] included
+        width = max(lengths)
+        token_ids = torch.full((len(lengths), width), PAD)
+        for row, length in enumerate(lengths):
+            words = torch.randint(1996, 29_000, (length - 2,), generator=generator)  # ordinary word pieces
+            token_ids[row, :length] = torch.cat([torch.tensor([CLS]), words, torch.tensor([SEP])])
+        attention_mask = (torch.arange(width) < torch.tensor(lengths)[:, None]).long()  # 1 = real token
+        batches.append((token_ids, attention_mask))
+    return batches
+
+
+@functools.lru_cache(maxsize=1)
+@torch.no_grad()
+def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+    """For each hidden batch: the tokenizer's mask, the model's token vectors ``(batch, num_tokens, 384)`` for the
+    padded batch, and the reference ``(batch, 384)``: each sentence run alone, without any padding, then averaged."""
+    model = _model()
+    cases = []
+    for token_ids, attention_mask in _padded_batches():
+        token_embeddings = model(token_ids, attention_mask == 0)  # key_padding_mask: True at padding
+        expected = torch.cat(
+            [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
+        )
+        cases.append((attention_mask, token_embeddings, expected))
+    return tuple(cases)
+
+
+@torch.no_grad()
+def exercise_1(my_mean_pool) -> bool:
+    """``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's
+    ``(batch, num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens."""
+    name = "Exercise 1"
+    if my_mean_pool is None:
+        return not_answered(name)
+    if not callable(my_mean_pool):
+        return not_yet(name, f"my_mean_pool must be a function, got {type(my_mean_pool).__name__}", "def ...")
+    batches = _hidden_cases()
+    for number, (attention_mask, token_embeddings, expected) in enumerate(batches, start=1):
+        where = f"on hidden batch {number} of {len(batches)}"
+        ran, answer = run_candidate(
+            name,
+            my_mean_pool,
+            token_embeddings.clone(),
+            attention_mask.clone(),
+            hint="weight each token vector by its mask value (1 or 0), sum over the tokens, divide by the mask's sum",
+            case=where,
+        )
+        if not ran:
+            return False
+        problem = compare(answer, expected)
+        if problem is None:
+            continue
+        has_padding = bool((attention_mask == 0).any())
+        if has_padding and isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            padded_rows = (attention_mask == 0).any(dim=1)
+            inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
+            real_sum = (token_embeddings * attention_mask[..., None]).sum(dim=1)
+            diagnoses = (
+                (
+                    token_embeddings.mean(dim=1),
+                    "your mean includes the padding tokens too",
+                    "leave out the positions where attention_mask is 0: multiply by the mask before summing",
+                ),
+                (
+                    real_sum / attention_mask.shape[1],
+                    "you divided by the padded length, not by the number of real tokens",
+                    "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
+                ),
+                (
+                    F.normalize(expected, dim=-1),
+                    "your vectors have length 1: that is the sentence embedding, normalised after the mean",
+                    "return the mean itself; the model normalises it afterwards",
+                ),
+            )
+            for wrong, problem_text, hint in diagnoses:
+                if compare(answer, wrong) is None:
+                    return not_yet(name, f"{problem_text} ({where})", hint)
+            rows = answer.detach()[padded_rows]
+            if compare(rows, inverted[padded_rows]) is None or bool(answer.detach()[~padded_rows].isnan().any()):
+                return not_yet(
+                    name,
+                    f"your mean is over the padding, not the real tokens: the mask is inverted ({where})",
+                    "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
+                    "keep the tokens where it is 1",
+                )
+        return not_yet(
+            name,
+            f"{problem} {where}",
+            "(token_embeddings * attention_mask[..., None]).sum(dim=1), divided by the number of real tokens",
+        )
+    return correct(name, f" on all {len(batches)} hidden batches, equal to each sentence encoded alone")
+
+
+def exercise_2(answer, sentences) -> bool:
+    """``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`."""
+    name = "Exercise 2"
+    if answer is None:
+        return not_answered(name)
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+        return not_yet(
+            name, f"expected an index (an int), got {type(answer).__name__}", "answer with the sentence's position"
+        )
+    if not 0 <= answer < len(sentences):
+        return not_yet(name, f"{answer} is not an index of the list", f"indices run from 0 to {len(sentences) - 1}")
+    vectors = _model().encode(list(sentences) + [QUESTION])  # length 1 each: dot product = cosine similarity
+    similarities = vectors[:-1] @ vectors[-1]
+    nearest = int(similarities.argmax())
+    if answer == nearest:
+        return correct(name, f": {sentences[nearest]!r}, cosine similarity {similarities[nearest]:.2f}")
+    question_words = set(QUESTION.lower().strip(".").split())
+    shared = question_words & set(sentences[answer].lower().strip(".?!").split()) - {"the", "a", "is", "on"}
+    if shared:
+        return not_yet(
+            name,
+            f"sentence {answer} shares the word {sorted(shared)[0]!r}, but it is not the nearest",
+            "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
+        )
+    return not_yet(
+        name,
+        f"sentence {answer} is not the nearest",
+        "encode the sentences and the question with model.encode; the largest dot product is the nearest",
+    )

@@ -1,0 +1,157 @@
+"""Checks for lesson 10's exercises (a GPT-style decoder).
+
+- Exercise 1: ``kv_step(attention, x_new, cache)``, a KV cache for one causal attention layer written by the
+  reader, fed hidden sequences one token at a time and compared with the layer run on the whole sequence.
+- Exercise 2: ``my_top_k(logits, k)``, run on hidden logits and compared with ``top_k_filter``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..gpt import top_k_filter
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+_SEED = 10_01
+
+
+def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
+    """Hidden causal layers (``d_in != d_out``, 1 to 3 heads) and sequences ``(batch, num_tokens, d_in)``."""
+    generator = hidden_generator(_SEED)
+    cases = []
+    for d_in, d_out, num_heads, batch, num_tokens in ((5, 6, 2, 1, 7), (4, 9, 3, 3, 5), (3, 4, 1, 2, 1)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            layer = MultiHeadAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=True).eval()
+        cases.append((layer, torch.randn(batch, num_tokens, d_in, generator=generator)))
+    return cases
+
+
+def _attend(layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor) -> torch.Tensor:
+    """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
+    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes."""
+    batch = x_new.shape[0]
+    queries = layer._split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
+    keys, values = layer._split_heads(layer.W_key(keys_from)), layer._split_heads(layer.W_value(keys_from))
+    weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
+    return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
+
+
+def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What three plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``."""
+    steps = range(x.shape[1])
+    return {
+        "each new token attends only to itself: its key and value are never appended to the cache, or the "
+        "grown cache is not returned": torch.cat([_attend(layer, x[:, t : t + 1], x[:, t : t + 1]) for t in steps], 1),
+        "each new token attends only to the first token: a causal mask's first row was applied to the single "
+        "new query": torch.cat([_attend(layer, x[:, t : t + 1], x[:, :1]) for t in steps], 1),
+        "each new token attends to the tokens before it but not to itself: the attention ran before its key "
+        "and value were appended": torch.cat([_attend(layer, x[:, t : t + 1], x[:, : max(t, 1)]) for t in steps], 1),
+    }
+
+
+@torch.no_grad()
+def exercise_1(kv_step) -> bool:
+    """``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``,
+    ``x_new`` ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned;
+    ``out`` ``(batch, 1, d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence."""
+    name = "Exercise 1"
+    if kv_step is None:
+        return not_answered(name)
+    if not callable(kv_step):
+        return not_yet(name, f"kv_step must be a function, got {type(kv_step).__name__}", "def kv_step(...)")
+    cases = _attention_cases()
+    hint = (
+        "project x_new with W_query, W_key and W_value, split the heads, append the new key and value to the "
+        "cached ones (torch.cat on the token axis), attend with the new query over all of them (no mask), "
+        "merge the heads and apply out_proj"
+    )
+    for number, (layer, x) in enumerate(cases, start=1):
+        batch, num_tokens, d_in = x.shape
+        where = f"on hidden case {number} of {len(cases)} ({num_tokens} tokens, batch {batch}, d_in {d_in})"
+        expected = layer(x)  # (batch, num_tokens, d_out): the uncached causal layer
+        cache, outputs = None, []
+        for t in range(num_tokens):
+            ran, result = run_candidate(name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where)
+            if not ran:
+                return False
+            if not isinstance(result, (tuple, list)) or len(result) != 2:
+                return not_yet(
+                    name, f"kv_step must return a pair (out, cache), got {type(result).__name__} {where}", hint
+                )
+            out, cache = result
+            problem = compare(out, expected[:, t : t + 1])
+            if problem is not None and not (isinstance(out, torch.Tensor) and out.shape == expected[:, :1].shape):
+                return not_yet(name, f"at step {t}, out: {problem} {where}", hint)
+            outputs.append(out)
+        answer = torch.cat(outputs, dim=1)
+        problem = compare(answer, expected)
+        if problem is None:
+            continue
+        if bool(answer.isnan().any()):
+            return not_yet(
+                name,
+                f"your outputs hold nan {where}: a query attended to no key at all",
+                "append the new key and value to the cache before the new query attends: it must see itself",
+            )
+        for mistake, wrong in _wrong_caches(layer, x).items():
+            if compare(answer[:, 1:], wrong[:, 1:]) is None:  # the first step may differ (no key at all)
+                return not_yet(name, f"{mistake} ({where})", hint)
+        return not_yet(name, f"{problem} {where}", hint + "; scale the scores by 1 / sqrt(head_dim)")
+    return correct(name, f" on all {len(cases)} hidden sequences, step by step equal to the uncached layer")
+
+
+def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
+    """Hidden logits ``(batch, vocab_size)`` and k: a batch of one, k = 1, k = vocab_size, an odd vocabulary."""
+    generator = hidden_generator(_SEED + 1)
+    return [
+        (torch.randn(1, 11, generator=generator), 3),
+        (torch.randn(4, 73, generator=generator) * 3, 5),
+        (torch.randn(3, 9, generator=generator), 1),
+        (torch.randn(2, 7, generator=generator), 7),
+    ]
+
+
+def exercise_2(my_top_k) -> bool:
+    """``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``."""
+    name = "Exercise 2"
+    if my_top_k is None:
+        return not_answered(name)
+    if not callable(my_top_k):
+        return not_yet(name, f"my_top_k must be a function, got {type(my_top_k).__name__}", "def my_top_k(...)")
+    hint = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
+    cases = _top_k_cases()
+    for number, (logits, k) in enumerate(cases, start=1):
+        where = f"on hidden case {number} of {len(cases)} (k = {k}, logits of shape {tuple(logits.shape)})"
+        ran, answer = run_candidate(name, my_top_k, logits.clone(), k, hint=hint, case=where)
+        if not ran:
+            return False
+        expected = top_k_filter(logits, k)
+        problem = compare(answer, expected)
+        if problem is None:
+            continue
+        if isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k):
+            return not_yet(
+                name,
+                f"you returned the k largest values, shape {tuple(answer.shape)} {where}",
+                "return logits of the input's shape, with -inf everywhere except at the k largest",
+            )
+        if isinstance(answer, torch.Tensor) and answer.shape == logits.shape:
+            kept = torch.isfinite(answer) & (answer != 0) if bool((answer == 0).any()) else torch.isfinite(answer)
+            smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
+            if compare(answer, logits.masked_fill(logits > smallest, float("-inf"))) is None:
+                return not_yet(name, f"you kept the k smallest logits, not the largest {where}", hint)
+            if compare(answer, expected.masked_fill(expected == float("-inf"), 0.0)) is None:
+                return not_yet(
+                    name,
+                    f"the dropped logits are 0, not -inf {where}: softmax still gives them a probability",
+                    "set them to float('-inf'), whose exp is 0",
+                )
+            counts = kept.sum(dim=-1)
+            if bool((counts != k).all()):
+                return not_yet(name, f"each row keeps {int(counts[0])} logits, not k = {k} {where}", hint)
+        return not_yet(name, f"{problem} {where}", hint)
+    return correct(name, f" on all {len(cases)} hidden cases")

@@ -1,0 +1,319 @@
+"""Checks for lesson 11's exercises (attention at scale).
+
+- Exercise 1: ``update(running_max, running_sum, block)``, the online-softmax step; the check streams hidden
+  rows through it block by block (``-inf`` entries, a block of only ``-inf``, scores large enough to overflow
+  ``exp``) and compares the softmax it gives with ``torch.softmax``.
+- Exercise 2: ``to_grouped(attention, num_kv_heads)``, which turns a trained attention layer into a
+  grouped-query one by averaging its key and value heads, run on hidden layers; and the validation loss of a
+  small trained GPT before and after converting every layer, which the check recomputes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..gpt import GPT, evaluate_loss, language_model_loss, next_token_batch
+from ..text import CharTokenizer, shakespeare_text
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+_SEED = 11_01
+_INF = float("inf")
+
+
+def _rows() -> list[tuple[torch.Tensor, int]]:
+    """Hidden rows of scores and block sizes: odd lengths, ``-inf`` entries, a first block of only ``-inf``,
+    a later block of only ``-inf``, scores near 1000 (``exp`` overflows without the max), one score."""
+    generator = hidden_generator(_SEED)
+    plain = 4 * torch.randn(13, generator=generator)
+    holes = 3 * torch.randn(11, generator=generator)
+    holes[[1, 4, 5, 9]] = -_INF
+    first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
+    middle_empty = torch.cat([torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3)])
+    huge = 1000 + 10 * torch.randn(9, generator=generator)
+    return [(plain, 4), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
+
+
+def _stream(update, row: torch.Tensor, block_size: int):
+    """Feed ``row`` to ``update`` block by block; return the final (max, sum)."""
+    running_max, running_sum = torch.tensor(-_INF), torch.tensor(0.0)
+    for start in range(0, len(row), block_size):
+        running_max, running_sum = update(running_max, running_sum, row[start : start + block_size].clone())
+    return running_max, running_sum
+
+
+def _reference_update(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.max())
+    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)  # only -inf so far: every term is 0
+    return new_max, running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum()
+
+
+def _no_rescale(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.max())
+    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
+    return new_max, running_sum + torch.exp(block - shift).sum()
+
+
+def _inverted_rescale(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.max())
+    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
+    factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
+    return new_max, running_sum * factor + torch.exp(block - shift).sum()
+
+
+def exercise_1(update) -> bool:
+    """``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a
+    1-D block of scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax."""
+    name = "Exercise 1"
+    if update is None:
+        return not_answered(name)
+    if not callable(update):
+        return not_yet(name, f"update must be a function, got {type(update).__name__}", "def update(...)")
+    hint = (
+        "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
+        "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
+    )
+    rows = _rows()
+    for number, (row, block_size) in enumerate(rows, start=1):
+        where = f"on hidden row {number} of {len(rows)} ({len(row)} scores in blocks of {block_size})"
+        ran, result = run_candidate(name, _stream, update, row, block_size, hint=hint, case=where)
+        if not ran:
+            return False
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return not_yet(name, f"update must return a pair (running_max, running_sum) {where}", hint)
+        if not all(isinstance(item, torch.Tensor) for item in result):
+            result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
+        running_max, running_sum = (item.reshape(()) if item.numel() == 1 else item for item in result)
+        if running_max.numel() != 1 or running_sum.numel() != 1:
+            return not_yet(name, f"running_max and running_sum must be single numbers {where}", hint)
+        weights = torch.exp(row - running_max) / running_sum
+        expected = torch.softmax(row, dim=-1)
+        if compare(weights, expected, atol=1e-5) is None:
+            continue
+        blocks = [row[s : s + block_size] for s in range(0, len(row), block_size)]
+        all_inf_block = any(bool((b == -_INF).all()) for b in blocks)
+        if bool(torch.isnan(running_sum)) and all_inf_block:
+            return not_yet(
+                name,
+                f"the running sum became nan {where}, which has a block of only -inf scores",
+                "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
+                "then (every term exp(-inf) is 0 anyway)",
+            )
+        if not bool(torch.isfinite(running_sum)) or not bool(torch.isfinite(running_max)):
+            return not_yet(
+                name,
+                f"the running maximum or sum is not finite ({running_max.item()}, {running_sum.item()}) {where}",
+                "subtract the running maximum inside exp, so that no exponent is positive",
+            )
+        for wrong, problem in (
+            (_no_rescale, "the old sum was not rescaled when the maximum grew"),
+            (_inverted_rescale, "the old sum was rescaled by exp(new max - old max), the wrong way round"),
+        ):
+            wrong_max, wrong_sum = _stream(wrong, row, block_size)
+            if compare((running_max, running_sum), (wrong_max, wrong_sum), atol=1e-5) is None:
+                return not_yet(name, f"{problem} {where}", hint)
+        reference = _stream(_reference_update, row, block_size)
+        problem = compare((running_max, running_sum), reference, atol=1e-5)
+        return not_yet(name, f"the softmax differs from torch.softmax {where}: {problem or 'wrong values'}", hint)
+    return correct(name, f" on all {len(rows)} hidden rows, equal to torch.softmax")
+
+
+# ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
+
+
+def reference_to_grouped(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """The check's conversion: key/value head ``g`` of the result is the mean of the key/value heads of
+    query heads ``g * group .. (g + 1) * group - 1`` (the grouping of ``MultiHeadAttention``)."""
+    head_dim, group = attention.head_dim, attention.num_heads // num_kv_heads
+    grouped = MultiHeadAttention(
+        attention.d_in,
+        attention.d_out,
+        attention.context_length,
+        attention.dropout.p,
+        attention.num_heads,
+        qkv_bias=attention.W_query.bias is not None,
+        causal=attention.causal,
+        proj_bias=attention.out_proj.bias is not None,
+        num_kv_heads=num_kv_heads,
+    )
+    state = {k: v.clone() for k, v in attention.state_dict().items()}
+    for which in ("W_key", "W_value"):
+        weight = state[f"{which}.weight"]  # (num_heads * head_dim, d_in)
+        state[f"{which}.weight"] = weight.view(num_kv_heads, group, head_dim, -1).mean(dim=1).flatten(0, 1)
+        if f"{which}.bias" in state:
+            state[f"{which}.bias"] = state[f"{which}.bias"].view(num_kv_heads, group, head_dim).mean(dim=1).flatten()
+    grouped.load_state_dict(state)
+    return grouped.train(attention.training)
+
+
+def _first_of_group(attention, num_kv_heads):
+    group = attention.num_heads // num_kv_heads
+    converted = reference_to_grouped(attention, num_kv_heads)
+    with torch.no_grad():
+        for which in ("W_key", "W_value"):
+            weight = getattr(attention, which).weight.view(num_kv_heads, group, attention.head_dim, -1)
+            getattr(converted, which).weight.copy_(weight[:, 0].flatten(0, 1))
+            bias = getattr(attention, which).bias
+            if bias is not None:
+                getattr(converted, which).bias.copy_(bias.view(num_kv_heads, group, -1)[:, 0].flatten())
+    return converted
+
+
+def _strided(attention, num_kv_heads):
+    """Groups of heads h, h + num_kv_heads, h + 2 num_kv_heads, ...: not the grouping the module uses."""
+    group = attention.num_heads // num_kv_heads
+    converted = reference_to_grouped(attention, num_kv_heads)
+    with torch.no_grad():
+        for which in ("W_key", "W_value"):
+            weight = getattr(attention, which).weight.view(group, num_kv_heads, attention.head_dim, -1)
+            getattr(converted, which).weight.copy_(weight.mean(dim=0).flatten(0, 1))
+            bias = getattr(attention, which).bias
+            if bias is not None:
+                getattr(converted, which).bias.copy_(bias.view(group, num_kv_heads, -1).mean(dim=0).flatten())
+    return converted
+
+
+def _summed(attention, num_kv_heads):
+    group = attention.num_heads // num_kv_heads
+    converted = reference_to_grouped(attention, num_kv_heads)
+    with torch.no_grad():
+        for which in ("W_key", "W_value"):
+            getattr(converted, which).weight.mul_(group)
+            if getattr(converted, which).bias is not None:
+                getattr(converted, which).bias.mul_(group)
+    return converted
+
+
+def _layer_cases() -> list[tuple[MultiHeadAttention, int, torch.Tensor]]:
+    """Hidden causal layers (``d_in != d_out``, biases on and off) with a kv-head count and an input."""
+    generator = hidden_generator(_SEED + 1)
+    cases = []
+    for d_in, d_out, num_heads, num_kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            layer = MultiHeadAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
+        cases.append((layer, num_kv_heads, torch.randn(2, 9, d_in, generator=generator)))
+    return cases
+
+
+def _check_to_grouped(name: str, to_grouped) -> bool | None:
+    """None when ``to_grouped`` converts every hidden layer right; else print the verdict and return False."""
+    hint = (
+        "build ah.MultiHeadAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
+        "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
+        "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
+    )
+    cases = _layer_cases()
+    for number, (layer, num_kv_heads, x) in enumerate(cases, start=1):
+        where = (
+            f"on hidden layer {number} of {len(cases)} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
+            f"qkv_bias={layer.W_query.bias is not None})"
+        )
+        original = copy.deepcopy(layer.state_dict())
+        ran, converted = run_candidate(name, to_grouped, layer, num_kv_heads, hint=hint, case=where)
+        if not ran:
+            return False
+        if not isinstance(converted, MultiHeadAttention):
+            return not_yet(
+                name, f"to_grouped must return an ah.MultiHeadAttention, got {type(converted).__name__} {where}", hint
+            )
+        if converted.num_kv_heads != num_kv_heads:
+            return not_yet(
+                name, f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads} {where}", hint
+            )
+        if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
+            return not_yet(name, f"to_grouped changed the layer it was given {where}", "build a new module instead")
+        with torch.no_grad():
+            answer, expected = converted.eval()(x), reference_to_grouped(layer, num_kv_heads)(x)
+            if compare(answer, expected) is None:
+                continue
+            for wrong, problem in (
+                (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
+                (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
+                (_summed, "each kv head is the sum of its group's heads, not the mean"),
+            ):
+                if compare(answer, wrong(layer, num_kv_heads)(x)) is None:
+                    return not_yet(name, f"{problem} ({where})", hint)
+        return not_yet(name, f"the converted layer's output differs from the check's ({where})", hint)
+    return None
+
+
+def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
+    """Lesson 10's GPT, small (2 layers of 4 heads, ``d_model`` 64, 32 characters of context), trained for
+    ``num_steps`` steps on the Shakespeare text with AdamW on one thread; returns the model (in eval mode) and
+    the validation ids ``(20_000,)``, characters it never trained on."""
+    text = shakespeare_text()
+    data = CharTokenizer(text).encode(text)  # (num_characters,)
+    split = int(0.9 * len(data))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = GPT(int(data.max()) + 1, 32, 64, 4, 2, drop_prob=0.0)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+            generator = torch.Generator().manual_seed(seed)
+            for _ in range(num_steps):
+                inputs, targets = next_token_batch(data[:split], 16, 32, generator)
+                loss = language_model_loss(model(inputs), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval(), data[split : split + 20_000]
+
+
+def exercise_2(to_grouped, answer, model: GPT, val_ids: torch.Tensor, num_kv_heads: int) -> bool:
+    """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``answer = (loss_before,
+    loss_after)``: ``model``'s validation loss on ``val_ids`` (``ah.evaluate_loss`` with the model's context
+    length), then with every block's attention converted to ``num_kv_heads`` kv heads."""
+    name = "Exercise 2"
+    if to_grouped is None or answer is None:
+        return not_answered(name)
+    if not callable(to_grouped):
+        return not_yet(name, f"to_grouped must be a function, got {type(to_grouped).__name__}", "def to_grouped(...)")
+    if _check_to_grouped(name, to_grouped) is not None:
+        return False
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        return not_yet(name, "answer must be a pair (loss_before, loss_after)", "answer = (loss_before, loss_after)")
+    answer = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in answer)
+    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in answer):
+        return not_yet(name, "answer must hold two numbers", "ah.evaluate_loss returns the loss as a float")
+    if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
+        return not_yet(
+            name,
+            "the model given to the check is already grouped: the conversion changed it in place",
+            "convert a copy (copy.deepcopy(model)) and keep the trained model as it was",
+        )
+    grouped = copy.deepcopy(model)
+    for block in grouped.blocks:
+        block.attention = reference_to_grouped(block.attention, num_kv_heads)
+    before = evaluate_loss(model, val_ids, model.context_length)
+    after = evaluate_loss(grouped, val_ids, model.context_length)
+    tolerance = 2e-3
+    if math.isclose(answer[0], before, abs_tol=tolerance) and math.isclose(answer[1], after, abs_tol=tolerance):
+        return correct(name, ": the grouped layers are right, and both losses match the check's")
+    if math.isclose(answer[0], after, abs_tol=tolerance) and math.isclose(answer[1], before, abs_tol=tolerance):
+        return not_yet(name, "the two losses are swapped", "answer = (loss_before, loss_after), in that order")
+    if not math.isclose(answer[0], before, abs_tol=tolerance):
+        return not_yet(
+            name,
+            "loss_before is not the trained model's validation loss",
+            "ah.evaluate_loss(model, val_ids, model.context_length), on the model before any conversion",
+        )
+    if math.isclose(answer[1], before, abs_tol=tolerance):
+        return not_yet(
+            name,
+            "loss_after equals loss_before: the model you measured was not converted",
+            "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
+        )
+    return not_yet(
+        name,
+        "loss_after is not the validation loss with every block converted",
+        "convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on val_ids",
+    )

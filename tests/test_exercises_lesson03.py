@@ -1,0 +1,89 @@
+"""Lesson 03's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the right
+answers accepted."""
+
+import math
+
+import pytest
+import torch
+
+from attention_helpers.exercises import lesson03 as checks
+
+NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
+
+
+def self_attention(x, W_query, W_key, W_value, scale=None, dim=-1, mix_inputs=False, transposed=False):
+    queries, keys, values = x @ W_query, x @ W_key, x @ W_value
+    scores = queries @ keys.transpose(-2, -1)
+    if transposed:
+        scores = scores.transpose(-2, -1)
+    scale = math.sqrt(keys.shape[-1]) if scale is None else scale(x, keys, values)
+    weights = torch.softmax(scores / scale, dim=dim)
+    return weights @ (x if mix_inputs else values)
+
+
+def verdict(check, answer, capsys):
+    result = check(answer)
+    return result, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("number", [1, 2])
+def test_unanswered_says_only_not_answered(number, capsys):
+    result, out = verdict(getattr(checks, f"exercise_{number}"), None, capsys)
+    assert result is False and out == f"Exercise {number}: {NOT_ANSWERED}"
+
+
+def test_exercise_1_agrees_with_torch_on_its_reference():
+    """The check's reference is the package's attention; PyTorch's own kernel gives the same context vectors."""
+    for x, W_query, W_key, W_value in checks._attention_cases(torch.Generator().manual_seed(0)):
+        q, k, v = x @ W_query, x @ W_key, x @ W_value
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        assert torch.allclose(self_attention(x, W_query, W_key, W_value), expected, atol=1e-5)
+
+
+def test_exercise_1_accepts_a_right_answer(capsys):
+    result, out = verdict(checks.exercise_1, self_attention, capsys)
+    assert result is True and out.startswith("Exercise 1: correct")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "named", "hint"),
+    [
+        (lambda *a: self_attention(*a, scale=lambda x, k, v: 1.0), "not scaled", "sqrt(d_k)"),
+        (lambda *a: self_attention(*a, scale=lambda x, k, v: k.shape[-1]), "divided the scores by d_k", "root"),
+        (lambda *a: self_attention(*a, scale=lambda x, k, v: math.sqrt(x.shape[-1])), "sqrt(d_in)", "keys"),
+        (lambda *a: self_attention(*a, scale=lambda x, k, v: math.sqrt(v.shape[-1])), "values' width", "keys"),
+        (lambda *a: self_attention(*a, dim=-2), "softmax runs over the queries", "dim=-1"),
+        (lambda *a: self_attention(*a, transposed=True), "scores are transposed", "queries @ keys"),
+        (lambda *a: self_attention(*a, mix_inputs=True), "you mixed the inputs, not the values", "x @ W_value"),
+        (
+            lambda x, wq, wk, wv: torch.softmax((x @ wq) @ (x @ wk).T / 2, dim=-1) @ (x @ wv),
+            "your code raised",
+            "transpose(-2, -1)",
+        ),
+    ],
+)
+def test_exercise_1_names_the_mistake(wrong, named, hint, capsys):
+    result, out = verdict(checks.exercise_1, wrong, capsys)
+    assert result is False and out.startswith("Exercise 1: not yet, ")
+    assert named in out and hint in out.split("Hint: ")[1]
+
+
+def test_exercise_2_accepts_a_right_answer(capsys):
+    result, out = verdict(checks.exercise_2, lambda d_k, std: (math.sqrt(d_k) * std**2,) * 2, capsys)
+    assert result is True and out.startswith("Exercise 2: correct")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "named"),
+    [
+        (lambda d_k, std: (math.sqrt(d_k), math.sqrt(d_k)), "you gave sqrt(d_k)"),
+        (lambda d_k, std: (math.sqrt(d_k) * std, 1.0), "multiplied sqrt(d_k) by std once"),
+        (lambda d_k, std: (d_k * std**4, 1.0), "the variance, not the spread"),
+        (lambda d_k, std: (math.sqrt(d_k) * std**2, math.sqrt(d_k)), "T = sqrt(d_k) does not bring"),
+        (lambda d_k, std: math.sqrt(d_k) * std**2, "expected a pair"),
+    ],
+)
+def test_exercise_2_names_the_mistake(wrong, named, capsys):
+    result, out = verdict(checks.exercise_2, wrong, capsys)
+    assert result is False and out.startswith("Exercise 2: not yet, ") and "Hint: " in out
+    assert named in out

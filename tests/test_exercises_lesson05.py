@@ -1,0 +1,128 @@
+"""Lesson 05's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the
+right answers accepted."""
+
+import math
+
+import pytest
+import torch
+
+from attention_helpers.exercises import lesson05 as checks
+
+
+def inverted_dropout(x, p, training=True):
+    if not training:
+        return x
+    keep = torch.rand_like(x) >= p
+    return x * keep if p == 1 else x * keep / (1 - p)
+
+
+def unscaled(x, p, training=True):
+    return x * (torch.rand_like(x) >= p) if training else x
+
+
+def keep_and_drop_reversed(x, p, training=True):
+    if not training:
+        return x
+    keep = torch.rand_like(x) < p  # keeps with probability p
+    return x * keep if p == 1 else x * keep / (1 - p)
+
+
+def divides_by_zero_at_p_one(x, p, training=True):
+    return x * (torch.rand_like(x) >= p) / (1 - p) if training else x
+
+
+def ignores_training_flag(x, p, training=True):
+    return inverted_dropout(x, p, True)
+
+
+def same_mask_every_call(x, p, training=True):
+    if not training:
+        return x
+    keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(0)) >= p
+    return x * keep if p == 1 else x * keep / (1 - p)
+
+
+def one_number_per_row(x, p, training=True):
+    if not training:
+        return x
+    keep = torch.rand(*x.shape[:-1], 1) >= p
+    return x * keep if p == 1 else x * keep / (1 - p)
+
+
+def in_place(x, p, training=True):
+    if training:
+        x.mul_(torch.rand_like(x) >= p).div_(1 - p if p < 1 else 1)
+    return x
+
+
+def test_unanswered(capsys):
+    assert checks.exercise_1(None) is False
+    assert checks.exercise_2(None) is False
+    assert capsys.readouterr().out == (
+        "Exercise 1: Not answered yet (the answer is still None).\n"
+        "Exercise 2: Not answered yet (the answer is still None).\n"
+    )
+
+
+def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alone(capsys):
+    state = torch.get_rng_state()
+    assert checks.exercise_1(inverted_dropout) is True
+    assert torch.equal(torch.get_rng_state(), state)
+    # torch's own dropout passes too: the check judges properties, not one mask
+    assert checks.exercise_1(lambda x, p, training=True: torch.nn.functional.dropout(x, p, training)) is True
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["Exercise 1: correct on every hidden tensor, in training and evaluation mode."] * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (unscaled, "the surviving entries equal x", "divide the survivors by 1 - p"),
+        (keep_and_drop_reversed, "you keep an entry with probability p", "the keep/drop test is reversed"),
+        (divides_by_zero_at_p_one, "with p = 1", "return zeros (x * 0) rather than dividing by 1 - p = 0"),
+        (ignores_training_flag, "the output differs from x with training=False", "in evaluation mode dropout does"),
+        (same_mask_every_call, "two calls dropped exactly the same entries", "draw a new random mask at every call"),
+        (one_number_per_row, "each row is dropped or kept as a whole", "a random number of its own"),
+        (in_place, "changed its input x in place", "build a new tensor"),
+        (lambda x, p, training=True: None, "returned None", "return the tensor after dropout"),
+        (lambda x, p: x, "raised TypeError", "torch.rand_like(x)"),
+    ],
+)
+def test_exercise_1_names_the_mistake(capsys, answer, problem, hint):
+    assert checks.exercise_1(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 1: not yet, ") and out.count("\n") == 1
+    assert problem in out.split(" Hint: ")[0] and hint in out.split(" Hint: ")[1]
+
+
+def test_exercise_2_accepts_the_sum_over_rows(capsys):
+    assert checks.exercise_2(lambda n, p: sum(p ** (i + 1) for i in range(n))) is True
+    # a tensor of one number is a number too
+    assert checks.exercise_2(lambda n, p: (torch.tensor(p, dtype=torch.float64) ** torch.arange(1, n + 1)).sum())
+    assert capsys.readouterr().out == "Exercise 2: correct on all 5 hidden cases.\n" * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (lambda n, p: sum(p**k for k in range(n)), "first row as always empty"),
+        (lambda n, p: p**n, "one row of all num_tokens weights"),
+        (lambda n, p: n * p, "counts one dropped weight as an empty row"),
+        (lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)), "rows that keep all their weights"),
+        (lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)), "at least one row is empty"),
+        (lambda n, p: sum(p**k for k in range(1, n + 1)) / n, "expected fraction of empty rows"),
+        (lambda n, p: 0.09, "not the right number"),  # the old exercise's answer for one row, for every input
+    ],
+)
+def test_exercise_2_names_the_wrong_formula(capsys, answer, problem):
+    assert checks.exercise_2(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 2: not yet, ") and problem in out and "Hint: " in out
+
+
+def test_exercise_1_accepts_another_dtype_and_never_raises(capsys):
+    assert checks.exercise_1(lambda x, p, training=True: inverted_dropout(x.double(), p, training)) is True
+    assert checks.exercise_1(lambda x, p, training=True: (torch.rand_like(x) >= p).int()) is False  # the mask only
+    assert checks.exercise_1(lambda x, p, training=True: [0.0]) is False
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Exercise 1: correct") and all(line.startswith("Exercise 1: not yet") for line in out[1:])

@@ -1,0 +1,147 @@
+"""Lesson 06's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the
+right answers accepted."""
+
+import pytest
+import torch
+
+from attention_helpers.exercises import lesson06 as checks
+
+RIGHT_SHAPES = (4, (2, 3, 5, 4), (2, 3, 5, 5), (2, 5, 12))
+
+
+def split(t, num_heads):
+    """(batch, num_tokens, d_out) -> (batch, num_heads, num_tokens, head_dim)"""
+    batch, num_tokens, d_out = t.shape
+    return t.view(batch, num_tokens, num_heads, d_out // num_heads).transpose(1, 2)
+
+
+def fused(x, W_qkv, W_out, num_heads, causal, *, merge_transposed=True, scaled=True):
+    """Written here independently of the check's own variants, from the lesson's recipe."""
+    batch, num_tokens, _ = x.shape
+    queries, keys, values = (split(t, num_heads) for t in (x @ W_qkv.T).chunk(3, dim=-1))
+    attn_scores = queries @ keys.transpose(-2, -1)
+    if scaled:
+        attn_scores = attn_scores / queries.shape[-1] ** 0.5
+    if causal:
+        future = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+        attn_scores = attn_scores.masked_fill(future, -torch.inf)
+    context_vec = torch.softmax(attn_scores, dim=-1) @ values  # (batch, num_heads, num_tokens, head_dim)
+    if merge_transposed:
+        context_vec = context_vec.transpose(1, 2)
+    return context_vec.reshape(batch, num_tokens, -1) @ W_out.T
+
+
+def test_unanswered(capsys):
+    assert checks.exercise_1(None) is False
+    assert checks.exercise_2(None) is False
+    assert capsys.readouterr().out == (
+        "Exercise 1: Not answered yet (the answer is still None).\n"
+        "Exercise 2: Not answered yet (the answer is still None).\n"
+    )
+
+
+def test_exercise_1_right_shapes(capsys):
+    assert checks.exercise_1(RIGHT_SHAPES) is True
+    assert checks.exercise_1([4, [2, 3, 5, 4], torch.Size([2, 3, 5, 5]), (2, 5, 12)]) is True  # lists and Size too
+    assert capsys.readouterr().out == "Exercise 1: correct.\n" * 2
+
+
+@pytest.mark.parametrize(
+    ("index", "wrong", "hint"),
+    [
+        (0, 12, "head_dim = d_out // num_heads"),
+        (1, (2, 5, 3, 4), "transpose(1, 2) moves the heads in front of the tokens"),
+        (2, (2, 3, 5, 4), "one weight per (query, key) pair"),
+        (2, (2, 5, 5), "every head computes its own weights"),
+        (3, (2, 5, 4), "the heads are merged back side by side"),
+        (3, (2, 5, 7), "the output is d_out wide"),  # no specific slip: the general hint
+    ],
+)
+def test_exercise_1_names_the_slip(capsys, index, wrong, hint):
+    answer = list(RIGHT_SHAPES)
+    answer[index] = wrong
+    assert checks.exercise_1(tuple(answer)) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 1: not yet, ") and hint in out.split(" Hint: ")[1]
+
+
+def test_exercise_2_accepts_view_transpose_and_einsum(capsys):
+    def with_einsum(x, W_qkv, W_out, num_heads, causal):
+        batch, num_tokens, _ = x.shape
+        d_out = W_out.shape[0]
+        qkv = (x @ W_qkv.T).view(batch, num_tokens, 3, num_heads, d_out // num_heads)
+        queries, keys, values = qkv.unbind(dim=2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", queries, keys) / queries.shape[-1] ** 0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1), -torch.inf)
+        context_vec = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(dim=-1), values)
+        return context_vec.reshape(batch, num_tokens, d_out) @ W_out.T
+
+    assert checks.exercise_2(fused) is True
+    assert checks.exercise_2(with_einsum) is True
+    assert capsys.readouterr().out == "Exercise 2: correct on all 5 hidden cases.\n" * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (
+            lambda *args: fused(*args, merge_transposed=False),
+            "reshaping (batch, num_heads, num_tokens, head_dim) straight to (batch, num_tokens, d_out)",
+            "move the head axis back next to head_dim before merging",
+        ),
+        (
+            lambda *args: fused(*args, scaled=False),
+            "the 1 / sqrt(head_dim) is missing",
+            "divide each head's scores by sqrt(head_dim)",
+        ),
+        (
+            # both at once: no single variant matches, the permutation test names the mixing
+            lambda *args: fused(*args, merge_transposed=False, scaled=False),
+            "shuffling the input tokens does not shuffle your output rows the same way",
+            "heads and positions got mixed in a reshape",
+        ),
+        (
+            lambda x, W_qkv, W_out, num_heads, causal: fused(x, W_qkv, W_out, num_heads, False),
+            "no causal mask with causal=True",
+            "fill the scores above the diagonal with -inf",
+        ),
+        (
+            lambda x, W_qkv, W_out, num_heads, causal: fused(x, W_qkv, W_out, num_heads, True),
+            "the causal mask is applied with causal=False",
+            "apply the mask only when causal is True",
+        ),
+        (
+            lambda x, W_qkv, W_out, num_heads, causal: fused(x, W_qkv, W_out.T, num_heads, causal),
+            "x @ W_out instead of x @ W_out.T",
+            "multiply by W_out.T",
+        ),
+        (lambda x, W_qkv, W_out, num_heads, causal: x, "expected shape (2, 7, 12), got (2, 7, 5)", "x @ W_qkv.T"),
+        (lambda x, W_qkv, W_out, num_heads: x, "raised TypeError", "x @ W_qkv.T"),
+    ],
+)
+def test_exercise_2_names_the_mistake(capsys, answer, problem, hint):
+    assert checks.exercise_2(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 2: not yet, ") and out.count("\n") == 1
+    before, after = out.split(" Hint: ")
+    assert problem in before and hint in after
+
+
+def test_exercise_2_reference_is_the_package_layer_not_the_checks_own_variant():
+    """The mistakes are named with the check's own variants; the right answer must come from MultiHeadAttention."""
+    generator = torch.Generator().manual_seed(0)
+    x, W_qkv, W_out = checks._fused_inputs(generator, 2, 7, 5, 12)
+    for causal in (True, False):
+        expected = checks._fused_reference(x, W_qkv, W_out, 3, causal)
+        torch.testing.assert_close(checks._multi_head(x, W_qkv, W_out, 3, causal), expected)
+        torch.testing.assert_close(fused(x, W_qkv, W_out, 3, causal), expected)
+
+
+def test_checks_never_raise_on_odd_answers(capsys):
+    assert checks.exercise_1((torch.tensor(4), torch.ones(4), "shape", None)) is False
+    assert checks.exercise_1("4, (2, 3, 5, 4)") is False
+    assert checks.exercise_2(lambda *args: "not a tensor") is False
+    assert checks.exercise_2(3) is False
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and all(" not yet, " in line and " Hint: " in line for line in out)

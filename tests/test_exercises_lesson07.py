@@ -1,0 +1,179 @@
+"""Lesson 07's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the
+right answers accepted."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import attention_helpers as ah
+from attention_helpers.exercises import lesson07 as checks
+
+
+def test_unanswered(capsys):
+    assert checks.exercise_1(None) is False
+    assert checks.exercise_2(None) is False
+    assert checks.exercise_3(None) is False
+    assert capsys.readouterr().out == "".join(
+        f"Exercise {n}: Not answered yet (the answer is still None).\n" for n in (1, 2, 3)
+    )
+
+
+# Exercise 1: padding mask
+
+
+def test_exercise_1_accepts_a_broadcast_comparison(capsys):
+    assert checks.exercise_1(lambda lengths, n: torch.arange(n)[None, :] >= lengths[:, None]) is True
+    assert capsys.readouterr().out == "Exercise 1: correct on all 4 hidden cases.\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (lambda lengths, n: torch.arange(n)[None, :] < lengths[:, None], "True at the real tokens", "True at padding"),
+        (lambda lengths, n: torch.arange(n)[None, :] > lengths[:, None], "first padding position", "t >= length"),
+        (
+            lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None]).T,
+            "(num_tokens, batch)",
+            "lengths[:, None]",
+        ),
+        (lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None]).float(), "dtype is torch.float32", "arange"),
+    ],
+)
+def test_exercise_1_names_the_mistake(capsys, answer, problem, hint):
+    assert checks.exercise_1(answer) is False
+    before, after = capsys.readouterr().out.split(" Hint: ")
+    assert before.startswith("Exercise 1: not yet, ") and problem in before and hint in after
+
+
+# Exercise 2: LayerNorm with x.var
+
+
+def layer_norm(x, gamma, beta, eps, correction=0, eps_inside=True):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, correction=correction)
+    denominator = torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps
+    return gamma * (x - mean) / denominator + beta
+
+
+def test_exercise_2_accepts_the_biased_variance(capsys):
+    assert checks.exercise_2(layer_norm) is True
+    assert checks.exercise_2(lambda x, gamma, beta, eps: F.layer_norm(x, x.shape[-1:], gamma, beta, eps)) is True
+    assert capsys.readouterr().out == "Exercise 2: correct on all 4 hidden cases.\n" * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (lambda x, g, b, eps: layer_norm(x, g, b, eps, correction=1), "divides by d - 1", "correction=0"),
+        (lambda x, g, b, eps: layer_norm(x, g, b, eps, eps_inside=False), "after the square root", "sqrt(var + eps)"),
+        (lambda x, g, b, eps: layer_norm(x, torch.ones_like(g), torch.zeros_like(b), eps), "gamma and beta", "gamma"),
+        (lambda x, g, b: x, "raised TypeError", "biased variance"),
+    ],
+)
+def test_exercise_2_names_the_mistake(capsys, answer, problem, hint):
+    assert checks.exercise_2(answer) is False
+    before, after = capsys.readouterr().out.split(" Hint: ")
+    assert before.startswith("Exercise 2: not yet, ") and problem in before and hint in after
+
+
+# Exercise 3: a pre-LN layer from the package's parts
+
+
+class PreLN(nn.Module):
+    def __init__(self, torch_layer):
+        super().__init__()
+        self.attention = ah.MultiHeadAttention.from_torch(torch_layer.self_attn)
+        self.norm1 = ah.LayerNorm.from_torch(torch_layer.norm1)
+        self.norm2 = ah.LayerNorm.from_torch(torch_layer.norm2)
+        self.ffn = ah.FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features)  # p = 0.1
+        self.ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
+        self.ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.ffn(self.norm2(x))
+
+
+class PostLN(PreLN):
+    def forward(self, x):
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.ffn(x))
+
+
+class NoAttentionResidual(PreLN):
+    def forward(self, x):
+        x = self.attention(self.norm1(x))
+        return x + self.ffn(self.norm2(x))
+
+
+class NoFeedForwardResidual(PreLN):
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return self.ffn(self.norm2(x))
+
+
+class ResidualFromNormalised(PreLN):
+    def forward(self, x):
+        h = self.norm1(x)
+        x = h + self.attention(h)
+        h = self.norm2(x)
+        return h + self.ffn(h)
+
+
+class CallsTorchsLayer(nn.Module):
+    def __init__(self, torch_layer):
+        super().__init__()
+        self.layer = torch_layer
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class SharesTorchsNorm(PreLN):
+    def __init__(self, torch_layer):
+        super().__init__(torch_layer)
+        self.norm1 = torch_layer.norm1  # PyTorch's module itself, not a copy
+
+
+class WrapsEncoderLayer(nn.Module):
+    def __init__(self, torch_layer):
+        super().__init__()
+        self.layer = ah.EncoderLayer.from_torch(torch_layer)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+def test_exercise_3_accepts_the_pre_ln_block_and_sets_it_to_eval_mode(capsys):
+    assert checks.exercise_3(PreLN) is True  # its FeedForward has dropout 0.1: the check compares in eval mode
+    assert capsys.readouterr().out == (
+        "Exercise 3: correct on all 3 hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True).\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (PostLN, "your block is post-LN", "pre-LN normalises the sublayer's input"),
+        (NoAttentionResidual, "the attention sublayer has no residual", "x = x + attention(norm1(x))"),
+        (NoFeedForwardResidual, "the feed-forward sublayer has no residual", "x = x + ffn(norm2(x))"),
+        (ResidualFromNormalised, "the residual adds the normalised x", "keep x un-normalised"),
+        (CallsTorchsLayer, "still uses torch_layer's own modules", "copies of the weights"),
+        (SharesTorchsNorm, "still uses torch_layer's own modules", "copies of the weights"),
+        (WrapsEncoderLayer, "holds an ah.EncoderLayer", "assemble the layer yourself"),
+        (lambda torch_layer: lambda x: None, "forward returned None", "return x"),
+    ],
+)
+def test_exercise_3_names_the_mistake(capsys, answer, problem, hint):
+    assert checks.exercise_3(answer) is False
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    before, after = out.split(" Hint: ")
+    assert before.startswith("Exercise 3: not yet, ") and problem in before and hint in after
+
+
+def test_exercise_3_reference_is_pytorchs_pre_ln_layer():
+    layer = checks._torch_block(1, 12, 3, 20)
+    assert isinstance(layer, nn.TransformerEncoderLayer) and layer.norm_first and not layer.training
+    assert not torch.allclose(layer.norm1.weight, torch.ones(12))  # random LayerNorms, so a swap shows

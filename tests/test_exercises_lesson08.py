@@ -1,0 +1,62 @@
+"""Lesson 08's exercise checks: the rotate targets on hidden batches, and the causal model's accuracy band."""
+
+import pytest
+import torch
+
+from attention_helpers.exercises import lesson08 as checks
+
+
+def verdict(capsys, check, *args, **kwargs):
+    result = check(*args, **kwargs)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    return result, out
+
+
+def test_rotate_targets(capsys):
+    assert verdict(capsys, checks.exercise_1, None) == (
+        False,
+        "Exercise 1: Not answered yet (the answer is still None).\n",
+    )
+    ok, out = verdict(capsys, checks.exercise_1, lambda x: torch.roll(x, 1, dims=-1))
+    assert ok and out.startswith("Exercise 1: correct")
+    for wrong, reason in (
+        (lambda x: torch.roll(x, -1, dims=-1), "one place to the left"),
+        (lambda x: x.flip(-1), "reversed"),
+        (lambda x: torch.roll(x, 1, dims=0), "the rows (the batch) were rotated"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_1, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The check's own training run replaced by a fixed figure (the real run is tested below, small)."""
+    monkeypatch.setattr(checks, "_causal_reverse_accuracy", lambda *args: 0.55)
+
+
+def test_causal_accuracy_band(capsys, measured):
+    assert verdict(capsys, checks.exercise_2, None, seed=0) == (
+        False,
+        "Exercise 2: Not answered yet (the answer is still None).\n",
+    )
+    ok, out = verdict(capsys, checks.exercise_2, 0.57, seed=0)
+    assert ok and out.startswith("Exercise 2: correct")
+    for wrong, reason in (
+        (1.0, "the model without a causal mask"),
+        (0.289, "without positions"),
+        (0.1, "random guess"),
+        (55.0, "not a fraction"),
+        (0.75, "outside the range"),
+        ("0.55", "expected a number"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_2, wrong, seed=0)
+        assert not ok and reason in out and "Hint: " in out
+
+
+def test_the_check_trains_the_configuration_it_is_given(capsys):
+    small = dict(num_tokens=6, num_train=300, num_heldout=100, d_model=16, num_heads=2, num_layers=1, ffn_hidden=16)
+    reference = checks._causal_reverse_accuracy(0, *small.values(), 20, 32, 3e-3)
+    assert 0 <= reference <= 1
+    ok, _ = verdict(capsys, checks.exercise_2, reference, seed=0, num_steps=20, batch_size=32, **small)
+    assert ok

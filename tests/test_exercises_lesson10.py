@@ -1,0 +1,81 @@
+"""Lesson 10's exercise checks: a KV cache step against the uncached layer, and top-k filtering."""
+
+import math
+
+import torch
+
+from attention_helpers.exercises import lesson10 as checks
+
+NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
+
+
+def verdict(capsys, check, *args):
+    result = check(*args)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    return result, out
+
+
+def make_step(append=True, attend_before_append=False, first_row_mask=False):
+    def kv_step(attention, x_new, cache):
+        batch = x_new.shape[0]
+
+        def split(t):
+            return t.view(batch, 1, attention.num_heads, attention.head_dim).transpose(1, 2)
+
+        query, key, value = (
+            split(attention.W_query(x_new)),
+            split(attention.W_key(x_new)),
+            split(attention.W_value(x_new)),
+        )
+        old_keys, old_values = cache if cache is not None else (key[:, :, :0], value[:, :, :0])
+        keys, values = torch.cat([old_keys, key], dim=2), torch.cat([old_values, value], dim=2)
+        seen_keys, seen_values = (old_keys, old_values) if attend_before_append else (keys, values)
+        scores = query @ seen_keys.transpose(-2, -1) / math.sqrt(attention.head_dim)
+        if first_row_mask:
+            scores = scores.masked_fill(attention.mask[:1, : seen_keys.shape[2]], -math.inf)
+        weights = torch.softmax(scores, dim=-1)
+        out = attention.out_proj((weights @ seen_values).transpose(1, 2).reshape(batch, 1, attention.d_out))
+        return out, ((keys, values) if append else cache)
+
+    return kv_step
+
+
+def test_kv_cache_step(capsys):
+    assert verdict(capsys, checks.exercise_1, None) == (False, "Exercise 1: " + NOT_ANSWERED)
+    ok, out = verdict(capsys, checks.exercise_1, make_step())
+    assert ok and out.startswith("Exercise 1: correct")
+    for wrong, reason in (
+        (make_step(append=False), "never appended"),
+        (make_step(first_row_mask=True), "a causal mask's first row"),
+        (make_step(attend_before_append=True), "not to itself"),
+        (lambda attention, x_new, cache: attention(x_new), "must return a pair"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_1, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out
+
+
+def test_top_k(capsys):
+    assert verdict(capsys, checks.exercise_2, None) == (False, "Exercise 2: " + NOT_ANSWERED)
+
+    def top_k(logits, k):
+        return logits.masked_fill(logits < logits.topk(k, dim=-1).values[:, -1:], -math.inf)
+
+    ok, out = verdict(capsys, checks.exercise_2, top_k)
+    assert ok and out.startswith("Exercise 2: correct")
+    for wrong, reason in (
+        (lambda logits, k: logits.topk(k, dim=-1).values, "you returned the k largest values"),
+        (
+            lambda logits, k: logits.masked_fill(
+                logits > logits.topk(k, dim=-1, largest=False).values[:, -1:], -math.inf
+            ),
+            "kept the k smallest",
+        ),
+        (lambda logits, k: top_k(logits, k).nan_to_num(neginf=0.0), "are 0, not -inf"),
+        (
+            lambda logits, k: logits.masked_fill(logits <= logits.topk(k, dim=-1).values[:, -1:], -math.inf),
+            "logits, not k",
+        ),
+    ):
+        ok, out = verdict(capsys, checks.exercise_2, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out

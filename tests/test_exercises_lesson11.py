@@ -1,0 +1,86 @@
+"""Lesson 11's exercise checks: the online-softmax update on hidden rows, and grouped-query conversion."""
+
+import copy
+
+import torch
+
+import attention_helpers as ah
+from attention_helpers.exercises import lesson11 as checks
+
+NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
+
+
+def verdict(capsys, check, *args, **kwargs):
+    result = check(*args, **kwargs)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    return result, out
+
+
+def update(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.max())
+    shift = new_max if torch.isfinite(new_max) else torch.zeros(())
+    return new_max, running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum()
+
+
+def test_online_softmax_update(capsys):
+    assert verdict(capsys, checks.exercise_1, None) == (False, "Exercise 1: " + NOT_ANSWERED)
+    ok, out = verdict(capsys, checks.exercise_1, update)
+    assert ok and out.startswith("Exercise 1: correct")
+
+    def nan_on_empty_block(running_max, running_sum, block):
+        new_max = torch.maximum(running_max, block.max())
+        return new_max, running_sum * torch.exp(running_max - new_max) + torch.exp(block - new_max).sum()
+
+    def no_max(running_max, running_sum, block):
+        return torch.maximum(running_max, block.max()), running_sum + torch.exp(block).sum()
+
+    for wrong, reason in (
+        (nan_on_empty_block, "block of only -inf"),
+        (checks._no_rescale, "not rescaled"),
+        (checks._inverted_rescale, "the wrong way round"),
+        (no_max, "differs from torch.softmax"),
+        (lambda running_max, running_sum, block: running_sum, "raised TypeError"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_1, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out
+
+
+def small_model_and_losses():
+    torch.manual_seed(0)
+    model = ah.GPT(20, 8, 16, 4, 2, 0.0).eval()  # untrained, with large weights so that grouping changes the loss
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)
+    val_ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
+    grouped = copy.deepcopy(model)
+    for block in grouped.blocks:
+        block.attention = checks.reference_to_grouped(block.attention, 2)
+    return model, val_ids, ah.evaluate_loss(model, val_ids, 8), ah.evaluate_loss(grouped, val_ids, 8)
+
+
+def test_grouped_query_conversion(capsys):
+    model, val_ids, before, after = small_model_and_losses()
+    convert = checks.reference_to_grouped
+    assert verdict(capsys, checks.exercise_2, None, None, model, val_ids, 2) == (False, "Exercise 2: " + NOT_ANSWERED)
+    ok, out = verdict(capsys, checks.exercise_2, convert, (before, after), model, val_ids, 2)
+    assert ok and out.startswith("Exercise 2: correct")
+    for to_grouped, answer, reason in (
+        (checks._first_of_group, (before, after), "the first head of its group"),
+        (checks._strided, (before, after), "the groups are heads h, h + num_kv_heads"),
+        (checks._summed, (before, after), "the sum of its group's heads"),
+        (lambda attention, n: attention, (before, after), "num_kv_heads=6, not 2"),
+        (convert, (after, before), "swapped"),
+        (convert, (before, before), "was not converted"),
+        (convert, (before + 0.1, after), "loss_before is not"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_2, to_grouped, answer, model, val_ids, 2)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out
+
+
+def test_a_model_converted_in_place_is_named(capsys):
+    model, val_ids, before, after = small_model_and_losses()
+    for block in model.blocks:
+        block.attention = checks.reference_to_grouped(block.attention, 2)
+    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, (before, after), model, val_ids, 2)
+    assert not ok and "changed it in place" in out
