@@ -577,6 +577,10 @@ def greedy_decode(
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
     check_positive_int("num_tokens", num_tokens)
+    if num_tokens > model.transformer.max_len:
+        raise ValueError(
+            f"num_tokens={num_tokens} is more than the model's max_len={model.transformer.max_len} target positions"
+        )
     if not 0 <= bos_id < model.tgt_vocab_size:
         raise ValueError(f"bos_id must be a target id from 0 to {model.tgt_vocab_size - 1}, got {bos_id}")
     was_training = model.training

@@ -245,6 +245,8 @@ def test_bad_construction_and_conversion():
         model(torch.tensor([[25, 1]]), torch.tensor([[1]]))
     with pytest.raises(TypeError, match="int64"):
         greedy_decode(model, torch.ones(1, 3), 1, 4)
+    with pytest.raises(ValueError, match="max_len=16"):
+        greedy_decode(model, torch.ones(1, 3, dtype=torch.long), 1, 17)
     with pytest.raises(TypeError, match="Seq2SeqTransformer"):
         greedy_decode(nn.Linear(2, 2), torch.ones(1, 3, dtype=torch.long), 1, 4)
     with pytest.raises(ValueError, match="num_train \\+ num_heldout"):
