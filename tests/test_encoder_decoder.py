@@ -251,3 +251,24 @@ def test_bad_construction_and_conversion():
         greedy_decode(nn.Linear(2, 2), torch.ones(1, 3, dtype=torch.long), 1, 4)
     with pytest.raises(ValueError, match="num_train \\+ num_heldout"):
         make_dates(70_000, 10_000)
+
+
+def test_cached_decoding_projects_the_source_once_and_keeps_no_state_in_the_modules():
+    model = _trained_free_seq2seq()
+    src = torch.randint(1, 20, (2, 9), generator=torch.Generator().manual_seed(2))
+    calls = {True: 0, False: 0}
+    use_cache = True
+
+    def count(module, inputs, output):
+        calls[use_cache] += 1
+
+    hooks = [layer.cross_attention.W_key.register_forward_hook(count) for layer in model.transformer.decoder_layers]
+    greedy_decode(model, src, 1, 8, use_cache=True)
+    use_cache = False
+    greedy_decode(model, src, 1, 8, use_cache=False)
+    for hook in hooks:
+        hook.remove()
+    assert calls[True] == 2  # once per decoder layer, for all 8 steps
+    assert calls[False] == 2 * 8  # once per layer and step
+    for layer in model.transformer.decoder_layers:
+        assert layer.self_attention.cache_k is None and layer.cross_attention.cache_k is None
