@@ -272,3 +272,24 @@ def test_cached_decoding_projects_the_source_once_and_keeps_no_state_in_the_modu
     assert calls[False] == 2 * 8  # once per layer and step
     for layer in model.transformer.decoder_layers:
         assert layer.self_attention.cache_k is None and layer.cross_attention.cache_k is None
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_parity_in_eval_mode_where_torch_takes_its_fast_paths(norm_first):
+    torch.manual_seed(8)
+    model = EncoderDecoder(16, 4, 2, 2, 40, 0.1, norm_first).eval()  # dropout off in eval mode
+    transformer = ah.to_torch(model)
+    assert not transformer.training
+    src_padding = _inputs()[2]
+    src = torch.randn(3, SRC_LEN, 16, generator=torch.Generator().manual_seed(10))
+    tgt = torch.randn(3, TGT_LEN, 16, generator=torch.Generator().manual_seed(11))
+    with torch.no_grad():
+        ours = model(src, tgt, src_padding)
+        theirs = transformer(
+            src,
+            tgt,
+            tgt_mask=ah.causal_mask(TGT_LEN),
+            src_key_padding_mask=src_padding,
+            memory_key_padding_mask=src_padding,
+        )
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
