@@ -1,8 +1,9 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder -> (training, pretrained, gpt)``, with ``efficient`` (attention
-without the full score matrix) beside ``attention`` and ``text`` (the text lesson 10 trains on) beside ``gpt``;
+``data -> functional -> attention -> encoder -> (training, pretrained, gpt, encoder_decoder)``, with ``efficient``
+(attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains on) beside
+``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``;
 ``plotting`` (and ``plotting_training``, ``plotting_pretrained``), ``widgets``, ``interop`` and ``exercises``
 (the notebooks' answer checks) sit on top.
 
@@ -21,6 +22,7 @@ from .attention import (
 from .data import WORDS, toy_embeddings
 from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
+from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
 from .exercises import check_answer, check_function
 from .functional import (
     attention_scores_loop,
@@ -127,7 +129,9 @@ __all__ = [
     "CausalAttention",
     "CharTokenizer",
     "DecoderBlock",
+    "DecoderLayer",
     "Encoder",
+    "EncoderDecoder",
     "EncoderLayer",
     "FeedForward",
     "History",
@@ -136,6 +140,7 @@ __all__ = [
     "MultiHeadAttentionWrapper",
     "ParameterError",
     "PositionalEncoding",
+    "Seq2SeqTransformer",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SentenceEncoder",
@@ -152,6 +157,7 @@ __all__ = [
     "evaluate",
     "evaluate_loss",
     "generate",
+    "greedy_decode",
     "heads_widget",
     "key_padding_mask_to_attention_mask",
     "language_model_loss",

@@ -2,7 +2,8 @@
 
 The other direction, PyTorch module -> ours, is each class's ``from_torch`` constructor
 (:meth:`MultiHeadAttention.from_torch`, :meth:`EncoderLayer.from_torch`, :meth:`Encoder.from_torch`,
-:meth:`LayerNorm.from_torch`). The returned torch modules are batch-first, like ours.
+:meth:`LayerNorm.from_torch`, :meth:`DecoderLayer.from_torch`, :meth:`EncoderDecoder.from_torch`).
+The returned torch modules are batch-first, like ours.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .encoder import Encoder, EncoderLayer, LayerNorm
+from .encoder_decoder import DecoderLayer, EncoderDecoder
 
 
 def _same_settings(module: nn.Module, torch_module: nn.Module) -> nn.Module:
@@ -70,6 +72,62 @@ def _encoder_layer_to_torch(layer: EncoderLayer) -> nn.TransformerEncoderLayer:
     return _same_settings(layer, torch_layer)
 
 
+def _decoder_layer_to_torch(layer: DecoderLayer) -> nn.TransformerDecoderLayer:
+    ffn = layer.ffn
+    torch_layer = nn.TransformerDecoderLayer(
+        layer.d_model,
+        layer.self_attention.num_heads,
+        dim_feedforward=ffn.linear1.out_features,
+        dropout=layer.dropout1.p,
+        activation="gelu" if isinstance(ffn.activation, nn.GELU) else "relu",
+        layer_norm_eps=layer.norm1.eps,
+        batch_first=True,
+        norm_first=layer.norm_first,
+    )
+    torch_layer.self_attn = _mha_to_torch(layer.self_attention)
+    torch_layer.multihead_attn = _mha_to_torch(layer.cross_attention)
+    torch_layer.norm1 = _layer_norm_to_torch(layer.norm1)
+    torch_layer.norm2 = _layer_norm_to_torch(layer.norm2)
+    torch_layer.norm3 = _layer_norm_to_torch(layer.norm3)
+    torch_layer.linear1.load_state_dict(ffn.linear1.state_dict())
+    torch_layer.linear2.load_state_dict(ffn.linear2.state_dict())
+    return _same_settings(layer, torch_layer)
+
+
+def _encoder_to_torch(module: Encoder) -> nn.TransformerEncoder:
+    layers = [_encoder_layer_to_torch(layer) for layer in module.layers]
+    norm = None if module.norm is None else _layer_norm_to_torch(module.norm)
+    # enable_nested_tensor=False: the nested-tensor fast path zeroes padded positions' outputs
+    # instead of computing them, which would make padded comparisons differ for a reason unrelated
+    # to the maths.
+    torch_encoder = nn.TransformerEncoder(layers[0], len(layers), norm=norm, enable_nested_tensor=False)
+    torch_encoder.layers = nn.ModuleList(layers)
+    return _same_settings(module, torch_encoder)
+
+
+def _encoder_decoder_to_torch(module: EncoderDecoder) -> nn.Transformer:
+    layers = [_decoder_layer_to_torch(layer) for layer in module.decoder_layers]
+    decoder = nn.TransformerDecoder(layers[0], len(layers), norm=_layer_norm_to_torch(module.decoder_norm))
+    decoder.layers = nn.ModuleList(layers)
+    encoder = _encoder_to_torch(module.encoder)
+    first = module.decoder_layers[0]
+    transformer = nn.Transformer(
+        module.d_model,
+        module.num_heads,
+        len(module.encoder.layers),
+        len(layers),
+        dim_feedforward=first.ffn.linear1.out_features,
+        dropout=first.dropout1.p,
+        custom_encoder=nn.Identity(),  # placeholders: nn.Transformer re-initialises the stacks it is given
+        custom_decoder=nn.Identity(),
+        layer_norm_eps=first.norm1.eps,
+        batch_first=True,
+        norm_first=first.norm_first,
+    )
+    transformer.encoder, transformer.decoder = encoder, decoder
+    return _same_settings(module, transformer)
+
+
 def to_torch(module: nn.Module) -> nn.Module:
     """Return the PyTorch module equivalent to ``module``, with copies of its weights.
 
@@ -80,10 +138,13 @@ def to_torch(module: nn.Module) -> nn.Module:
     ``MultiHeadAttention``     ``nn.MultiheadAttention(batch_first=True)`` (d_in == d_out)
     ``EncoderLayer``           ``nn.TransformerEncoderLayer(batch_first=True)``
     ``Encoder``                ``nn.TransformerEncoder(enable_nested_tensor=False)``
+    ``DecoderLayer``           ``nn.TransformerDecoderLayer(batch_first=True)``
+    ``EncoderDecoder``         ``nn.Transformer(batch_first=True)``, its encoder without nested tensors
     =========================  ==========================================================
 
     Causality is not a weight: run the torch attention module with a causal ``attn_mask``
-    (``causal_mask(num_tokens)``) to compare it with a causal ``MultiHeadAttention``.
+    (``causal_mask(num_tokens)``) to compare it with a causal ``MultiHeadAttention``; likewise pass
+    ``tgt_mask=causal_mask(tgt_len)`` (and ``memory_key_padding_mask``) to an ``nn.Transformer``.
     """
     if isinstance(module, LayerNorm):
         return _layer_norm_to_torch(module)
@@ -92,14 +153,12 @@ def to_torch(module: nn.Module) -> nn.Module:
     if isinstance(module, EncoderLayer):
         return _encoder_layer_to_torch(module)
     if isinstance(module, Encoder):
-        layers = [_encoder_layer_to_torch(layer) for layer in module.layers]
-        norm = None if module.norm is None else _layer_norm_to_torch(module.norm)
-        # enable_nested_tensor=False: the nested-tensor fast path zeroes padded positions' outputs
-        # instead of computing them, which would make padded comparisons differ for a reason unrelated
-        # to the maths.
-        torch_encoder = nn.TransformerEncoder(layers[0], len(layers), norm=norm, enable_nested_tensor=False)
-        torch_encoder.layers = nn.ModuleList(layers)
-        return _same_settings(module, torch_encoder)
+        return _encoder_to_torch(module)
+    if isinstance(module, DecoderLayer):
+        return _decoder_layer_to_torch(module)
+    if isinstance(module, EncoderDecoder):
+        return _encoder_decoder_to_torch(module)
     raise TypeError(
-        f"to_torch converts LayerNorm, MultiHeadAttention, EncoderLayer or Encoder, got {type(module).__name__}"
+        "to_torch converts LayerNorm, MultiHeadAttention, EncoderLayer, Encoder, DecoderLayer or EncoderDecoder, "
+        f"got {type(module).__name__}"
     )

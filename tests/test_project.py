@@ -70,7 +70,7 @@ def test_readme_lists_every_notebook():
 # The package's modules in the one direction imports may flow: each core module may import only earlier ones;
 # the modules on top (figures, widgets, interop, exercise checks) may import any core module.
 CORE_MODULES = ["_checks", "parameters", "data", "functional", "efficient", "attention", "encoder", "training"]
-CORE_MODULES += ["pretrained", "text", "gpt"]
+CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
 TOP_MODULES = ["plotting", "plotting_training", "plotting_pretrained", "widgets", "interop", "exercises"]
 
 

@@ -384,6 +384,63 @@ def cross_attention(path: Path) -> None:
     _save(fig, path)
 
 
+def three_attentions(path: Path) -> None:
+    """An encoder-decoder's three attentions as grids: who attends (rows) to whom (columns), and what is hidden."""
+    cell, top, font = 0.46, 4.3, 12
+    source, target = ("s1", "s2", "s3", "s4", "s5"), ("t1", "t2", "t3", "t4")
+    fig, ax = _inch_axes(12.4, 5.8)
+    panels = (
+        (0.9, "1. encoder self-attention", "source reads source, all of it", source, source, "op", False),
+        (5.0, "2. decoder self-attention", "target reads target so far (causal)", target, target, "op", True),
+        (8.7, "3. cross-attention", "target reads the whole source", target, source, "qkv", False),
+    )
+    for left, heading, caption, rows, cols, kind, causal in panels:
+        fills = [[HIDDEN if causal and c > r else COLORS[kind] for c in range(len(cols))] for r in range(len(rows))]
+        hatches = [["///" if causal and c > r else None for c in range(len(cols))] for r in range(len(rows))]
+        _grid(ax, left, top, fills, cell, hatches=hatches)
+        for i, word in enumerate(rows):
+            ax.text(left - 0.08, top - (i + 0.5) * cell, word, ha="right", va="center", fontsize=font)
+        for i, word in enumerate(cols):
+            ax.text(left + (i + 0.5) * cell, top + 0.08, word, ha="center", va="bottom", fontsize=font)
+        width = len(cols) * cell
+        ax.text(left + width / 2, top + 0.55, "keys", ha="center", va="bottom", fontsize=font, color="#444444")
+        ax.text(
+            left - 0.55,
+            top - len(rows) * cell / 2,
+            "queries",
+            rotation=90,
+            ha="center",
+            va="center",
+            fontsize=font,
+            color="#444444",
+        )
+        ax.text(left + width / 2, top + 1.0, heading, ha="center", va="bottom", fontsize=13, fontweight="bold")
+        ax.text(left + width / 2, top - len(rows) * cell - 0.25, caption, ha="center", va="top", fontsize=font)
+        row_len, col_len = ("src_len" if seq is source else "tgt_len" for seq in (rows, cols))
+        shape = f"({len(rows)}, {len(cols)}): ({row_len}, {col_len})"
+        ax.text(
+            left + width / 2,
+            top - len(rows) * cell - 0.65,
+            shape,
+            ha="center",
+            va="top",
+            fontsize=font,
+            color="#444444",
+        )
+    ax.legend(
+        handles=[
+            Patch(fc=HIDDEN, ec="#444444", hatch="///", hatchcolor="#aaaaaa", label="hidden (a later target token)")
+        ],
+        loc="upper center",
+        bbox_to_anchor=(6.2, 1.05),
+        bbox_transform=ax.transData,
+        fontsize=font,
+        frameon=False,
+    )
+    ax.set_title("The three attentions of an encoder-decoder (s: source tokens, t: target tokens)", fontsize=14)
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "attention_pipeline": attention_pipeline,
     "qkv_projections": qkv_projections,
@@ -391,6 +448,7 @@ DIAGRAMS = {
     "multihead_split_concat": multihead_split_concat,
     "encoder_layer_ln_placement": encoder_layer_ln_placement,
     "cross_attention": cross_attention,
+    "three_attentions": three_attentions,
 }
 
 if __name__ == "__main__":

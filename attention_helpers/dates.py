@@ -1,0 +1,198 @@
+"""Lesson 12's task: dates written in several human formats, to be rewritten in ISO form.
+
+``"24 November 2026"``, ``"November 24, 2026"``, ``"Tuesday 24 Nov 2026"`` and ``"24/11/2026"`` all become
+``"2026-11-24"``. Every output field comes from a different place in the input, and that place moves with the
+format: the alignment a sequence-to-sequence model's cross-attention has to learn.
+
+Everything is generated from a seed; nothing is downloaded. The held-out examples are drawn from calendar
+dates that never occur in the training set, in any format.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_positive_int, shape_str
+
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+FORMATS = ("day month year", "month day, year", "weekday day mon year", "dd/mm/yyyy")
+"""The input formats, in the order :func:`format_date` numbers them."""
+
+FIRST_DATE = datetime.date(1900, 1, 1)
+LAST_DATE = datetime.date(2099, 12, 31)
+PAD, BOS = "_", "^"  # id 0 pads a source, id 1 starts a target
+TARGET_LEN = 10  # "YYYY-MM-DD"
+
+
+def format_date(date: datetime.date, style: int) -> str:
+    """Write ``date`` in the input format ``FORMATS[style]``:
+
+    0: ``"24 November 2026"``, 1: ``"November 24, 2026"``, 2: ``"Tuesday 24 Nov 2026"``, 3: ``"24/11/2026"``.
+    """
+    month = MONTHS[date.month - 1]
+    if style == 0:
+        return f"{date.day} {month} {date.year}"
+    if style == 1:
+        return f"{month} {date.day}, {date.year}"
+    if style == 2:
+        return f"{WEEKDAYS[date.weekday()]} {date.day} {month[:3]} {date.year}"
+    if style == 3:
+        return f"{date.day:02d}/{date.month:02d}/{date.year}"
+    raise ValueError(f"style must be 0 to {len(FORMATS) - 1}, one per entry of FORMATS, got {style!r}")
+
+
+def source_fields(text: str) -> dict[str, range]:
+    """Where the year, the month and the day are written in a source ``text`` (one of :data:`FORMATS`):
+    ``{"year": range(...), "month": range(...), "day": range(...)}``, character positions. The month is its
+    name, its abbreviation or its two digits; a weekday belongs to no field.
+
+    >>> source_fields("November 24, 2026")
+    {'year': range(13, 17), 'month': range(0, 8), 'day': range(9, 11)}
+    """
+    year = range(len(text) - 4, len(text))  # every format ends with the year
+    if "/" in text:
+        return {"year": year, "month": range(3, 5), "day": range(0, 2)}
+    words = text.replace(",", "").split(" ")
+    starts, position = [], 0
+    for word in words:
+        position = text.index(word, position)
+        starts.append(position)
+        position += len(word)
+    spans = [range(start, start + len(word)) for start, word in zip(starts, words, strict=True)]
+    if words[0] in MONTHS:  # "November 24, 2026"
+        return {"year": year, "month": spans[0], "day": spans[1]}
+    if words[0] in WEEKDAYS:  # "Tuesday 24 Nov 2026"
+        return {"year": year, "month": spans[2], "day": spans[1]}
+    return {"year": year, "month": spans[1], "day": spans[0]}  # "24 November 2026"
+
+
+TARGET_FIELDS = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}
+"""Where each field is in the ISO target ``"YYYY-MM-DD"``."""
+
+
+def iso_date(date: datetime.date) -> str:
+    """``"2026-11-24"``."""
+    return date.isoformat()
+
+
+class DateTokenizer:
+    """One id per character. Id 0 is padding (``"_"``), id 1 starts every target (``"^"``), then the
+    characters of every input and output format, sorted."""
+
+    def __init__(self):
+        chars = set("0123456789-/, ")
+        for name in MONTHS + WEEKDAYS:
+            chars.update(name)
+        self.chars = [PAD, BOS, *sorted(chars)]
+        self.char_to_id = {char: i for i, char in enumerate(self.chars)}
+        self.pad_id, self.bos_id = 0, 1
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, texts: Sequence[str], length: int | None = None) -> torch.Tensor:
+        """``texts`` -> ``(len(texts), length)`` int64 ids, padded on the right (``length``: the longest)."""
+        if isinstance(texts, str):
+            raise TypeError("encode takes a list of strings; wrap a single one in a list: encode([text])")
+        length = max(map(len, texts)) if length is None else length
+        rows = []
+        for text in texts:
+            unknown = sorted(set(text) - set(self.char_to_id))
+            if unknown:
+                raise ValueError(f"{text!r} holds characters the tokenizer does not know: {unknown}")
+            if len(text) > length:
+                raise ValueError(f"{text!r} has {len(text)} characters, more than length={length}")
+            rows.append([self.char_to_id[c] for c in text] + [self.pad_id] * (length - len(text)))
+        return torch.tensor(rows, dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        """``(num_tokens,)`` ids -> the text, without padding."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return "".join(self.chars[i] for i in ids if i != self.pad_id)
+
+
+@dataclass
+class DateData:
+    """Source strings and their ISO targets, as text and as ids.
+
+    ``train_src``, ``heldout_src``: ``(num, src_len)`` int64, padded with id 0;
+    ``train_tgt``, ``heldout_tgt``: ``(num, 11)`` int64, the start id and then the 10 characters of the ISO date.
+    The model reads ``tgt[:, :-1]`` and predicts ``tgt[:, 1:]``.
+    """
+
+    tokenizer: DateTokenizer
+    train_texts: list[str]
+    train_targets: list[str]
+    heldout_texts: list[str]
+    heldout_targets: list[str]
+    train_src: torch.Tensor
+    train_tgt: torch.Tensor
+    heldout_src: torch.Tensor
+    heldout_tgt: torch.Tensor
+
+
+def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0) -> DateData:
+    """Draw ``num_train + num_heldout`` distinct calendar dates between 1900 and 2099, keep the last
+    ``num_heldout`` for the held-out set, and write each in a format drawn at random (the same seed gives the
+    same data). No held-out date appears in the training set, in any format."""
+    check_positive_int("num_train", num_train)
+    check_positive_int("num_heldout", num_heldout)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
+    num_days = (LAST_DATE - FIRST_DATE).days + 1
+    if num_train + num_heldout > num_days:
+        raise ValueError(
+            f"num_train + num_heldout = {num_train + num_heldout} distinct dates are asked for, but there are only "
+            f"{num_days} between {FIRST_DATE} and {LAST_DATE}"
+        )
+    rng = random.Random(seed)
+    offsets = rng.sample(range(num_days), num_train + num_heldout)
+    dates = [FIRST_DATE + datetime.timedelta(days=offset) for offset in offsets]
+    texts = [format_date(date, rng.randrange(len(FORMATS))) for date in dates]
+    targets = [iso_date(date) for date in dates]
+    tokenizer = DateTokenizer()
+    src_len = max(map(len, texts))
+    src = tokenizer.encode(texts, src_len)
+    tgt = tokenizer.encode([BOS + target for target in targets], TARGET_LEN + 1)
+    return DateData(
+        tokenizer,
+        texts[:num_train],
+        targets[:num_train],
+        texts[num_train:],
+        targets[num_train:],
+        src[:num_train],
+        tgt[:num_train],
+        src[num_train:],
+        tgt[num_train:],
+    )
+
+
+def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of rows of ``predicted`` ``(num, num_tokens)`` equal to ``targets`` in every position."""
+    if predicted.shape != targets.shape:
+        raise ValueError(
+            f"predicted and targets must have the same shape, got {shape_str(predicted.shape)} and "
+            f"{shape_str(targets.shape)}"
+        )
+    return (predicted == targets).all(dim=1).float().mean().item()

@@ -1,0 +1,610 @@
+"""The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target.
+
+- :class:`DecoderLayer`: causal self-attention, *cross-attention* over the encoder's output, feed-forward, each
+  with its residual connection and LayerNorm (post-LN or pre-LN);
+- :class:`EncoderDecoder`: the series' :class:`~attention_helpers.encoder.Encoder` and a stack of decoder layers,
+  each stack followed by a final LayerNorm, like ``nn.Transformer``, on already-embedded sequences;
+- :class:`Seq2SeqTransformer`: token embeddings, sinusoidal positions, an :class:`EncoderDecoder` and an output
+  head; :func:`greedy_decode` writes a target with it, one token at a time.
+
+Generation keeps no state inside the modules: the decoder's keys and values travel in an explicit cache, a
+tuple with one ``(self_keys, self_values, cross_keys, cross_values)`` tuple per decoder layer (the layout of
+Hugging Face's ``past_key_values``), passed in and returned by :meth:`EncoderDecoder.decode_step`. The
+cross-attention keys and values depend on the source only, so they are computed once, at the first step.
+
+Masks follow the package's convention: ``key_padding_mask`` is ``True`` at padding.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import (
+    check_bool_mask,
+    check_heads,
+    check_module_dtype,
+    check_positive_int,
+    check_probability,
+    check_same_device,
+    check_size,
+    check_tensor,
+    shape_str,
+)
+from .attention import MultiHeadAttention
+from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding, _torch_activation_name
+from .functional import scaled_dot_product_attention
+
+LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""One decoder layer's cache: ``(self_keys, self_values, cross_keys, cross_values)``, each
+``(batch, num_heads, num_keys, head_dim)``; ``num_keys`` is the number of target tokens so far for the first
+two and ``src_len`` for the last two."""
+
+
+def _check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor) -> None:
+    check_tensor(name, x, (3,), layout)
+    check_size(name, x, -1, d_model, "d_model", layout)
+    check_module_dtype(name, x, weight, "EncoderDecoder")
+
+
+def _check_padding(name: str, mask, x: torch.Tensor, what: str) -> None:
+    """``mask`` must be None or a boolean ``(batch, len)`` mask for ``x`` ``(batch, len, d_model)``."""
+    if mask is not None:
+        batch, length = x.shape[:2]
+        check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
+
+
+def _project_heads(mha: MultiHeadAttention, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``(batch, num_tokens, d_model)`` -> ``(batch, num_heads, num_tokens, head_dim)`` through one projection."""
+    return mha._split_heads(linear(x))
+
+
+def _attend(
+    mha: MultiHeadAttention,
+    x: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    hidden: torch.Tensor | None,
+    return_weights: bool = False,
+):
+    """``mha``'s attention for the queries of ``x`` ``(batch, num_tokens, d_model)`` over keys and values already
+    projected, ``(batch, num_heads, num_keys, head_dim)``; ``hidden`` (True = hide) broadcasts to
+    ``(batch, num_heads, num_tokens, num_keys)``. Returns ``(batch, num_tokens, d_model)`` (and the weights)."""
+    queries = _project_heads(mha, mha.W_query, x)  # (batch, num_heads, num_tokens, head_dim)
+    if return_weights:
+        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, hidden)
+    else:
+        keep = None if hidden is None else ~hidden  # F.scaled_dot_product_attention: True = may attend
+        context_vec, attn_weights = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep), None
+    batch, num_tokens = x.shape[:2]
+    context_vec = mha.out_proj(context_vec.transpose(1, 2).reshape(batch, num_tokens, mha.d_out))
+    return context_vec, attn_weights
+
+
+class DecoderLayer(nn.Module):
+    """One decoder layer of the original transformer: three sublayers, each with a residual and a LayerNorm.
+
+    Post-LN (default)::
+
+        x = norm1(x + dropout1(self_attention(x)))            # causal: token i sees targets 0..i
+        x = norm2(x + dropout2(cross_attention(x, memory)))   # queries from x, keys and values from memory
+        x = norm3(x + dropout3(ffn(x)))
+
+    Pre-LN (``norm_first=True``) normalises each sublayer's input instead: ``x = x + dropout1(self_attention(
+    norm1(x)))`` and so on. ``memory`` is the encoder's output.
+
+    Args:
+        d_model, num_heads, d_ff: width, attention heads (must divide ``d_model``), feed-forward width.
+        dropout: on the attention weights, inside the feed-forward network and on the three residual branches.
+        norm_first, activation, eps: pre-LN instead of post-LN, ``"relu"`` or ``"gelu"``, LayerNorm epsilon.
+        max_len: the longest target the causal mask covers.
+
+    Input ``(batch, tgt_len, d_model)`` and memory ``(batch, src_len, d_model)``; output ``(batch, tgt_len,
+    d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = False,
+        activation: str = "relu",
+        eps: float = 1e-5,
+        max_len: int = 512,
+    ):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_heads(d_model, num_heads, "d_model")
+        check_positive_int("d_ff", d_ff)
+        check_probability("dropout", dropout)
+        check_positive_int("max_len", max_len)
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attention = MultiHeadAttention(d_model, d_model, max_len, dropout, num_heads, qkv_bias=True)
+        self.cross_attention = MultiHeadAttention(
+            d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False
+        )
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=eps) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+
+    def _sublayers(self, x, self_attn, cross_attn):
+        """The residual/LayerNorm wiring around the two attention functions (each maps its input to an output)."""
+        if self.norm_first:
+            x = x + self.dropout1(self_attn(self.norm1(x)))
+            x = x + self.dropout2(cross_attn(self.norm2(x)))
+            return x + self.dropout3(self.ffn(self.norm3(x)))
+        x = self.norm1(x + self.dropout1(self_attn(x)))
+        x = self.norm2(x + self.dropout2(cross_attn(x)))
+        return self.norm3(x + self.dropout3(self.ffn(x)))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)``; the masks are True at
+        padding. Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention
+        weights ``(batch, num_heads, tgt_len, src_len)``."""
+        weights = []
+
+        def cross_attn(query_input):
+            if not return_weights:
+                return self.cross_attention(query_input, memory_key_padding_mask, context=memory)
+            out, attn_weights = self.cross_attention(query_input, memory_key_padding_mask, True, context=memory)
+            weights.append(attn_weights)
+            return out
+
+        x = self._sublayers(x, lambda h: self.self_attention(h, tgt_key_padding_mask), cross_attn)
+        return (x, weights[0]) if return_weights else x
+
+    def cross_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cross-attention's keys and values of the encoder output, ``(batch, num_heads, src_len, head_dim)``
+        each: they depend on the source only, so generation computes them once."""
+        mha = self.cross_attention
+        return _project_heads(mha, mha.W_key, memory), _project_heads(mha, mha.W_value, memory)
+
+    def step(
+        self,
+        x: torch.Tensor,
+        cache: LayerCache,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        """Run the tokens ``x`` ``(batch, num_new, d_model)`` that follow the ``num_cached`` target tokens whose
+        self-attention keys and values are in ``cache``. Returns ``(output, new_cache)`` (and the cross-attention
+        weights ``(batch, num_heads, num_new, src_len)`` with ``return_weights``); ``cache`` is not modified."""
+        past_keys, past_values, cross_keys, cross_values = cache
+        num_cached, num_new = past_keys.shape[2], x.shape[1]
+        new_keys, new_values = past_keys, past_values
+        weights = []
+
+        def self_attn(h):
+            nonlocal new_keys, new_values
+            mha = self.self_attention
+            new_keys = torch.cat([past_keys, _project_heads(mha, mha.W_key, h)], dim=2)
+            new_values = torch.cat([past_values, _project_heads(mha, mha.W_value, h)], dim=2)
+            # new token i sits at position num_cached + i and may see keys 0..num_cached + i
+            positions = torch.arange(num_cached, num_cached + num_new, device=h.device)[:, None]
+            hidden = torch.arange(num_cached + num_new, device=h.device)[None, :] > positions
+            return _attend(mha, h, new_keys, new_values, hidden if num_new > 1 else None)[0]
+
+        def cross_attn(h):
+            hidden = None if memory_key_padding_mask is None else memory_key_padding_mask[:, None, None, :]
+            out, attn_weights = _attend(self.cross_attention, h, cross_keys, cross_values, hidden, return_weights)
+            weights.append(attn_weights)
+            return out
+
+        x = self._sublayers(x, self_attn, cross_attn)
+        new_cache = (new_keys, new_values, cross_keys, cross_values)
+        return (x, new_cache, weights[0]) if return_weights else (x, new_cache)
+
+    @classmethod
+    def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, max_len: int = 512) -> DecoderLayer:
+        """Copy the weights and settings of a batch-first ``torch.nn.TransformerDecoderLayer``."""
+        if not isinstance(torch_layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"torch_layer must be a torch.nn.TransformerDecoderLayer, got {type(torch_layer).__name__}")
+        if torch_layer.linear1.bias is None:
+            raise ValueError("torch_layer was built with bias=False, which this DecoderLayer does not support")
+        module = cls(
+            torch_layer.linear1.in_features,
+            torch_layer.self_attn.num_heads,
+            torch_layer.linear1.out_features,
+            torch_layer.dropout.p,
+            norm_first=torch_layer.norm_first,
+            activation=_torch_activation_name(torch_layer.activation),
+            eps=torch_layer.norm1.eps,
+            max_len=max_len,
+        ).to(torch_layer.linear1.weight)
+        module.self_attention = MultiHeadAttention.from_torch(
+            torch_layer.self_attn, causal=True, context_length=max_len
+        )
+        module.cross_attention = MultiHeadAttention.from_torch(torch_layer.multihead_attn)
+        module.norm1 = LayerNorm.from_torch(torch_layer.norm1)
+        module.norm2 = LayerNorm.from_torch(torch_layer.norm2)
+        module.norm3 = LayerNorm.from_torch(torch_layer.norm3)
+        module.ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
+        module.ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
+        return module.to(torch_layer.linear1.weight).train(torch_layer.training)
+
+
+class EncoderDecoder(nn.Module):
+    """The core of the original transformer, on sequences that are already embedded.
+
+    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
+    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
+    ``nn.Transformer``, each stack ends with a LayerNorm of its own, whether post-LN or pre-LN.
+    ``to_torch(model)`` builds the equal ``nn.Transformer(..., batch_first=True)``; :meth:`from_torch` goes the
+    other way.
+
+    Args:
+        d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
+        num_encoder_layers, num_decoder_layers, d_ff: depths and feed-forward width.
+        dropout: dropout everywhere ``nn.Transformer`` has it.
+        norm_first: pre-LN layers instead of post-LN.
+        activation, eps, max_len: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
+
+    ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
+    returns ``(batch, tgt_len, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_encoder_layers: int,
+        num_decoder_layers: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        *,
+        activation: str = "relu",
+        eps: float = 1e-5,
+        max_len: int = 512,
+    ):
+        super().__init__()
+        check_positive_int("num_encoder_layers", num_encoder_layers)
+        check_positive_int("num_decoder_layers", num_decoder_layers)
+        check_heads(d_model, num_heads, "d_model")
+        self.d_model, self.num_heads, self.max_len = d_model, num_heads, max_len
+        self.encoder = Encoder(
+            d_model,
+            d_ff,
+            num_heads,
+            dropout,
+            num_encoder_layers,
+            norm_first=norm_first,
+            activation=activation,
+            final_norm=True,
+            eps=eps,
+        )
+        self.decoder_layers = nn.ModuleList(
+            [
+                DecoderLayer(
+                    d_model,
+                    num_heads,
+                    d_ff,
+                    dropout,
+                    norm_first=norm_first,
+                    activation=activation,
+                    eps=eps,
+                    max_len=max_len,
+                )
+                for _ in range(num_decoder_layers)
+            ]
+        )
+        self.decoder_norm = LayerNorm(d_model, eps=eps)
+
+    def _weight(self) -> torch.Tensor:
+        return self.decoder_norm.gamma
+
+    def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
+        _check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self._weight())
+        _check_padding("src_key_padding_mask", src_key_padding_mask, src, "src_len")
+        return self.encoder(src, src_key_padding_mask)
+
+    def _check_target(self, tgt, memory, tgt_key_padding_mask=None):
+        _check_sequence("tgt", tgt, self.d_model, "(batch, tgt_len, d_model)", self._weight())
+        if tgt.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"src and tgt must hold the same number of sequences, got src batch={memory.shape[0]} and "
+                f"tgt {shape_str(tgt.shape)}"
+            )
+        check_same_device("tgt", tgt, "src", memory)
+        _check_padding("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len")
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        """The decoder stack on ``tgt`` ``(batch, tgt_len, d_model)`` given ``memory`` ``(batch, src_len,
+        d_model)``. With ``return_weights``, also every layer's cross-attention weights, stacked as
+        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
+        self._check_target(tgt, memory, tgt_key_padding_mask)
+        if tgt.shape[1] > self.max_len:
+            raise ValueError(f"tgt has tgt_len={tgt.shape[1]} but the model was built with max_len={self.max_len}")
+        x, all_weights = tgt, []
+        for layer in self.decoder_layers:
+            if return_weights:
+                x, weights = layer(x, memory, tgt_key_padding_mask, memory_key_padding_mask, return_weights=True)
+                all_weights.append(weights)
+            else:
+                x = layer(x, memory, tgt_key_padding_mask, memory_key_padding_mask)
+        x = self.decoder_norm(x)
+        return (x, torch.stack(all_weights)) if return_weights else x
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        src_key_padding_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``, optional boolean padding
+        masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
+        always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
+        (and the cross-attention weights, as :meth:`decode`)."""
+        memory = self.encode(src, src_key_padding_mask)
+        return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
+
+    def start_cache(self, memory: torch.Tensor) -> tuple[LayerCache, ...]:
+        """An empty self-attention cache and every layer's cross-attention keys and values of ``memory``."""
+        batch = memory.shape[0]
+        cache = []
+        for layer in self.decoder_layers:
+            mha = layer.self_attention
+            empty = memory.new_zeros(batch, mha.num_heads, 0, mha.head_dim)
+            cache.append((empty, empty, *layer.cross_keys_values(memory)))
+        return tuple(cache)
+
+    def decode_step(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        past_key_values: tuple[LayerCache, ...] | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+    ):
+        """Decode the target tokens ``tgt`` ``(batch, num_new, d_model)`` that follow those in ``past_key_values``.
+
+        The first call passes ``memory`` (the encoder's output) and ``past_key_values=None``: the cache starts
+        with every layer's cross-attention keys and values. Later calls pass the returned cache (``memory`` may
+        then be None) and only the new tokens. Returns ``(output, past_key_values)`` with output ``(batch,
+        num_new, d_model)``, equal to the last ``num_new`` rows of :meth:`decode` on the whole target; with
+        ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_new,
+        src_len)``. Nothing is stored in the modules.
+        """
+        if past_key_values is None:
+            if memory is None:
+                raise ValueError("the first decode_step needs memory (the encoder's output) to start the cache")
+            _check_sequence("memory", memory, self.d_model, "(batch, src_len, d_model)", self._weight())
+            past_key_values = self.start_cache(memory)
+        if not isinstance(past_key_values, tuple) or len(past_key_values) != len(self.decoder_layers):
+            raise ValueError(
+                f"past_key_values must be the tuple decode_step returned, one entry per decoder layer "
+                f"({len(self.decoder_layers)}), got {type(past_key_values).__name__}"
+            )
+        cross_keys = past_key_values[0][2]  # (batch, num_heads, src_len, head_dim)
+        _check_sequence("tgt", tgt, self.d_model, "(batch, num_new, d_model)", self._weight())
+        if tgt.shape[0] != cross_keys.shape[0]:
+            raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
+        num_cached = past_key_values[0][0].shape[2]
+        if num_cached + tgt.shape[1] > self.max_len:
+            raise ValueError(
+                f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
+                f"more than max_len={self.max_len}"
+            )
+        if memory_key_padding_mask is not None:
+            check_bool_mask(
+                "memory_key_padding_mask",
+                memory_key_padding_mask,
+                (tgt.shape[0], cross_keys.shape[2]),
+                "(batch, src_len)",
+                tgt,
+            )
+            memory_key_padding_mask = memory_key_padding_mask.expand(tgt.shape[0], cross_keys.shape[2])
+        x, new_cache, all_weights = tgt, [], []
+        for layer, cache in zip(self.decoder_layers, past_key_values, strict=True):
+            if return_weights:
+                x, cache, weights = layer.step(x, cache, memory_key_padding_mask, return_weights=True)
+                all_weights.append(weights)
+            else:
+                x, cache = layer.step(x, cache, memory_key_padding_mask)
+            new_cache.append(cache)
+        x = self.decoder_norm(x)
+        if return_weights:
+            return x, tuple(new_cache), torch.stack(all_weights)
+        return x, tuple(new_cache)
+
+    @classmethod
+    def from_torch(cls, torch_transformer: nn.Transformer, max_len: int = 512) -> EncoderDecoder:
+        """Copy a ``torch.nn.Transformer`` (its encoder and decoder layers and their final LayerNorms).
+
+        Ours is always batch-first: compare with a module built with ``batch_first=True``.
+        """
+        if not isinstance(torch_transformer, nn.Transformer):
+            raise TypeError(f"torch_transformer must be a torch.nn.Transformer, got {type(torch_transformer).__name__}")
+        encoder, decoder = torch_transformer.encoder, torch_transformer.decoder
+        if encoder.norm is None or decoder.norm is None:
+            raise ValueError(
+                "torch_transformer must end its encoder and its decoder with a LayerNorm, as nn.Transformer does"
+            )
+        first = decoder.layers[0]
+        module = cls(
+            first.linear1.in_features,
+            first.self_attn.num_heads,
+            len(encoder.layers),
+            len(decoder.layers),
+            first.linear1.out_features,
+            first.dropout.p,
+            first.norm_first,
+            activation=_torch_activation_name(first.activation),
+            eps=first.norm1.eps,
+            max_len=max_len,
+        )
+        module.encoder = Encoder.from_torch(encoder)
+        module.decoder_layers = nn.ModuleList([DecoderLayer.from_torch(layer, max_len) for layer in decoder.layers])
+        module.decoder_norm = LayerNorm.from_torch(decoder.norm)
+        return module.to(first.linear1.weight).train(torch_transformer.training)
+
+
+def _check_ids(name: str, ids, vocab_size: int, layout: str) -> None:
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
+    if ids.dtype != torch.long:
+        raise TypeError(f"{name} must have dtype torch.int64, got {ids.dtype}; convert it with {name}.long()")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape {layout}, got shape {shape_str(ids.shape)}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(
+            f"{name} must hold ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
+            f"got values from {int(ids.min())} to {int(ids.max())}"
+        )
+
+
+class Seq2SeqTransformer(nn.Module):
+    """A sequence-to-sequence model: token embeddings and sinusoidal positions on both sides, an
+    :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: number of source and target token ids.
+        d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, norm_first: the
+            :class:`EncoderDecoder`'s sizes.
+        max_len: the longest source or target.
+        pad_id: the source id that marks padding (hidden from attention).
+
+    ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 ->
+    logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int,
+        num_heads: int,
+        num_encoder_layers: int,
+        num_decoder_layers: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = False,
+        max_len: int = 64,
+        pad_id: int = 0,
+    ):
+        super().__init__()
+        check_positive_int("src_vocab_size", src_vocab_size)
+        check_positive_int("tgt_vocab_size", tgt_vocab_size)
+        self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
+        self.src_embedding = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
+        self.positional_encoding = PositionalEncoding(d_model, max_len)
+        self.transformer = EncoderDecoder(
+            d_model,
+            num_heads,
+            num_encoder_layers,
+            num_decoder_layers,
+            d_ff,
+            dropout,
+            norm_first,
+            max_len=max_len,
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, tgt_vocab_size)
+
+    def embed_target(self, tgt_ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """``(batch, num_tokens)`` ids at positions ``start, start + 1, ...`` -> ``(batch, num_tokens, d_model)``."""
+        x = self.tgt_embedding(tgt_ids)
+        pe = self.positional_encoding.pe[start : start + tgt_ids.shape[1]]
+        return self.dropout(x + pe.to(x.dtype))
+
+    def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding mask ``(batch,
+        src_len)``, True where ``src_ids == pad_id``)."""
+        _check_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
+        padding = src_ids == self.pad_id
+        src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
+        return self.transformer.encode(src, padding), padding
+
+    def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
+        """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights
+        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
+        _check_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        memory, padding = self.encode(src_ids)
+        if tgt_ids.shape[0] != src_ids.shape[0]:
+            raise ValueError(
+                f"src_ids and tgt_ids must hold the same number of sequences, got {shape_str(src_ids.shape)} "
+                f"and {shape_str(tgt_ids.shape)}"
+            )
+        out = self.transformer.decode(self.embed_target(tgt_ids), memory, None, padding, return_weights=return_weights)
+        if return_weights:
+            return self.head(out[0]), out[1]
+        return self.head(out)
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: Seq2SeqTransformer,
+    src_ids: torch.Tensor,
+    bos_id: int,
+    num_tokens: int,
+    use_cache: bool = True,
+    return_weights: bool = False,
+):
+    """Write ``num_tokens`` target tokens for each source, always taking the most likely next token.
+
+    Starts every target with ``bos_id``. Without the cache, each step runs the decoder on the whole target
+    so far and keeps the last row. With it, the encoder's output and every layer's cross-attention keys and
+    values are computed once, and each step feeds only the newest token, passing the cache in and getting
+    it back (:meth:`EncoderDecoder.decode_step`). Both give the same tokens.
+
+    ``src_ids`` ``(batch, src_len)``; returns ``(batch, num_tokens)`` int64 ids (without ``bos_id``), and with
+    ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens,
+    src_len)``. The model runs in eval mode and is restored to its mode afterwards.
+    """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
+    check_positive_int("num_tokens", num_tokens)
+    if num_tokens > model.transformer.max_len:
+        raise ValueError(
+            f"num_tokens={num_tokens} is more than the model's max_len={model.transformer.max_len} target positions"
+        )
+    if not 0 <= bos_id < model.tgt_vocab_size:
+        raise ValueError(f"bos_id must be a target id from 0 to {model.tgt_vocab_size - 1}, got {bos_id}")
+    was_training = model.training
+    model.eval()
+    try:
+        memory, padding = model.encode(src_ids)
+        tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
+        cache, step_weights = None, []
+        for step in range(num_tokens):
+            if use_cache:
+                x = model.embed_target(tokens[:, -1:], start=step)  # only the newest token
+                out = model.transformer.decode_step(x, memory, cache, padding, return_weights=return_weights)
+                hidden, cache = out[0], out[1]
+                if return_weights:
+                    step_weights.append(out[2])
+            else:
+                out = model.transformer.decode(model.embed_target(tokens), memory, None, padding, return_weights)
+                hidden = out[0] if return_weights else out
+                if return_weights:
+                    step_weights.append(out[1][..., -1:, :])
+            next_id = model.head(hidden[:, -1]).argmax(dim=-1, keepdim=True)  # (batch, 1)
+            tokens = torch.cat([tokens, next_id], dim=1)
+    finally:
+        model.train(was_training)
+    if return_weights:
+        return tokens[:, 1:], torch.cat(step_weights, dim=3)
+    return tokens[:, 1:]

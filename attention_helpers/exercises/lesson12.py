@@ -1,0 +1,240 @@
+"""Checks for lesson 12 (the encoder-decoder): a cross-attention step from cached keys and values, and a pre-LN
+decoder layer written out from its parts.
+
+Each check builds its own modules and inputs with :func:`hidden_generator` (odd sizes, ``d_model`` split into
+several heads, a batch of one, source padding), computes the reference with the package's tested modules, and
+compares the reader's function with the plausible mistakes before it says what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..encoder_decoder import DecoderLayer
+from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+
+SEED = 1212
+
+
+def _padding(generator: torch.Generator, batch: int, src_len: int) -> torch.Tensor:
+    """True at padding: each source but the first ends with a random amount of it (at least one real token)."""
+    mask = torch.zeros(batch, src_len, dtype=torch.bool)
+    for row in range(1, batch):
+        length = int(torch.randint(1, src_len, (1,), generator=generator))
+        mask[row, length:] = True
+    return mask
+
+
+def _split(mha: MultiHeadAttention, t: torch.Tensor) -> torch.Tensor:
+    batch, length, _ = t.shape
+    return t.view(batch, length, mha.num_heads, mha.head_dim).transpose(1, 2)
+
+
+def _cross_cases():
+    """(mha, x, keys, values, key_padding_mask, memory) for a few hidden shapes."""
+    generator = hidden_generator(SEED)
+    cases = []
+    for batch, num_new, src_len, d_model, num_heads in ((3, 1, 7, 12, 3), (1, 3, 5, 10, 2), (2, 2, 9, 16, 4)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            mha = MultiHeadAttention(d_model, d_model, None, 0.0, num_heads, qkv_bias=True, causal=False).eval()
+        x = torch.randn(batch, num_new, d_model, generator=generator)
+        memory = torch.randn(batch, src_len, d_model, generator=generator)
+        with torch.no_grad():
+            keys, values = _split(mha, mha.W_key(memory)), _split(mha, mha.W_value(memory))
+        cases.append((mha, x, keys, values, _padding(generator, batch, src_len), memory))
+    return cases
+
+
+def _cross_variants(mha, x, keys, values, mask):
+    """What the plausible mistakes compute, each with the hint that names it."""
+    batch, num_new, d_model = x.shape
+    queries = _split(mha, mha.W_query(x))
+
+    def attend(scale, hide, merge_without_transpose=False, out_proj=True):
+        scores = queries @ keys.transpose(-2, -1) / scale
+        if hide is not None:
+            scores = scores.masked_fill(hide[:, None, None, :], float("-inf"))
+        context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
+        if merge_without_transpose:
+            context = context.reshape(batch, num_new, d_model)
+        else:
+            context = context.transpose(1, 2).reshape(batch, num_new, d_model)
+        return mha.out_proj(context) if out_proj else context
+
+    head_dim = mha.head_dim
+    return [
+        (
+            attend(math.sqrt(head_dim), None),
+            "the padded source positions get attention",
+            "fill the scores of padded keys with -inf before the softmax: key_padding_mask[:, None, None, :]",
+        ),
+        (
+            attend(math.sqrt(head_dim), ~mask),
+            "the mask is reversed: your queries attend to the padding only",
+            "key_padding_mask is True at padding, the positions to hide",
+        ),
+        (
+            attend(math.sqrt(d_model), mask),
+            "the scores are divided by sqrt(d_model)",
+            "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
+        ),
+        (
+            attend(1.0, mask),
+            "the scores are not scaled",
+            "divide the scores by sqrt(head_dim) before the softmax",
+        ),
+        (
+            attend(math.sqrt(head_dim), mask, merge_without_transpose=True),
+            "the heads are merged without moving the head axis back first, which mixes positions and heads",
+            "context.transpose(1, 2) to (batch, num_new, num_heads, head_dim), then reshape to d_model",
+        ),
+        (
+            attend(math.sqrt(head_dim), mask, out_proj=False),
+            "the heads' outputs are not mixed by out_proj",
+            "finish with mha.out_proj(...)",
+        ),
+    ]
+
+
+CROSS_HINT = (
+    "queries = mha.W_query(x) split into heads like the keys; softmax(queries @ keys^T / sqrt(head_dim)) with the "
+    "padding hidden; @ values; move the head axis back, merge the heads and apply mha.out_proj"
+)
+
+
+def exercise_1(cross_attention_step) -> bool:
+    """``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, context=memory)``."""
+    name = "Exercise 1"
+    if cross_attention_step is None:
+        return not_answered(name)
+    if not callable(cross_attention_step):
+        return not_yet(name, f"expected a function, got {type(cross_attention_step).__name__}", "define it with def")
+    cases = _cross_cases()
+    for number, (mha, x, keys, values, mask, memory) in enumerate(cases, start=1):
+        where = f"on hidden case {number} of {len(cases)} (batch {x.shape[0]}, {x.shape[1]} new tokens, " + (
+            f"{keys.shape[2]} source tokens, {mha.num_heads} heads)"
+        )
+        with torch.no_grad():
+            expected = mha(x, mask, context=memory)
+            ran, answer = run_candidate(
+                name, cross_attention_step, mha, x, keys, values, mask, hint=CROSS_HINT, case=where
+            )
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {where}", "return the cross-attention output")
+        problem = compare(answer, expected, atol=1e-5)
+        if problem is None:
+            continue
+        with torch.no_grad():
+            for wrong, what, hint in _cross_variants(mha, x, keys, values, mask):
+                if compare(answer, wrong, atol=1e-5) is None:
+                    return not_yet(name, f"{what} {where}", hint)
+        return not_yet(name, f"{problem} {where}", CROSS_HINT)
+    return correct(name, f" on all {len(cases)} hidden cases")
+
+
+def _layer_cases():
+    """(layer, x, memory, memory_key_padding_mask): pre-LN layers with norms that are not the identity."""
+    generator = hidden_generator(SEED + 1)
+    cases = []
+    for batch, tgt_len, src_len, d_model, num_heads, d_ff in ((2, 5, 7, 12, 3, 20), (1, 3, 6, 8, 2, 10)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            layer = DecoderLayer(d_model, num_heads, d_ff, norm_first=True).eval()
+            with torch.no_grad():
+                for norm in (layer.norm1, layer.norm2, layer.norm3):
+                    norm.gamma.uniform_(0.5, 1.5)
+                    norm.beta.normal_(0.0, 0.3)
+        x = torch.randn(batch, tgt_len, d_model, generator=generator)
+        memory = torch.randn(batch, src_len, d_model, generator=generator)
+        cases.append((layer, x, memory, _padding(generator, batch, src_len)))
+    return cases
+
+
+def _layer_variants(layer, x, memory, mask):
+    def self_attn(h):
+        return layer.self_attention(h)
+
+    def cross(h, use_mask=True, source=None):
+        if source is not None:  # the source's padding mask does not fit another sequence
+            return layer.cross_attention(h, context=source)
+        return layer.cross_attention(h, mask if use_mask else None, context=memory)
+
+    post = layer.norm1(x + self_attn(x))
+    post = layer.norm2(post + cross(post))
+    post = layer.norm3(post + layer.ffn(post))
+
+    def pre(cross_fn=cross, residual_normalised=False):
+        h = x
+        for norm, sublayer in ((layer.norm1, self_attn), (layer.norm2, cross_fn), (layer.norm3, layer.ffn)):
+            normalised = norm(h)
+            h = (normalised if residual_normalised else h) + sublayer(normalised)
+        return h
+
+    swapped = x + cross(layer.norm1(x))
+    swapped = swapped + self_attn(layer.norm2(swapped))
+    swapped = swapped + layer.ffn(layer.norm3(swapped))
+    final_norm = layer.norm3(pre())
+    return [
+        (
+            post,
+            "this is the post-LN layer of section 3",
+            "pre-LN normalises each sublayer's input: x + sublayer(norm(x))",
+        ),
+        (
+            pre(residual_normalised=True),
+            "the residual adds the normalised copy",
+            "add the sublayer's output to the unnormalised x: x = x + sublayer(norm(x))",
+        ),
+        (
+            pre(lambda h: cross(h, use_mask=False)),
+            "the cross-attention attends to the source's padding",
+            "pass memory_key_padding_mask to layer.cross_attention",
+        ),
+        (
+            pre(lambda h: cross(h, source=h)),
+            "the cross-attention reads the target instead of the encoder's output",
+            "the keys and values of cross-attention come from memory: context=memory",
+        ),
+        (swapped, "the self-attention and the cross-attention are swapped", "self-attention (norm1) comes first"),
+        (final_norm, "the output is normalised once more at the end", "a pre-LN layer returns the residual stream"),
+    ]
+
+
+LAYER_HINT = (
+    "three times: x = x + sublayer(norm(x)), with (norm1, self_attention), (norm2, cross_attention over memory with "
+    "the padding mask) and (norm3, ffn)"
+)
+
+
+def exercise_2(pre_ln_decoder_layer) -> bool:
+    """``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward."""
+    name = "Exercise 2"
+    if pre_ln_decoder_layer is None:
+        return not_answered(name)
+    if not callable(pre_ln_decoder_layer):
+        return not_yet(name, f"expected a function, got {type(pre_ln_decoder_layer).__name__}", "define it with def")
+    cases = _layer_cases()
+    for number, (layer, x, memory, mask) in enumerate(cases, start=1):
+        where = f"on hidden case {number} of {len(cases)} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
+        with torch.no_grad():
+            expected = layer(x, memory, None, mask)
+            ran, answer = run_candidate(name, pre_ln_decoder_layer, layer, x, memory, mask, hint=LAYER_HINT, case=where)
+        if not ran:
+            return False
+        if answer is None:
+            return not_yet(name, f"your function returned None {where}", "return the layer's output")
+        problem = compare(answer, expected, atol=1e-5)
+        if problem is None:
+            continue
+        with torch.no_grad():
+            for wrong, what, hint in _layer_variants(layer, x, memory, mask):
+                if compare(answer, wrong, atol=1e-5) is None:
+                    return not_yet(name, f"{what} {where}", hint)
+        return not_yet(name, f"{problem} {where}", LAYER_HINT)
+    return correct(name, f" on all {len(cases)} hidden cases")

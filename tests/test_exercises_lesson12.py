@@ -1,0 +1,100 @@
+"""Lesson 12's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the right
+answers accepted."""
+
+import math
+
+import pytest
+import torch
+
+from attention_helpers.exercises import lesson12 as checks
+
+
+def _cross(scale_by_d_model=False, use_mask=True, reverse_mask=False, transpose=True, out_proj=True):
+    def cross_attention_step(mha, x, keys, values, key_padding_mask):
+        batch, num_new, d_model = x.shape
+        head_dim = keys.shape[-1]
+        queries = mha.W_query(x).view(batch, num_new, -1, head_dim).transpose(1, 2)
+        scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_model if scale_by_d_model else head_dim)
+        if use_mask:
+            hide = ~key_padding_mask if reverse_mask else key_padding_mask
+            scores = scores.masked_fill(hide[:, None, None, :], float("-inf"))
+        context = torch.softmax(scores, dim=-1) @ values
+        context = (context.transpose(1, 2) if transpose else context).reshape(batch, num_new, d_model)
+        return mha.out_proj(context) if out_proj else context
+
+    return cross_attention_step
+
+
+def _pre_ln(residual_normalised=False, use_mask=True, cross_on_target=False, post_ln=False, extra_norm=False):
+    def pre_ln_decoder_layer(layer, x, memory, mask):
+        def cross(h):
+            if cross_on_target:
+                return layer.cross_attention(h, context=h)
+            return layer.cross_attention(h, mask if use_mask else None, context=memory)
+
+        if post_ln:
+            x = layer.norm1(x + layer.self_attention(x))
+            x = layer.norm2(x + cross(x))
+            return layer.norm3(x + layer.ffn(x))
+        for norm, sublayer in ((layer.norm1, layer.self_attention), (layer.norm2, cross), (layer.norm3, layer.ffn)):
+            normalised = norm(x)
+            x = (normalised if residual_normalised else x) + sublayer(normalised)
+        return layer.norm3(x) if extra_norm else x
+
+    return pre_ln_decoder_layer
+
+
+def test_unanswered(capsys):
+    assert checks.exercise_1(None) is False
+    assert checks.exercise_2(None) is False
+    assert capsys.readouterr().out == (
+        "Exercise 1: Not answered yet (the answer is still None).\n"
+        "Exercise 2: Not answered yet (the answer is still None).\n"
+    )
+
+
+def test_right_answers(capsys):
+    assert checks.exercise_1(_cross()) is True
+    assert checks.exercise_2(_pre_ln()) is True
+    out = capsys.readouterr().out
+    assert "Exercise 1: correct on all 3 hidden cases." in out and "Exercise 2: correct on all 2 hidden cases." in out
+
+
+@pytest.mark.parametrize(
+    ("wrong", "reason", "hint"),
+    [
+        (_cross(use_mask=False), "padded source positions get attention", "-inf"),
+        (_cross(reverse_mask=True), "mask is reversed", "True at padding"),
+        (_cross(scale_by_d_model=True), "divided by sqrt(d_model)", "head_dim"),
+        (_cross(transpose=False), "mixes positions and heads", "transpose(1, 2)"),
+        (_cross(out_proj=False), "not mixed by out_proj", "mha.out_proj"),
+        (lambda mha, x, keys, values, mask: None, "returned None", "return"),
+        (lambda mha, x, keys, values, mask: x @ keys, "raised RuntimeError", "W_query"),
+    ],
+)
+def test_exercise_1_names_the_mistake(capsys, wrong, reason, hint):
+    assert checks.exercise_1(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 1: not yet, ") and reason in out and hint in out.split("Hint:")[1]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "reason", "hint"),
+    [
+        (_pre_ln(post_ln=True), "post-LN layer", "x + sublayer(norm(x))"),
+        (_pre_ln(residual_normalised=True), "residual adds the normalised copy", "unnormalised x"),
+        (_pre_ln(use_mask=False), "attends to the source's padding", "memory_key_padding_mask"),
+        (_pre_ln(cross_on_target=True), "reads the target instead", "context=memory"),
+        (_pre_ln(extra_norm=True), "normalised once more", "residual stream"),
+        (lambda layer, x, memory, mask: x, "some values differ", "norm1, self_attention"),
+    ],
+)
+def test_exercise_2_names_the_mistake(capsys, wrong, reason, hint):
+    assert checks.exercise_2(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 2: not yet, ") and reason in out and hint in out.split("Hint:")[1]
+
+
+def test_not_a_function(capsys):
+    assert checks.exercise_1(3) is False
+    assert "expected a function" in capsys.readouterr().out
