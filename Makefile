@@ -60,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
-unit: $(STAMP)
+unit: $(STAMP) $(DEV_STAMP)  # selenium: the browser check's own tests
 	$(BIN)/pytest tests
 
 nbval: $(STAMP)
