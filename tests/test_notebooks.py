@@ -55,6 +55,15 @@ class TestNotebook:
     def test_kernel_is_python3(self, path):
         assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
 
+    def test_every_nbval_marker_is_one_nbval_reads(self, path):
+        """nbval reads a marker only when the comment is the marker alone: `# NBVAL_IGNORE_OUTPUT: why` is ignored
+        by nbval, and its cell silently compared. No NBVAL_SKIP either: a cell that fails must be fixed."""
+        for cell in code_cells(load(path)):
+            for line in source(cell).splitlines():
+                comment = line.strip().lstrip("#").strip()
+                if line.strip().startswith("#") and "NBVAL" in comment:
+                    assert comment in ("NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION"), line
+
     def test_outputs_come_from_one_clean_run(self, path):
         counts = [c["execution_count"] for c in code_cells(load(path)) if source(c).strip()]
         assert counts == list(range(1, len(counts) + 1))
