@@ -271,7 +271,7 @@ def multihead_split_concat(path: Path) -> None:
         bbox=note,
     )
     ax.text(
-        6.0,
+        6.3,  # centred over the (num_tokens, num_heads, head_dim) step it explains
         bottom + 0.55,
         "Transpose back BEFORE the reshape: reshaping\n"
         "(num_heads, num_tokens, head_dim) directly\n"

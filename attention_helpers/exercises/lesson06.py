@@ -175,7 +175,7 @@ _FUSED_MISTAKES = (
     (
         {"mask": "always"},
         "the causal mask is applied with causal=False",
-        "apply the mask only when causal is True: an encoder's tokens see every token",
+        "apply the mask only when causal is True: with causal=False every token sees every token",
     ),
     (
         {"softmax_dim": -2},
