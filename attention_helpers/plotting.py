@@ -27,6 +27,30 @@ def _as_2d(name: str, values) -> torch.Tensor:
     return values.detach().float().cpu()
 
 
+def _twin_side(points: torch.Tensor, i: int, near: float = 0.1) -> int:
+    """0 for a point with no near twin; of two points closer than ``near``, 1 for the first and -1 for the second."""
+    distances = (points - points[i]).norm(dim=1)
+    if bool((distances[:i] < near).any()):
+        return -1
+    return 1 if bool((distances[i + 1 :] < near).any()) else 0
+
+
+def _name_point_3d(ax, xyz, text: str, side: int, gap: float, **text_kwargs) -> None:
+    """Write ``text`` beside a 3D point, ``gap`` points away from it on screen, whatever the camera angle.
+
+    A lone point (``side`` 0) is named on its right. Of two points almost on top of each other, the first
+    (``side`` 1) is named above right and the second (``side`` -1) below left, so the two names never overlap
+    each other or the other point's marker.
+    """
+    from matplotlib.transforms import offset_copy
+
+    dx, dy, ha, va = {0: (gap, 0, "left", "center"), 1: (gap, gap, "left", "bottom"), -1: (-gap, -gap, "right", "top")}[
+        side
+    ]
+    shifted = offset_copy(ax.transData, fig=ax.figure, x=dx, y=dy, units="points")
+    ax.text(*xyz, text, ha=ha, va=va, transform=shifted, **text_kwargs)
+
+
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 
 
@@ -53,17 +77,7 @@ def plot_embeddings_3d(
         ax = plt.figure(figsize=(6.5, 5)).add_subplot(projection="3d")
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
         ax.scatter(x, y, z, s=45, marker=_MARKERS[i % len(_MARKERS)], color=f"C{i % 10}", label=word)
-        # a point almost on top of an earlier one gets its label on the left, so the two do not overlap
-        crowded = i > 0 and bool((points[:i] - points[i]).norm(dim=1).min() < 0.1)
-        ax.text(
-            x,
-            y,
-            z,
-            f"{word}  " if crowded else f"  {word}",
-            fontsize=10,
-            ha="right" if crowded else "left",
-            color=f"C{i % 10}",
-        )
+        _name_point_3d(ax, (x, y, z), word, _twin_side(points, i), gap=6, fontsize=10, color=f"C{i % 10}")
     ax.set_xlabel("dimension 1")
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")
@@ -172,25 +186,23 @@ def plot_context_vector(
     mean = points.mean(dim=0)  # (3,)
     if ax is None:
         ax = plt.figure(figsize=(7, 5.5)).add_subplot(projection="3d")
-    near = (points[:, None, :] - points[None, :, :]).norm(dim=-1) < 0.1  # (num_words, num_words)
+    # sizes: area proportional to the weight, small enough that near twins stay apart and the star stays in view
     for i, ((x, y, z), word, share) in enumerate(zip(points.tolist(), labels, shares.tolist(), strict=True)):
-        ax.scatter(x, y, z, s=1500 * share, color=f"C{i % 10}", alpha=0.6, marker=_MARKERS[i % len(_MARKERS)])
-        # of two points almost on top of each other, the first is named further right (clear of the second's
-        # marker) and the second on the left
-        second_of_pair, first_of_pair = bool(near[i, :i].any()), bool(near[i, i + 1 :].any())
-        text = f"{word} ({share:.2f})"
-        ax.text(
-            x,
-            y,
-            z,
-            f"{text}    " if second_of_pair else (" " * 8 if first_of_pair else " " * 4) + text,
+        ax.scatter(x, y, z, s=600 * share, color=f"C{i % 10}", alpha=0.7, marker=_MARKERS[i % len(_MARKERS)])
+        gap = 0.5 * math.sqrt(600 * share) + 3  # the marker's radius (points) and a little room
+        _name_point_3d(
+            ax,
+            (x, y, z),
+            f"{word} ({share:.2f})",
+            _twin_side(points, i),
+            gap=gap,
             fontsize=9,
-            ha="right" if second_of_pair else "left",
             color=f"C{i % 10}",
             zorder=len(points) + 10,  # above every point: Matplotlib stacks 3D points by depth from zorder 1 up
         )
-    ax.scatter(*context.tolist(), s=160, marker="*", color="crimson", label=f"context vector of {query_label!r}")
-    ax.scatter(*mean.tolist(), s=90, marker="x", color="black", label="plain mean (equal weights)")
+    star = {"s": 260, "marker": "*", "color": "crimson", "edgecolors": "white", "linewidths": 0.8}
+    ax.scatter(*context.tolist(), **star, label=f"context vector of {query_label!r}")
+    ax.scatter(*mean.tolist(), s=80, marker="x", linewidths=2, color="black", label="plain mean (equal weights)")
     ax.set_xlabel("dimension 1")
     ax.set_ylabel("dimension 2")
     ax.set_zlabel("dimension 3")

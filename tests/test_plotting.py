@@ -247,3 +247,43 @@ def test_attention_heatmap_colour_scale_can_be_fixed():
     assert ah.plot_attention(weights, ["a", "b"]).images[0].get_clim() == pytest.approx((0.0, 0.7))
     assert ah.plot_attention(weights, ["a", "b"], vmin=0.0, vmax=1.0).images[0].get_clim() == (0.0, 1.0)
     plt.close("all")
+
+
+def _name_boxes_on_screen(ax):
+    """Screen boxes of a 3D axes' texts where draw() puts them: at the projection of their 3D position."""
+    from matplotlib import cbook
+    from matplotlib.text import Text
+    from mpl_toolkits.mplot3d import proj3d
+
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = []
+    for text in ax.texts:
+        x, y, _ = proj3d.proj_transform(text._x, text._y, text._z, ax.get_proj())
+        with cbook._setattr_cm(text, _x=x, _y=y):
+            boxes.append(Text.get_window_extent(text, renderer))
+    return boxes
+
+
+@pytest.mark.parametrize("view", [(None, None), (20, -130)])
+def test_word_names_in_3d_cover_no_other_name_and_no_point(view):
+    """At the lessons' two camera angles no name overlaps another name or any point's marker on screen, the near
+    twins "journey" and "starts" (0.03 apart) included."""
+    from matplotlib.transforms import Bbox
+
+    vectors = ah.toy_embeddings()
+    weights = torch.softmax(vectors @ vectors[1], dim=-1)
+    for ax in (
+        ah.plot_embeddings_3d(vectors, ah.WORDS, elev=view[0], azim=view[1]),
+        ah.plot_context_vector(vectors, weights, ah.WORDS, query_label="journey", elev=view[0], azim=view[1]),
+    ):
+        names = _name_boxes_on_screen(ax)
+        assert len(names) == 6
+        overlapping = [(i, j) for i in range(6) for j in range(i + 1, 6) if names[i].overlaps(names[j])]
+        assert not overlapping, [(ah.WORDS[i], ah.WORDS[j]) for i, j in overlapping]
+        for collection in ax.collections[:6]:  # the six word points, at their projected (screen) positions
+            centre = ax.transData.transform(collection.get_offsets()[0])
+            radius = 0.5 * float(collection.get_sizes()[0]) ** 0.5 * ax.figure.dpi / 72  # marker size s is in pt²
+            marker = Bbox.from_extents(*(centre - radius), *(centre + radius))
+            covered = [ah.WORDS[i] for i, name in enumerate(names) if name.overlaps(marker)]
+            assert not covered, f"{covered} covers a point's marker"

@@ -441,6 +441,75 @@ def three_attentions(path: Path) -> None:
     _save(fig, path)
 
 
+def why_attention(path: Path) -> None:
+    """Left: a recurrent encoder squeezes the sentence into one vector that the decoder reads.
+    Right: with attention, every output looks back at every input."""
+    fig, ax = _inch_axes(11.0, 4.4)
+    step, box, wide, font = 0.8, 0.42, 0.62, 11
+    state = "#c6dbef"
+    fixed = "#fdae6b"
+
+    def words_row(left, y):
+        for i, word in enumerate(WORDS):
+            ax.text(left + i * step, y, word, ha="center", va="center", fontsize=font)
+
+    def square(x, y, fill, text="", width=box):
+        ax.add_patch(Rectangle((x - width / 2, y - box / 2), width, box, fc=fill, ec="#444444", lw=1.1))
+        if text:
+            ax.text(x, y, text, ha="center", va="center", fontsize=font)
+
+    # left: the encoder reads one word at a time; only its last state reaches the decoder
+    left = 0.6
+    words_row(left, 0.5)
+    for i in range(len(WORDS)):
+        x = left + i * step
+        square(x, 1.45, state)
+        _arrow(ax, (x, 0.72), (x, 1.45 - box / 2 - 0.02))
+        if i:
+            _arrow(ax, (x - step + box / 2, 1.45), (x - box / 2, 1.45))
+    last = left + (len(WORDS) - 1) * step
+    square(last, 2.45, fixed)
+    _arrow(ax, (last, 1.45 + box / 2), (last, 2.45 - box / 2))
+    ax.text(
+        last + box / 2 + 0.08, 2.45, "one fixed vector:\nall the decoder\nsees", ha="left", va="center", fontsize=font
+    )
+    outputs = [left + (0.75 + 1.1 * i) * step for i in range(3)]
+    for i, x in enumerate(outputs):
+        square(x, 3.45, state, f"out {i + 1}", width=wide)
+        if i:
+            _arrow(ax, (outputs[i - 1] + wide / 2, 3.45), (x - wide / 2, 3.45))
+    _arrow(ax, (last - box / 2, 2.45), (outputs[0] + 0.1, 3.45 - box / 2))
+    ax.text(left + 2.5 * step, 2.1, "encoder (recurrent):\none word at a time", ha="center", va="center", fontsize=font)
+    ax.text(left - 0.3, 3.45, "decoder", ha="right", va="center", fontsize=font)
+    ax.text(
+        left + 2.5 * step, 4.1, "Without attention: the sentence squeezed into one vector", ha="center", fontsize=12
+    )
+
+    # right: every output looks back at every input
+    left = 6.1
+    words_row(left, 0.5)
+    for i in range(len(WORDS)):
+        square(left + i * step, 1.45, state)
+        _arrow(ax, (left + i * step, 0.72), (left + i * step, 1.45 - box / 2 - 0.02))
+    outputs = [left + (1.0 + 1.5 * i) * step for i in range(3)]
+    for i, x in enumerate(outputs):
+        for j in range(len(WORDS)):
+            ax.add_patch(
+                FancyArrowPatch(
+                    (x, 3.45 - box / 2),
+                    (left + j * step, 1.45 + box / 2),
+                    arrowstyle="-|>",
+                    mutation_scale=9,
+                    lw=0.8,
+                    color="#6a51a3",
+                    alpha=0.6,
+                )
+            )
+        square(x, 3.45, state, f"out {i + 1}", width=wide)
+    ax.text(left + 2.5 * step, 4.1, "With attention: every output looks at every input", ha="center", fontsize=12)
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "attention_pipeline": attention_pipeline,
     "qkv_projections": qkv_projections,
@@ -449,6 +518,7 @@ DIAGRAMS = {
     "encoder_layer_ln_placement": encoder_layer_ln_placement,
     "cross_attention": cross_attention,
     "three_attentions": three_attentions,
+    "why_attention": why_attention,
 }
 
 if __name__ == "__main__":
