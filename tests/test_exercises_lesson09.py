@@ -46,7 +46,7 @@ SENTENCES = [
     "A cat sits on the mat.",
     "A kitten is lying on a rug.",
     "The stock market fell sharply today.",
-    "Shares dropped at the close of trading.",
+    "Investors lost money as shares dropped.",
     "How do I bake bread at home?",
     "A simple recipe for homemade bread.",
 ]
