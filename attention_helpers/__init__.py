@@ -21,7 +21,7 @@ from .attention import (
 )
 from .data import WORDS, toy_embeddings
 from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
-from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
+from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate
 from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
 from .exercises import check_answer, check_function
 from .functional import (
@@ -183,6 +183,7 @@ __all__ = [
     "query_scores_widget",
     "random_dot_products",
     "reverse_targets",
+    "rope_rotate",
     "rotate_embeddings_widget",
     "sample_next_token",
     "scaled_dot_product_attention",

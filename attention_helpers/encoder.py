@@ -2,7 +2,8 @@
 
 ``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)``. By default each layer is post-LN, as in the
 original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
-later models (``x = x + sublayer(norm(x))``).
+later models (``x = x + sublayer(norm(x))``). Positions: the sinusoidal :class:`PositionalEncoding` added to the
+embeddings, and :func:`rope_rotate`, the rotary embedding applied to queries and keys.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ._checks import (
     check_module_dtype,
     check_positive_int,
     check_probability,
+    check_same_device,
     check_tensor,
     shape_str,
 )
@@ -360,3 +362,67 @@ class PositionalEncoding(nn.Module):
                 f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with max_len={self.max_len}"
             )
         return x + self.pe[: x.shape[1]].to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn of every pair."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding (RoPE, Su et al. 2021, arXiv 2104.09864): rotate queries or keys by their position.
+
+    Dimension ``i`` and dimension ``i + head_dim / 2`` form a pair (the half-split convention of Hugging Face's
+    Llama, ``rotate_half``; the paper pairs neighbours ``2i, 2i + 1``, which only reorders the dimensions). The
+    pair of a token at position ``m`` turns by the angle ``m * base^(-2i / head_dim)``. Rotations preserve
+    lengths, and the dot product of a query rotated to position ``m`` with a key rotated to position ``n``
+    depends on ``m - n`` only: attention scores see relative positions. Apply it to queries and keys (after
+    their projections, per head), not to the token embeddings and not to the values.
+
+    Args:
+        x: ``(..., num_tokens, head_dim)``, floating point, ``head_dim`` even; e.g. ``(batch, num_heads,
+            num_tokens, head_dim)``.
+        positions: the position of each token, a tensor of shape ``(num_tokens,)`` or any shape that broadcasts
+            to ``x.shape[:-1]`` (e.g. ``(batch, 1, num_tokens)``); ``None`` means ``0, 1, ..., num_tokens - 1``.
+        base: the wavelength scale; ``10000`` in the paper and in Llama 2.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype.
+    """
+    check_tensor("x", x, 2, "(..., num_tokens, head_dim)")
+    head_dim = x.shape[-1]
+    if head_dim < 2 or head_dim % 2 != 0:
+        raise ValueError(
+            f"x must have shape (..., num_tokens, head_dim) with an even head_dim >= 2 (RoPE rotates pairs of "
+            f"dimensions), got shape {shape_str(x.shape)} (head_dim={head_dim})"
+        )
+    if isinstance(base, bool) or not isinstance(base, numbers.Real):
+        raise TypeError(f"base must be a positive number, got {type(base).__name__} ({base!r})")
+    if not (math.isfinite(base) and base > 0):
+        raise ValueError(f"base must be positive and finite, got {base}")
+    if positions is None:
+        positions = torch.arange(x.shape[-2], device=x.device)
+    elif not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
+            f"got {type(positions).__name__}"
+        )
+    elif positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must hold integers or real numbers, got dtype {positions.dtype}")
+    else:
+        try:
+            broadcast = torch.broadcast_shapes(positions.shape, x.shape[:-1])
+        except RuntimeError:
+            broadcast = None
+        if broadcast != x.shape[:-1]:
+            raise ValueError(
+                f"positions of shape {shape_str(positions.shape)} does not broadcast to x's "
+                f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
+            )
+        check_same_device("positions", positions, "x", x)
+    # Angles in float64, then cast: large positions times fast frequencies lose digits in float32.
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim)
+    angles = positions.to(torch.float64)[..., None] * inv_freq  # (..., num_tokens, head_dim / 2)
+    angles = torch.cat((angles, angles), dim=-1)  # pair i and pair i + head_dim / 2 share an angle
+    return x * angles.cos().to(x.dtype) + _rotate_half(x) * angles.sin().to(x.dtype)

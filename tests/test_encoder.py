@@ -5,7 +5,7 @@ import torch
 from conftest import perturb_
 from torch import nn
 
-from attention_helpers import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, to_torch
+from attention_helpers import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate, to_torch
 
 
 def close(actual, expected, atol=1e-5):
@@ -190,6 +190,99 @@ def test_positional_encoding_follows_the_formula(d_model):
     close(pe(x), pe.pe[:10].expand(2, 10, d_model))
     assert pe.pe.abs().max() <= 1.0
     assert len({tuple(row) for row in pe.pe.round(decimals=4).tolist()}) == 50  # every position distinct
+
+
+def _rope_score(q, k, m, n, head_dim):
+    """The score of query q rotated to position m with key k rotated to position n; q, k (head_dim,), float64."""
+    rotated_q = rope_rotate(q.reshape(1, head_dim), torch.tensor([m]))
+    rotated_k = rope_rotate(k.reshape(1, head_dim), torch.tensor([n]))
+    return (rotated_q * rotated_k).sum().item()
+
+
+@pytest.mark.parametrize("head_dim", [2, 6, 64])
+def test_rope_score_depends_only_on_the_offset(head_dim):
+    generator = torch.Generator().manual_seed(head_dim)
+    for _ in range(5):
+        q, k = torch.randn(2, head_dim, dtype=torch.float64, generator=generator)
+        for m, n in ((0, 0), (3, 7), (9, 2), (40, 40)):
+            score = _rope_score(q, k, m, n, head_dim)
+            for shift in (1, 5, 100, 2047):
+                assert math.isclose(_rope_score(q, k, m + shift, n + shift, head_dim), score, abs_tol=1e-9)
+        # ... and on the offset it does depend: a different offset gives a different score
+        assert not math.isclose(_rope_score(q, k, 3, 7, head_dim), _rope_score(q, k, 7, 3, head_dim), abs_tol=1e-6)
+
+
+def test_rope_scores_of_a_whole_sequence_are_constant_along_diagonals():
+    q, k = torch.randn(2, 3, 12, 8, dtype=torch.float64).unbind(0)  # (num_heads, num_tokens, head_dim) each
+    scores = rope_rotate(q[:, :1].expand(3, 12, 8)) @ rope_rotate(k[:, :1].expand(3, 12, 8)).transpose(-2, -1)
+    for offset in range(-11, 12):
+        diagonal = scores.diagonal(offset, dim1=-2, dim2=-1)  # (num_heads, 12 - |offset|)
+        close(diagonal, diagonal[..., :1].expand_as(diagonal), atol=1e-10)
+
+
+def test_rope_preserves_norms_and_position_zero_is_the_identity():
+    x = torch.randn(2, 4, 9, 16)  # (batch, num_heads, num_tokens, head_dim)
+    rotated = rope_rotate(x)
+    assert rotated.shape == x.shape and rotated.dtype == x.dtype
+    close(rotated.norm(dim=-1), x.norm(dim=-1))
+    assert torch.equal(rotated[..., 0, :], x[..., 0, :])
+    assert not torch.allclose(rotated[..., 1:, :], x[..., 1:, :])
+    assert torch.equal(rope_rotate(x, torch.zeros(9, dtype=torch.long)), x)
+
+
+def test_rope_accepts_positions_per_sequence():
+    x = torch.randn(2, 4, 5, 8)  # (batch, num_heads, num_tokens, head_dim)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])[:, None]  # (batch, 1, num_tokens)
+    rotated = rope_rotate(x, positions)
+    close(rotated[0], rope_rotate(x[0]))
+    close(rotated[1], rope_rotate(x[1], torch.arange(10, 15)))
+
+
+@pytest.mark.parametrize("head_dim", [8, 64])
+def test_rope_equals_hugging_face_llama(head_dim):
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, head_dim=head_dim, max_position_embeddings=64)
+    rotary = llama.LlamaRotaryEmbedding(config=config)
+    q, k = torch.randn(2, 3, 2, 11, head_dim).unbind(0)  # (batch, num_heads, num_tokens, head_dim) each
+    position_ids = torch.tensor([list(range(11)), list(range(20, 31)), [0] * 11])  # (batch, num_tokens)
+    cos, sin = rotary(q, position_ids)  # (batch, num_tokens, head_dim) each
+    q_ref, k_ref = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    close(rope_rotate(q, position_ids[:, None]), q_ref)
+    close(rope_rotate(k, position_ids[:, None]), k_ref)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: rope_rotate(torch.randn(2, 5, 7)), ValueError, ["head_dim=7", "(2, 5, 7)", "even"]),
+        (lambda: rope_rotate(torch.randn(8)), ValueError, ["x", "(8,)", "(..., num_tokens, head_dim)"]),
+        (lambda: rope_rotate(torch.ones(2, 5, 8, dtype=torch.long)), TypeError, ["x", "floating-point", "int64"]),
+        (lambda: rope_rotate([[1.0, 2.0]]), TypeError, ["x", "torch.Tensor", "list"]),
+        (lambda: rope_rotate(torch.randn(5, 8), torch.arange(4)), ValueError, ["positions", "(4,)", "(5,)"]),
+        (lambda: rope_rotate(torch.randn(5, 8), [0, 1, 2, 3, 4]), TypeError, ["positions", "list"]),
+        (lambda: rope_rotate(torch.randn(5, 8), torch.ones(5, dtype=torch.bool)), TypeError, ["positions", "bool"]),
+        (lambda: rope_rotate(torch.randn(5, 8), base=0.0), ValueError, ["base", "positive"]),
+        (lambda: rope_rotate(torch.randn(5, 8), base="10000"), TypeError, ["base", "str"]),
+    ],
+    ids=[
+        "odd head_dim",
+        "rank 1",
+        "integer dtype",
+        "not a tensor",
+        "positions length",
+        "positions list",
+        "positions bool",
+        "base zero",
+        "base string",
+    ],
+)
+def test_rope_bad_input_is_named(call, error, words):
+    with pytest.raises(error) as excinfo:
+        call()
+    for word in words:
+        assert word in str(excinfo.value), (word, str(excinfo.value))
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
