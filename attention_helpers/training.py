@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, shape_str
+from ._checks import check_positive_int, check_probability, check_token_ids, shape_str
 from .encoder import Encoder, PositionalEncoding
 
 
@@ -42,21 +42,8 @@ TASKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"reverse": reverse_t
 
 
 def _check_tokens(name: str, tokens, vocab_size: int | None = None) -> None:
-    """Require an integer tensor ``(batch, num_tokens)`` whose values are token ids in ``[0, vocab_size)``."""
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids (batch, num_tokens), got {type(tokens).__name__}")
-    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-        raise TypeError(
-            f"{name} must hold integer token ids, got dtype {tokens.dtype} with shape {shape_str(tokens.shape)}; "
-            f"convert it with {name}.long()"
-        )
-    if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, num_tokens), got shape {shape_str(tokens.shape)}")
-    if vocab_size is not None and tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
-        raise ValueError(
-            f"{name} must hold token ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
-            f"got values from {int(tokens.min())} to {int(tokens.max())}"
-        )
+    """Require token ids ``(batch, num_tokens)`` (int64 or int32), in ``[0, vocab_size)`` when it is given."""
+    check_token_ids(name, tokens, vocab_size)
 
 
 def _check_seed(seed) -> None:
