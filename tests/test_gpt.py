@@ -199,6 +199,56 @@ def test_generate_bad_arguments(kwargs, error, fragment):
         ah.generate(ah.BigramLanguageModel(11), torch.zeros(1, 2, dtype=torch.long), 3)
 
 
+LOGITS = torch.randn(2, 5, 11)  # (batch, num_tokens, vocab_size)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "fragments"),
+    [
+        (lambda: ah.language_model_loss(LOGITS, torch.zeros(2, 5)), TypeError, ["targets", "torch.float32", "(2, 5)"]),
+        (
+            lambda: ah.language_model_loss(LOGITS, torch.full((2, 5), 11)),
+            ValueError,
+            ["targets", "vocab_size=11", "from 11 to 11"],
+        ),
+        (lambda: ah.language_model_loss(LOGITS, [[0] * 5] * 2), TypeError, ["targets", "list"]),
+        (
+            lambda: ah.BigramLanguageModel.from_counts(torch.tensor([], dtype=torch.long), 11),
+            ValueError,
+            ["token_ids", "at least 2 tokens", "(0,)"],
+        ),
+        (lambda: ah.sample_next_token(LOGITS), ValueError, ["logits", "(batch, vocab_size)", "(2, 5, 11)"]),
+        (lambda: ah.top_k_filter([[0.5, 1.0, -1.0]], 2), TypeError, ["logits", "torch.Tensor", "list"]),
+        (
+            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2.0),
+            TypeError,
+            ["max_new_tokens", "int", "2.0"],
+        ),
+        (
+            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2, top_k=2.0),
+            TypeError,
+            ["top_k", "int", "2.0"],
+        ),
+    ],
+    ids=[
+        "float targets",
+        "out-of-range targets",
+        "list targets",
+        "empty text",
+        "3-D logits to sample",
+        "list to top_k_filter",
+        "max_new_tokens=2.0",
+        "top_k=2.0",
+    ],
+)
+def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragments):
+    with pytest.raises(Exception) as info:
+        call()
+    assert type(info.value) is error, repr(info.value)
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
+
+
 # --- training pieces and the baseline -----------------------------------------------------------------------
 
 
