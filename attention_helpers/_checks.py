@@ -7,6 +7,7 @@ with a wrong answer or a traceback from deep inside torch.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 
@@ -97,11 +98,67 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
     check_same_device(name, mask, "the inputs", like)
 
 
-def check_positive_int(name: str, value) -> None:
+def check_positive_int(name: str, value, minimum: int = 1) -> None:
+    """Require an int (not a bool, not a float such as ``2.0``) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+MIN_TEMPERATURE = 0.01
+"""The smallest temperature accepted. Below it, softmax is as good as one-hot, and dividing logits by a tiny
+temperature overflows to ``inf`` (in float16 already for logits above 655), which turns the probabilities into
+``nan``. For the most likely token, sampling functions take ``temperature=0``."""
+
+
+def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
+    """Require a softmax temperature: a real number (not a bool), finite and at least ``MIN_TEMPERATURE``.
+
+    ``zero_is_greedy``: also accept exactly 0, which a sampling function reads as "take the most likely token".
+    """
+    allowed = f"a finite number >= {MIN_TEMPERATURE}" + (
+        " or 0 (greedy: the most likely token)" if zero_is_greedy else ""
+    )
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be {allowed}, got {type(temperature).__name__} ({temperature!r})")
+    if zero_is_greedy and temperature == 0:
+        return
+    if not (math.isfinite(temperature) and temperature >= MIN_TEMPERATURE):
+        raise ValueError(f"temperature must be {allowed}, got {temperature!r}")
+
+
+TOKEN_ID_DTYPES = (torch.int64, torch.int32)
+"""The index dtypes ``nn.Embedding`` accepts (int8, int16 and uint8 ids fail inside it)."""
+
+
+def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)") -> None:
+    """Require a tensor of token ids: dtype int64 or int32, the rank of ``layout``, values in ``[0, vocab_size)``
+    (or just >= 0 when ``vocab_size`` is None)."""
+    ndim = len([part for part in layout.strip("()").split(",") if part.strip()])
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
+    if ids.dtype not in TOKEN_ID_DTYPES:
+        raise TypeError(
+            f"{name} must have dtype torch.int64 or torch.int32 (the dtypes an embedding is indexed with), got "
+            f"{ids.dtype} with shape {shape_str(ids.shape)}; convert it with .long()"
+        )
+    if ids.dim() != ndim:
+        hint = f"; add a batch axis with {name}[None]" if ids.dim() == ndim - 1 else ""
+        raise ValueError(
+            f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
+            f"{shape_str(ids.shape)}{hint}"
+        )
+    if not ids.numel():
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if vocab_size is None and low < 0:
+        raise ValueError(f"{name} must hold token ids >= 0, got values from {low} to {high}")
+    if vocab_size is not None and (low < 0 or high >= vocab_size):
+        raise ValueError(
+            f"{name} must hold token ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
+            f"got values from {low} to {high}"
+        )
 
 
 def check_probability(name: str, value) -> None:

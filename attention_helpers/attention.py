@@ -277,6 +277,22 @@ class MultiHeadAttention(nn.Module):
         head repeated for its group of consecutive query heads."""
         return t.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
 
+    def _fused_attention(self, queries, keys, values, **options) -> torch.Tensor:
+        """``F.scaled_dot_product_attention`` with each key/value head shared by its group of query heads.
+
+        torch 2.5 and later share the heads inside the kernel (``enable_gqa=True``, no copy); older torch has no
+        such argument, so there the key/value heads are repeated first. With equal heads nothing is shared.
+        """
+        if self.num_kv_heads == self.num_heads:
+            return F.scaled_dot_product_attention(queries, keys, values, **options)
+        try:
+            return F.scaled_dot_product_attention(queries, keys, values, enable_gqa=True, **options)
+        except TypeError as error:  # torch < 2.5: "got an unexpected keyword argument 'enable_gqa'"
+            if "enable_gqa" not in str(error):
+                raise
+        keys, values = self._repeat_kv_heads(keys), self._repeat_kv_heads(values)
+        return F.scaled_dot_product_attention(queries, keys, values, **options)
+
     def _check_context(self, x: torch.Tensor, context: torch.Tensor | None, use_cache: bool) -> torch.Tensor:
         """The sequence keys and values come from: ``context`` for cross-attention, else ``x`` itself."""
         if context is None:
@@ -399,18 +415,15 @@ class MultiHeadAttention(nn.Module):
             context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
         else:
             attn_weights = None
-            grouped = self.num_kv_heads != self.num_heads  # the kernel shares each kv head without copying it
             if key_padding_mask is None and num_keys == num_tokens:
                 # Fused kernel; is_causal lets it skip the hidden upper triangle without building a mask.
-                context_vec = F.scaled_dot_product_attention(
-                    queries, keys, values, is_causal=self.causal, enable_gqa=grouped
-                )
+                context_vec = self._fused_attention(queries, keys, values, is_causal=self.causal)
             else:
                 # is_causal would align the mask's top-left corner, wrong for queries after cached tokens; and
                 # F.scaled_dot_product_attention's boolean masks mark positions that MAY be attended.
                 hidden = self._hidden_positions(num_tokens, num_keys, key_padding_mask)
                 keep = None if hidden is None else ~hidden
-                context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, enable_gqa=grouped)
+                context_vec = self._fused_attention(queries, keys, values, attn_mask=keep)
 
         # Move the head axis back next to head_dim *before* merging them:
         # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, head_dim)

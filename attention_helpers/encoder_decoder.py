@@ -30,6 +30,7 @@ from ._checks import (
     check_same_device,
     check_size,
     check_tensor,
+    check_token_ids,
     shape_str,
 )
 from .attention import MultiHeadAttention
@@ -460,20 +461,6 @@ class EncoderDecoder(nn.Module):
         return module.to(first.linear1.weight).train(torch_transformer.training)
 
 
-def _check_ids(name: str, ids, vocab_size: int, layout: str) -> None:
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
-    if ids.dtype != torch.long:
-        raise TypeError(f"{name} must have dtype torch.int64, got {ids.dtype}; convert it with {name}.long()")
-    if ids.dim() != 2:
-        raise ValueError(f"{name} must have shape {layout}, got shape {shape_str(ids.shape)}")
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(
-            f"{name} must hold ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
-            f"got values from {int(ids.min())} to {int(ids.max())}"
-        )
-
-
 class Seq2SeqTransformer(nn.Module):
     """A sequence-to-sequence model: token embeddings and sinusoidal positions on both sides, an
     :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
@@ -485,7 +472,7 @@ class Seq2SeqTransformer(nn.Module):
         max_len: the longest source or target.
         pad_id: the source id that marks padding (hidden from attention).
 
-    ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 ->
+    ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
     logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
     """
 
@@ -533,7 +520,7 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding mask ``(batch,
         src_len)``, True where ``src_ids == pad_id``)."""
-        _check_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
+        check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
         padding = src_ids == self.pad_id
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encode(src, padding), padding
@@ -541,7 +528,7 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
         """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights
         ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
-        _check_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
         memory, padding = self.encode(src_ids)
         if tgt_ids.shape[0] != src_ids.shape[0]:
             raise ValueError(

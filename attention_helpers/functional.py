@@ -18,6 +18,7 @@ from ._checks import (
     check_dim,
     check_positive_int,
     check_size,
+    check_temperature,
     check_tensor,
     shape_str,
 )
@@ -92,16 +93,14 @@ def softmax_with_temperature(x: torch.Tensor, temperature: float, dim: int = -1)
 
     Args:
         x: scores of any shape.
-        temperature: a positive number.
+        temperature: a finite number, at least ``MIN_TEMPERATURE`` (0.01). 0 is refused: ``x / 0`` has no softmax
+            (sampling functions read 0 as "take the most likely token" instead).
 
     Returns:
         Same shape as ``x``; slices along ``dim`` sum to 1.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a positive number, got {type(temperature).__name__} ({temperature!r})")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be positive and finite, got {temperature}")
+    check_temperature(temperature)
     return softmax_stable(x / temperature, dim=dim)
 
 

@@ -8,37 +8,21 @@ modules' KV cache; ``BigramLanguageModel`` is the baseline a language model has 
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_heads, check_positive_int, check_probability, shape_str
+from ._checks import (
+    check_heads,
+    check_positive_int,
+    check_probability,
+    check_temperature,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+)
 from .attention import MultiHeadAttention
 from .encoder import FeedForward
-
-
-def check_token_ids(token_ids, vocab_size: int) -> None:
-    """Require a ``(batch, num_tokens)`` int64 tensor of ids in ``[0, vocab_size)``."""
-    layout = "(batch, num_tokens)"
-    if not isinstance(token_ids, torch.Tensor):
-        raise TypeError(f"token_ids must be a torch.Tensor of shape {layout}, got {type(token_ids).__name__}")
-    if token_ids.dtype != torch.long:
-        raise TypeError(
-            f"token_ids must have dtype torch.int64 (token ids index the embedding), got {token_ids.dtype} "
-            f"with shape {shape_str(token_ids.shape)}; convert with token_ids.long()"
-        )
-    if token_ids.dim() != 2:
-        raise ValueError(
-            f"token_ids must have 2 dimensions {layout}, got {token_ids.dim()} with shape "
-            f"{shape_str(token_ids.shape)}; add a batch axis with token_ids[None]"
-        )
-    if token_ids.numel() and (token_ids.min() < 0 or token_ids.max() >= vocab_size):
-        raise ValueError(
-            f"token_ids must lie in [0, vocab_size={vocab_size}), got values from {token_ids.min().item()} "
-            f"to {token_ids.max().item()}"
-        )
 
 
 class DecoderBlock(nn.Module):
@@ -75,7 +59,7 @@ class GPT(nn.Module):
         num_layers: number of decoder blocks.
         drop_prob: dropout on the embeddings, attention weights, feed-forward and residual branches.
 
-    Input ``(batch, num_tokens)`` int64 token ids with ``num_tokens <= context_length``; output
+    Input ``(batch, num_tokens)`` int64 (or int32) token ids with ``num_tokens <= context_length``; output
     ``(batch, num_tokens, vocab_size)`` logits: row i scores every candidate for token i + 1.
 
     The output head shares its weight with the token embedding (weight tying): the score of token t is the dot
@@ -117,7 +101,7 @@ class GPT(nn.Module):
 
         With ``use_cache=True`` the tokens continue those already cached: their positions start after them.
         """
-        check_token_ids(token_ids, self.vocab_size)
+        check_token_ids("token_ids", token_ids, self.vocab_size)
         start = self.num_cached_tokens if use_cache else 0
         num_tokens = token_ids.shape[1]
         if start + num_tokens > self.context_length:
@@ -159,7 +143,13 @@ class BigramLanguageModel(nn.Module):
     @classmethod
     def from_counts(cls, token_ids: torch.Tensor, vocab_size: int) -> BigramLanguageModel:
         """Fit the table to a ``(num_tokens,)`` id sequence by counting which token follows which."""
-        check_token_ids(token_ids[None] if isinstance(token_ids, torch.Tensor) else token_ids, vocab_size)
+        check_positive_int("vocab_size", vocab_size)
+        check_token_ids("token_ids", token_ids, vocab_size, "(num_tokens,)")
+        if len(token_ids) < 2:
+            raise ValueError(
+                f"token_ids must hold at least 2 tokens to count which follows which, got shape "
+                f"{shape_str(token_ids.shape)} (is the text empty?)"
+            )
         model = cls(vocab_size)
         counts = torch.ones(vocab_size, vocab_size)  # add-one smoothing
         counts.index_put_((token_ids[:-1], token_ids[1:]), torch.ones(len(token_ids) - 1), accumulate=True)
@@ -168,19 +158,21 @@ class BigramLanguageModel(nn.Module):
         return model
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(token_ids, self.vocab_size)
+        check_token_ids("token_ids", token_ids, self.vocab_size)
         return self.logits[token_ids]
 
 
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy (nats per token) of ``logits`` ``(batch, num_tokens, vocab_size)`` against the next
-    tokens ``targets`` ``(batch, num_tokens)``."""
-    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+    tokens ``targets`` ``(batch, num_tokens)``, int64 or int32 ids in ``[0, vocab_size)``."""
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, vocab_size)")
+    check_token_ids("targets", targets, logits.shape[-1])
+    if targets.shape != logits.shape[:2]:
         raise ValueError(
             f"logits (batch, num_tokens, vocab_size) and targets (batch, num_tokens) must match, got logits "
             f"{shape_str(logits.shape)} and targets {shape_str(targets.shape)}"
         )
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())  # cross_entropy takes int64 only
 
 
 def next_token_batch(
@@ -229,6 +221,7 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 
     ``logits`` ``(..., vocab_size)``; returns a new tensor of the same shape. Ties with the k-th value are kept.
     """
+    check_tensor("logits", logits, 1, "(..., vocab_size)")
     check_positive_int("k", k)
     k = min(k, logits.shape[-1])
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
@@ -241,8 +234,13 @@ def sample_next_token(
     """Pick one token per row of ``logits`` ``(batch, vocab_size)``; returns ``(batch, 1)`` int64 ids.
 
     ``temperature=0`` picks the most likely token (greedy); otherwise the logits are divided by the
-    temperature (below 1 sharpens, above 1 flattens), optionally cut to the ``top_k`` best, and sampled.
+    temperature (a finite number of at least 0.01; below 1 sharpens, above 1 flattens), optionally cut to the
+    ``top_k`` best, and sampled.
     """
+    check_tensor("logits", logits, (2,), "(batch, vocab_size)")
+    check_temperature(temperature, zero_is_greedy=True)
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
@@ -255,13 +253,11 @@ def sample_next_token(
 def _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k) -> None:
     if not isinstance(model, GPT):
         raise TypeError(f"model must be an attention_helpers.GPT, got {type(model).__name__}")
-    check_token_ids(token_ids, model.vocab_size)
+    check_token_ids("token_ids", token_ids, model.vocab_size)
     if token_ids.shape[1] == 0:
         raise ValueError("token_ids must hold at least one token to continue from, got shape (batch, 0)")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
+    check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
 
@@ -291,6 +287,7 @@ def generate(
     The model runs in eval mode (no dropout) and is restored to its mode afterwards; its cache is emptied.
     """
     _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k)
+    token_ids = token_ids.long()  # int32 ids are accepted; the sampled ones are int64
     was_training = model.training
     model.eval()
     model.reset_cache()

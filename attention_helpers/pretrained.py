@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_bool_mask, check_positive_int, check_tensor, shape_str
+from ._checks import check_bool_mask, check_positive_int, check_tensor, check_token_ids, shape_str
 from .encoder import Encoder, LayerNorm
 
 # BERT's names (left) and this package's (right), inside one layer ``encoder.layer.{i}.`` -> ``layers.{i}.``
@@ -104,7 +104,7 @@ class BertEmbeddings(nn.Module):
     Unlike lesson 07's sinusoidal :class:`PositionalEncoding`, the position vectors are trained
     parameters, one per position up to ``max_positions``.
 
-    Input ``(batch, num_tokens)`` integer token ids; output ``(batch, num_tokens, d_model)``.
+    Input ``(batch, num_tokens)`` int64 or int32 token ids; output ``(batch, num_tokens, d_model)``.
     """
 
     def __init__(self, vocab_size: int, d_model: int, max_positions: int, type_vocab_size: int = 2, eps: float = 1e-12):
@@ -118,13 +118,7 @@ class BertEmbeddings(nn.Module):
         self.norm = LayerNorm(d_model, eps=eps)
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
-        _require_integer_tensor("token_ids", token_ids, "(batch, num_tokens)")
-        vocab_size = self.word_embeddings.num_embeddings
-        if token_ids.numel() and (int(token_ids.min()) < 0 or int(token_ids.max()) >= vocab_size):
-            raise ValueError(
-                f"token_ids must lie in [0, {vocab_size}), got values from {int(token_ids.min())} "
-                f"to {int(token_ids.max())}"
-            )
+        check_token_ids("token_ids", token_ids, self.word_embeddings.num_embeddings)
         num_tokens = token_ids.shape[1]
         if num_tokens > self.position_embeddings.num_embeddings:
             raise ValueError(

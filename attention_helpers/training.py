@@ -22,41 +22,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, shape_str
+from ._checks import check_positive_int, check_probability, check_token_ids, shape_str
 from .encoder import Encoder, PositionalEncoding
 
 
 def reverse_targets(inputs: torch.Tensor) -> torch.Tensor:
     """The reverse task's answers: ``(batch, num_tokens)`` digits -> the same digits in reverse order."""
-    _check_tokens("inputs", inputs)
+    check_token_ids("inputs", inputs, None)
     return inputs.flip(-1)
 
 
 def sort_targets(inputs: torch.Tensor) -> torch.Tensor:
     """The sort task's answers: ``(batch, num_tokens)`` digits -> each row sorted in increasing order."""
-    _check_tokens("inputs", inputs)
+    check_token_ids("inputs", inputs, None)
     return inputs.sort(dim=-1).values
 
 
 TASKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"reverse": reverse_targets, "sort": sort_targets}
-
-
-def _check_tokens(name: str, tokens, vocab_size: int | None = None) -> None:
-    """Require an integer tensor ``(batch, num_tokens)`` whose values are token ids in ``[0, vocab_size)``."""
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids (batch, num_tokens), got {type(tokens).__name__}")
-    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-        raise TypeError(
-            f"{name} must hold integer token ids, got dtype {tokens.dtype} with shape {shape_str(tokens.shape)}; "
-            f"convert it with {name}.long()"
-        )
-    if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, num_tokens), got shape {shape_str(tokens.shape)}")
-    if vocab_size is not None and tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
-        raise ValueError(
-            f"{name} must hold token ids from 0 to {vocab_size - 1} (vocab_size={vocab_size}), "
-            f"got values from {int(tokens.min())} to {int(tokens.max())}"
-        )
 
 
 def _check_seed(seed) -> None:
@@ -137,7 +119,7 @@ def make_task(
         sequences = torch.cat([sequences, draw[fresh]])[:wanted]
     targets = targets_of(sequences)
     name = task if isinstance(task, str) else getattr(task, "__name__", "custom")
-    _check_tokens(f"the targets that task {name!r} returned", targets, vocab_size)
+    check_token_ids(f"the targets that task {name!r} returned", targets, vocab_size)
     if targets.shape != sequences.shape:
         raise ValueError(
             f"task {name!r} must return targets of the inputs' shape {shape_str(sequences.shape)} "
@@ -200,7 +182,7 @@ class TokenClassifier(nn.Module):
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
         """``tokens`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``; with
         ``return_weights``, also the attention weights ``(num_layers, batch, num_heads, num_tokens, num_tokens)``."""
-        _check_tokens("tokens", tokens, self.vocab_size)
+        check_token_ids("tokens", tokens, self.vocab_size)
         x = self.embedding(tokens)  # (batch, num_tokens, d_model)
         if self.positional_encoding is not None:
             x = self.positional_encoding(x)
@@ -232,8 +214,8 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
     """Per-token accuracy of ``model`` on ``inputs`` and ``targets`` (both ``(num_sequences, num_tokens)``),
     in eval mode (no dropout); the model's train/eval mode is restored afterwards."""
     _check_model(model)
-    _check_tokens("inputs", inputs, model.vocab_size)
-    _check_tokens("targets", targets, model.vocab_size)
+    check_token_ids("inputs", inputs, model.vocab_size)
+    check_token_ids("targets", targets, model.vocab_size)
     if inputs.shape != targets.shape:
         raise ValueError(
             f"inputs and targets must have the same shape (num_sequences, num_tokens), "

@@ -241,7 +241,7 @@ def test_bad_construction_and_conversion():
     with pytest.raises(TypeError, match="TransformerDecoderLayer"):
         DecoderLayer.from_torch(nn.Linear(2, 2))
     model = _trained_free_seq2seq()
-    with pytest.raises(ValueError, match=r"src_ids must hold ids from 0 to 19"):
+    with pytest.raises(ValueError, match=r"src_ids must hold token ids from 0 to 19 \(vocab_size=20\)"):
         model(torch.tensor([[25, 1]]), torch.tensor([[1]]))
     with pytest.raises(TypeError, match="int64"):
         greedy_decode(model, torch.ones(1, 3), 1, 4)

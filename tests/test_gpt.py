@@ -36,13 +36,22 @@ def test_logits_have_shape_batch_tokens_vocab():
 
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_no_logit_depends_on_a_later_token(mode):
-    model = small_gpt().train(mode == "train")
+    """In train mode with dropout, which takes the explicit attention path: both passes draw the same dropout
+    masks (same seed, same shapes), so any difference in an earlier row can only come from a later token."""
+    model = small_gpt(drop_prob=0.3).train(mode == "train")
     ids = torch.randint(0, 11, (2, 10))
-    logits = model(ids)
+
+    def run(token_ids, seed=1):
+        torch.manual_seed(seed)
+        return model(token_ids)
+
+    logits = run(ids)
+    if mode == "train":
+        assert not torch.allclose(run(ids, seed=2), logits)  # dropout is really on
     for i in range(9):
         changed = ids.clone()
         changed[:, i + 1 :] = (changed[:, i + 1 :] + torch.randint(1, 11, changed[:, i + 1 :].shape)) % 11
-        new_logits = model(changed)
+        new_logits = run(changed)
         close(new_logits[:, : i + 1], logits[:, : i + 1])
         assert not torch.allclose(new_logits[:, i + 1], logits[:, i + 1])  # the later rows do see the change
 
@@ -91,7 +100,7 @@ def test_the_model_learns_a_repeating_pattern():
     ("call", "error", "fragments"),
     [
         (lambda m: m(torch.zeros(2, 3)), TypeError, ["torch.int64", "torch.float32"]),
-        (lambda m: m(torch.zeros(2, 3, dtype=torch.int32)), TypeError, ["torch.int32"]),
+        (lambda m: m(torch.zeros(2, 3, dtype=torch.int16)), TypeError, ["torch.int16", "torch.int32"]),
         (lambda m: m(torch.tensor([[1, 11]])), ValueError, ["vocab_size=11", "11"]),
         (lambda m: m(torch.tensor([[-1, 2]])), ValueError, ["vocab_size=11", "-1"]),
         (lambda m: m(torch.zeros(2, 13, dtype=torch.long)), ValueError, ["num_tokens=13", "context_length=12"]),
@@ -100,7 +109,7 @@ def test_the_model_learns_a_repeating_pattern():
         (lambda m: ah.GPT(11, 12, 10, 4, 2, 0.0), ValueError, ["d_model=10", "num_heads=4"]),
         (lambda m: ah.GPT(11, 12, 16, 4, 0, 0.0), ValueError, ["num_layers"]),
     ],
-    ids=["float ids", "int32 ids", "id too large", "negative id", "too many tokens", "1-D", "list", "heads", "layers"],
+    ids=["float ids", "int16 ids", "id too large", "negative id", "too many tokens", "1-D", "list", "heads", "layers"],
 )
 def test_bad_input_names_what_is_wrong(call, error, fragments):
     with pytest.raises(error) as info:
@@ -153,6 +162,70 @@ def test_cached_and_uncached_generation_give_identical_tokens(new_tokens, temper
     assert outs[0].shape == (3, 4 + new_tokens)
 
 
+def _record_embedding_inputs(model):
+    """Record the token ids the model is fed at each call (a forward hook on the token embedding)."""
+    fed = []
+    model.token_embedding.register_forward_hook(lambda module, args, output: fed.append(args[0].clone()))
+    return fed
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_feeds_one_token_per_step_with_the_cache_and_the_window_without(use_cache):
+    """With the cache, each step after the first runs the model on the newest token only, until the sequence
+    outgrows context_length=12; then, and without the cache, on the last (at most) 12 tokens."""
+    model = small_gpt()
+    fed = _record_embedding_inputs(model)
+    prompt = torch.randint(0, 11, (2, 4))
+    out = ah.generate(model, prompt, 12, temperature=0, use_cache=use_cache)
+    assert len(fed) == 12
+    for step, ids in enumerate(fed):
+        length = 4 + step  # tokens before this step
+        if use_cache and step > 0 and length <= 12:
+            assert torch.equal(ids, out[:, length - 1 : length]), f"step {step}: fed {ids.shape[1]} tokens"
+        else:
+            assert torch.equal(ids, out[:, max(0, length - 12) : length]), f"step {step}: fed {ids.shape[1]} tokens"
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_from_a_prompt_longer_than_the_context_keeps_its_last_tokens(use_cache):
+    model = small_gpt()
+    fed = _record_embedding_inputs(model)
+    prompt = torch.randint(0, 11, (2, 15))  # context_length is 12
+    out = ah.generate(model, prompt, 3, temperature=0, use_cache=use_cache)
+    assert torch.equal(fed[0], prompt[:, -12:])
+    truncated = ah.generate(model, prompt[:, -12:], 3, temperature=0, use_cache=use_cache)
+    assert torch.equal(out[:, :15], prompt) and torch.equal(out[:, 15:], truncated[:, 12:])
+
+
+def _record_sampled_probabilities(monkeypatch):
+    """Record the probabilities handed to torch.multinomial (the name gpt.py looks up)."""
+    seen = []
+    multinomial = torch.multinomial
+
+    def recording(probs, *args, **kwargs):
+        seen.append(probs.clone())
+        return multinomial(probs, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "multinomial", recording)
+    return seen
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.5])
+def test_sampling_divides_the_logits_by_the_temperature(monkeypatch, temperature):
+    seen = _record_sampled_probabilities(monkeypatch)
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0], [3.0, -2.0, 0.5, 0.5]])
+    ah.sample_next_token(logits, temperature)
+    close(seen[-1], torch.softmax(logits / temperature, dim=-1))
+    ah.sample_next_token(logits, temperature, top_k=2)
+    cut = float("-inf")
+    top2 = torch.tensor([[cut, 1.0, 2.0, cut], [3.0, cut, 0.5, 0.5]])  # a tie with the 2nd largest is kept
+    close(seen[-1], torch.softmax(top2 / temperature, dim=-1))
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 3))
+    ah.generate(model, prompt, 1, temperature, generator=torch.Generator().manual_seed(0))
+    close(seen[-1], torch.softmax(model(prompt)[:, -1] / temperature, dim=-1))
+
+
 def test_generate_restores_the_training_mode_and_empties_the_cache():
     model = small_gpt(drop_prob=0.5).train()
     prompt = torch.randint(0, 11, (2, 3))
@@ -197,6 +270,56 @@ def test_generate_bad_arguments(kwargs, error, fragment):
         ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), **args)
     with pytest.raises(TypeError, match="GPT"):
         ah.generate(ah.BigramLanguageModel(11), torch.zeros(1, 2, dtype=torch.long), 3)
+
+
+LOGITS = torch.randn(2, 5, 11)  # (batch, num_tokens, vocab_size)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "fragments"),
+    [
+        (lambda: ah.language_model_loss(LOGITS, torch.zeros(2, 5)), TypeError, ["targets", "torch.float32", "(2, 5)"]),
+        (
+            lambda: ah.language_model_loss(LOGITS, torch.full((2, 5), 11)),
+            ValueError,
+            ["targets", "vocab_size=11", "from 11 to 11"],
+        ),
+        (lambda: ah.language_model_loss(LOGITS, [[0] * 5] * 2), TypeError, ["targets", "list"]),
+        (
+            lambda: ah.BigramLanguageModel.from_counts(torch.tensor([], dtype=torch.long), 11),
+            ValueError,
+            ["token_ids", "at least 2 tokens", "(0,)"],
+        ),
+        (lambda: ah.sample_next_token(LOGITS), ValueError, ["logits", "(batch, vocab_size)", "(2, 5, 11)"]),
+        (lambda: ah.top_k_filter([[0.5, 1.0, -1.0]], 2), TypeError, ["logits", "torch.Tensor", "list"]),
+        (
+            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2.0),
+            TypeError,
+            ["max_new_tokens", "int", "2.0"],
+        ),
+        (
+            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2, top_k=2.0),
+            TypeError,
+            ["top_k", "int", "2.0"],
+        ),
+    ],
+    ids=[
+        "float targets",
+        "out-of-range targets",
+        "list targets",
+        "empty text",
+        "3-D logits to sample",
+        "list to top_k_filter",
+        "max_new_tokens=2.0",
+        "top_k=2.0",
+    ],
+)
+def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragments):
+    with pytest.raises(Exception) as info:
+        call()
+    assert type(info.value) is error, repr(info.value)
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
 
 
 # --- training pieces and the baseline -----------------------------------------------------------------------

@@ -161,3 +161,36 @@ def test_the_kv_cache_of_grouped_query_attention_holds_only_the_kv_heads():
         _, weights = mha(x[:, :5], use_cache=True, return_weights=True)
         _, step_weights = mha(x[:, 5:6], use_cache=True, return_weights=True)
         assert weights.shape == (2, 4, 5, 5) and step_weights.shape == (2, 4, 1, 6)
+
+
+def _sdpa_without_enable_gqa(monkeypatch):
+    """Make the fused kernel behave like torch 2.3 and 2.4, which have no ``enable_gqa`` argument; returns the
+    list of calls, to show the fused path was taken."""
+    original = F.scaled_dot_product_attention
+    calls = []
+
+    def old_sdpa(*args, **kwargs):
+        if "enable_gqa" in kwargs:
+            raise TypeError("scaled_dot_product_attention() got an unexpected keyword argument 'enable_gqa'")
+        calls.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", old_sdpa)  # the name attention.py looks up
+    return calls
+
+
+@pytest.mark.parametrize("num_kv_heads", [6, 3, 1], ids=["equal heads", "grouped", "multi-query"])
+@pytest.mark.parametrize("padding", [False, True], ids=["is_causal", "mask"])
+def test_the_fused_path_runs_on_a_torch_without_enable_gqa(monkeypatch, num_kv_heads, padding):
+    """torch added enable_gqa= in 2.5; the package supports torch>=2.3. Equal heads must not pass it at all, and
+    grouped heads must still work (repeating the kv heads) where the argument is missing."""
+    module = grouped(num_kv_heads)
+    x = torch.randn(2, 9, D_IN)
+    mask = torch.zeros(2, 9, dtype=torch.bool) if padding else None
+    if padding:
+        mask[1, 7:] = True
+    with torch.no_grad():
+        expected = module(x, mask)
+        calls = _sdpa_without_enable_gqa(monkeypatch)
+        torch.testing.assert_close(module(x, mask), expected)
+    assert calls, "the fused kernel was not called"
