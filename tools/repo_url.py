@@ -28,37 +28,31 @@ SITE_URL = re.compile(r"https://[\w-]+\.github\.io/[\w.-]+/")
 EXTERNAL_REPOSITORIES = ("https://github.com/rasbt/LLMs-from-scratch",)
 
 SETUP_CELL = """\
-# Setup: on Colab, fetch the series and install its package; locally, `make lab` has done both.
+# Setup: on Colab, fetch the series and install its package (about a minute); locally, `make lab` did both.
 import os
+import subprocess
 import sys
 
 REPO_URL = "{url}"
 if "google.colab" in sys.modules:
-    import subprocess
 
     class SetupError(Exception):
-        def _render_traceback_(self):  # IPython shows this one line instead of a traceback
+        def _render_traceback_(self):  # IPython shows this one sentence instead of a traceback
             return [str(self)]
 
-    repo_dir = os.path.abspath("{name}")
+    repo_dir, url = os.path.abspath("{name}"), os.environ.get("SERIES_REPO_URL", REPO_URL)
     if not os.path.isdir(repo_dir):
-        url = os.environ.get("SERIES_REPO_URL", REPO_URL)
-        clone = subprocess.run(
-            ["git", "clone", "--quiet", "--depth", "1", url, repo_dir], capture_output=True, text=True
-        )
+        clone = subprocess.run(["git", "clone", "-q", "--depth", "1", url, repo_dir], capture_output=True, text=True)
         if clone.returncode != 0:
-            reason = (clone.stderr.strip().splitlines() or ["no message"])[0].removeprefix("fatal: ")
+            reason = clone.stderr.strip().splitlines()[-1:] or ["no message"]
             raise SetupError(
-                f"Could not download the series from {{url}} ({{reason}}): check the internet connection "
-                "and that the address is right, then run this cell again."
+                f"Could not download the series from {{url}} ({{reason[0]}}): check the internet "
+                "connection and the address, then run this cell again."
             )
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "-e", repo_dir], capture_output=True, text=True
-    )
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", repo_dir], capture_output=True)
     if install.returncode != 0:
-        reason = ([line for line in install.stderr.splitlines() if "ERROR" in line] or ["no message"])[0]
-        raise SetupError(f"Could not install the series' package ({{reason}}): run this cell again.")
-    sys.path.insert(0, repo_dir)  # a running kernel only sees a new editable install after a restart
+        raise SetupError("Could not install the series' package: run this cell again.")
+    sys.path.insert(0, repo_dir)  # a running kernel sees a new editable install only after a restart
     os.chdir(os.path.join(repo_dir, "notebooks"))
 
 %matplotlib inline
