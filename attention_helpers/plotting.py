@@ -307,7 +307,8 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     """Heatmap of ``nn.Dropout(p)`` (training mode) applied to a ``(size, size)`` matrix of ones.
 
     Dropped entries are 0; the survivors are scaled to ``1 / (1 - p)`` so that the expected value of
-    every entry stays 1. The title counts the survivors and gives the matrix's mean. The draw is made
+    every entry stays 1. Every kept cell has the same colour (white = dropped), with its value written
+    in it. The title counts the survivors and gives the matrix's mean. The draw is made
     with ``torch.manual_seed(seed)`` inside ``torch.random.fork_rng``, so it repeats for a seed and
     leaves the caller's random state alone.
     """
@@ -318,15 +319,19 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
         dropped = torch.nn.Dropout(p).train()(torch.ones(size, size))
     if ax is None:
         ax = plt.figure(figsize=(1 + 0.75 * size, 0.9 + 0.65 * size)).add_subplot()
-    vmax = max(2.0, 1.0 / (1.0 - p))
-    ax.imshow(dropped.numpy(), cmap="Blues", vmin=0.0, vmax=vmax)
-    _annotate(ax, dropped, dark_from=0.6 * vmax, dark_is_high=True)
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    # One colour for every survivor, whatever its value (written in the cell), so panels for different
+    # rates read alike: white = dropped, blue = kept. Survivors are at least 1 / (1 - p) >= 1.
+    kept_colours = ListedColormap(["white", "#2c6fad"])
+    ax.imshow(dropped.numpy(), cmap=kept_colours, norm=BoundaryNorm([-1.0, 0.5, float("inf")], 2))
+    _annotate(ax, dropped, dark_from=0.5, dark_is_high=True)
     ax.set_xticks(range(size))
     ax.set_yticks(range(size))
     ax.set_xlabel("column")
     ax.set_ylabel("row")
     kept = int((dropped != 0).sum())
-    ax.set_title(f"Dropout p = {p:.2f}: {kept} of {size * size} kept, mean {float(dropped.mean()):.2f}")
+    ax.set_title(f"Dropout p = {p:.2f}: {kept} of {size * size} kept (blue), mean {float(dropped.mean()):.2f}")
     return ax
 
 

@@ -156,6 +156,18 @@ def test_dropout_text_is_white_on_dark_cells_and_black_on_light_ones():
         assert text.get_color() == ("white" if kept else "black")
 
 
+def test_dropout_heatmap_gives_every_survivor_one_colour_at_any_rate():
+    colours = set()
+    for p in (0.2, 0.5, 0.8):
+        ax = ah.plot_dropout(p, size=6, seed=123)
+        image = ax.images[0]
+        shown = torch.tensor(image.get_array())
+        rgba = image.to_rgba(image.get_array())
+        colours |= {tuple(rgba[i, j]) for i, j in (shown != 0).nonzero().tolist()}
+        assert all(tuple(rgba[i, j]) == (1.0, 1.0, 1.0, 1.0) for i, j in (shown == 0).nonzero().tolist())
+    assert len(colours) == 1  # survivors of 1.25, 2.00 and 5.00 look alike: coloured = kept
+
+
 def test_dot_product_arrows_show_both_lengths_the_angle_and_the_product():
     a, b = torch.tensor([1.0, 0.5]), torch.tensor([-1.0, 2.0])
     ax = ah.plot_dot_product_2d(a, b, a_label="a", b_label="b")
