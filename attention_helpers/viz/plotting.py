@@ -13,10 +13,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_labels, check_positive_int, check_probability, shape_str
-from .functional import random_dot_products, softmax_with_temperature
+from .._checks import check_labels, check_positive_int, check_probability, shape_str
+from ..functional import random_dot_products, softmax_with_temperature
 
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
 
 
 def _as_2d(name: str, values) -> torch.Tensor:
