@@ -3,6 +3,7 @@
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -155,6 +156,36 @@ def _private_imports(path: Path) -> list[str]:
 def test_no_module_imports_a_private_name_from_another():
     found = [line for path in sorted((ROOT / "attention_helpers").rglob("*.py")) for line in _private_imports(path)]
     assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_wheel_holds_every_module_and_every_diagram_the_notebooks_show(tmp_path):
+    """A non-editable install (``pip install <repository URL>``) has only what the wheel holds: every module,
+    subpackages included, and every diagram ``show_diagram`` is called with, where ``diagram_path`` finds it."""
+    import zipfile
+
+    import attention_helpers as ah
+
+    source = tmp_path / "source"  # a copy, so that the build leaves nothing in the working tree
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "attention_helpers", source / "attention_helpers", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    build = ["--no-deps", "--no-build-isolation", "--no-index", "--quiet", "--wheel-dir", str(tmp_path / "wheel")]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", *build, str(source)], check=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    in_wheel = set(zipfile.ZipFile(wheel).namelist())
+
+    package = Path(ah.__file__).resolve().parent
+    modules = {f"attention_helpers/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
+    assert modules <= in_wheel, f"modules missing from the wheel: {sorted(modules - in_wheel)}"
+    shown = set()
+    for path in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "solutions").glob("*.ipynb")]:
+        shown |= set(re.findall(r'show_diagram\(\\"([^"\\]+)\\"', path.read_text()))
+    assert shown, "no show_diagram call found in the notebooks"
+    for name in sorted(shown):
+        path = ah.diagram_path(name).resolve()
+        assert path.is_relative_to(package), f"diagram_path({name!r}) = {path} is outside the package {package}"
+        assert f"attention_helpers/{path.relative_to(package).as_posix()}" in in_wheel, f"{name}.png not in the wheel"
 
 
 def _lower_bounds(specs):
