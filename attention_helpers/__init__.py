@@ -4,14 +4,17 @@ Modules, each importable on its own, depend on one another in one direction:
 ``data -> functional -> attention -> encoder -> (training, pretrained, gpt, encoder_decoder)``, with ``efficient``
 (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains on) beside
 ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``;
-``plotting`` (and ``plotting_training``, ``plotting_pretrained``), ``widgets``, ``interop`` and ``exercises``
-(the notebooks' answer checks) sit on top.
+``viz`` (figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use),
+``interop`` and ``exercises`` (the notebooks' answer checks) sit on top. The names in ``viz.__all__`` are
+reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
+``from attention_helpers import *`` stays light.
 
 The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
 Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
 reproduces the book's numbers.
 """
 
+from . import viz  # light: its names import Matplotlib and ipywidgets on first use
 from .attention import (
     CausalAttention,
     MultiHeadAttention,
@@ -69,53 +72,20 @@ from .training import (
     train,
 )
 
-# Plotting and widgets need matplotlib, IPython and ipywidgets, which take seconds to import and which a
-# training script or a test never uses: they are imported the first time one of their names is used.
-_LAZY = {
-    "plotting": (
-        "diagram_path",
-        "plot_attention",
-        "plot_attention_heads",
-        "plot_context_vector",
-        "plot_dot_product_2d",
-        "plot_dropout",
-        "plot_embeddings_3d",
-        "plot_scaling",
-        "plot_scores",
-        "show_diagram",
-    ),
-    "plotting_pretrained": (
-        "layer_head_widget",
-        "plot_attention_received",
-        "plot_layer_head",
-        "plot_similarities",
-    ),
-    "plotting_training": ("plot_attention_layers", "plot_history"),
-    "widgets": (
-        "dropout_widget",
-        "heads_widget",
-        "query_scores_widget",
-        "rotate_embeddings_widget",
-        "scaling_widget",
-        "temperature_widget",
-    ),
-}
-_LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
+# Figures and widgets need Matplotlib, IPython and ipywidgets, which take seconds to import and which a training
+# script or a test never uses: ``viz`` imports them the first time one of its names (``viz.__all__``) is used.
 
 
 def __getattr__(name: str):
-    module = _LAZY_MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'attention_helpers' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    if name not in viz.__all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(viz, name)
     globals()[name] = value  # later look-ups skip __getattr__
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY_MODULE))
+    return sorted(set(globals()) | set(viz.__all__))
 
 
 __version__ = "0.1.0"
@@ -152,50 +122,28 @@ __all__ = [
     "check_answer",
     "check_function",
     "check_parameter",
-    "diagram_path",
-    "dropout_widget",
     "evaluate",
     "evaluate_loss",
     "generate",
     "greedy_decode",
-    "heads_widget",
     "key_padding_mask_to_attention_mask",
     "language_model_loss",
-    "layer_head_widget",
     "load_sentence_transformer",
     "make_task",
     "mean_pool",
     "next_token_batch",
     "online_softmax",
-    "plot_attention",
-    "plot_attention_heads",
-    "plot_attention_layers",
-    "plot_attention_received",
-    "plot_context_vector",
-    "plot_dot_product_2d",
-    "plot_dropout",
-    "plot_embeddings_3d",
-    "plot_history",
-    "plot_layer_head",
-    "plot_scaling",
-    "plot_scores",
-    "plot_similarities",
-    "query_scores_widget",
     "random_dot_products",
     "reverse_targets",
     "rope_rotate",
-    "rotate_embeddings_widget",
     "sample_next_token",
     "scaled_dot_product_attention",
-    "scaling_widget",
     "shakespeare_text",
     "shipped_model_path",
-    "show_diagram",
     "softmax_naive",
     "softmax_stable",
     "softmax_with_temperature",
     "sort_targets",
-    "temperature_widget",
     "tiled_attention",
     "tiled_attention_blocks",
     "to_torch",

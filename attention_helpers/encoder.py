@@ -214,7 +214,7 @@ class EncoderLayer(nn.Module):
         """
         if not isinstance(torch_layer, nn.TransformerEncoderLayer):
             raise TypeError(f"torch_layer must be a torch.nn.TransformerEncoderLayer, got {type(torch_layer).__name__}")
-        activation = _torch_activation_name(torch_layer.activation)
+        activation = torch_activation_name(torch_layer.activation)
         if torch_layer.linear1.bias is None:
             raise ValueError("torch_layer was built with bias=False, which this EncoderLayer does not support")
         module = cls(
@@ -234,7 +234,9 @@ class EncoderLayer(nn.Module):
         return module.train(torch_layer.training)
 
 
-def _torch_activation_name(activation) -> str:
+def torch_activation_name(activation) -> str:
+    """``"relu"`` or ``"gelu"`` for a PyTorch layer's ``activation`` (a function or a module), the names
+    :class:`EncoderLayer` takes; a ValueError for any other."""
     if activation is F.relu or isinstance(activation, nn.ReLU):
         return "relu"
     if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
@@ -315,7 +317,7 @@ class Encoder(nn.Module):
             first.dropout.p,
             len(torch_encoder.layers),
             norm_first=first.norm_first,
-            activation=_torch_activation_name(first.activation),
+            activation=torch_activation_name(first.activation),
             final_norm=torch_encoder.norm is not None,
             eps=first.norm1.eps,
         )

@@ -34,7 +34,7 @@ from ._checks import (
     shape_str,
 )
 from .attention import MultiHeadAttention
-from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding, _torch_activation_name
+from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding, torch_activation_name
 from .functional import scaled_dot_product_attention
 
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -219,7 +219,7 @@ class DecoderLayer(nn.Module):
             torch_layer.linear1.out_features,
             torch_layer.dropout.p,
             norm_first=torch_layer.norm_first,
-            activation=_torch_activation_name(torch_layer.activation),
+            activation=torch_activation_name(torch_layer.activation),
             eps=torch_layer.norm1.eps,
             max_len=max_len,
         ).to(torch_layer.linear1.weight)
@@ -451,7 +451,7 @@ class EncoderDecoder(nn.Module):
             first.linear1.out_features,
             first.dropout.p,
             first.norm_first,
-            activation=_torch_activation_name(first.activation),
+            activation=torch_activation_name(first.activation),
             eps=first.norm1.eps,
             max_len=max_len,
         )

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import attention_helpers as ah
-import attention_helpers.plotting_pretrained as ah_plots
+import attention_helpers.viz.pretrained as ah_plots
 
 TOKENS = ["[CLS]", "a", "cat", "sat", ".", "[SEP]"]
 

@@ -1,7 +1,9 @@
 """The project's own promises: installable files agree, one repository URL, CI calls the README's command."""
 
+import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,14 +73,16 @@ def test_readme_lists_every_notebook():
 # the modules on top (figures, widgets, interop, exercise checks) may import any core module.
 CORE_MODULES = ["_checks", "parameters", "data", "functional", "efficient", "attention", "encoder", "training"]
 CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
-TOP_MODULES = ["plotting", "plotting_training", "plotting_pretrained", "widgets", "interop", "exercises"]
+TOP_MODULES = ["viz", "interop", "exercises"]
+VIZ_MODULES = sorted(p.stem for p in (ROOT / "attention_helpers" / "viz").glob("[!_]*.py"))
 
 
 def test_package_modules_import_on_their_own_without_cycles():
     on_disk = {p.stem for p in (ROOT / "attention_helpers").glob("*.py")} - {"__init__"}
     on_disk |= {p.parent.name for p in (ROOT / "attention_helpers").glob("*/__init__.py")}  # subpackages
     assert on_disk == set(CORE_MODULES + TOP_MODULES), "place every module in CORE_MODULES or TOP_MODULES"
-    for module in CORE_MODULES + TOP_MODULES:
+    assert VIZ_MODULES == ["plotting", "pretrained", "training", "widgets"]
+    for module in CORE_MODULES + TOP_MODULES + [f"viz.{name}" for name in VIZ_MODULES]:
         subprocess.run([sys.executable, "-c", f"import attention_helpers.{module}"], check=True, cwd=ROOT)
     for i, module in enumerate(CORE_MODULES):
         text = (ROOT / "attention_helpers" / f"{module}.py").read_text()
@@ -104,6 +108,84 @@ else:
     raise AssertionError("a missing name must raise AttributeError")
 """
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+def test_import_and_import_star_leave_matplotlib_and_ipywidgets_out():
+    """``from attention_helpers import *`` imports every name in ``__all__``: the viz names must not be there."""
+    for statement in ("import attention_helpers", "from attention_helpers import *"):
+        script = f"""
+import sys
+{statement}
+heavy = [m for m in ("matplotlib", "ipywidgets") if m in sys.modules]
+assert not heavy, f"{statement} imported {{heavy}}"
+"""
+        subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+
+
+def test_every_viz_name_is_reachable_from_the_package_and_listed_once():
+    import attention_helpers as ah
+    from attention_helpers import viz
+
+    assert viz.__all__ and len(set(viz.__all__)) == len(viz.__all__)
+    assert not set(ah.__all__) & set(viz.__all__), "a name is listed in both __all__s"
+    assert set(viz.__all__) <= set(dir(ah)) and set(viz.__all__) <= set(dir(viz))
+    for name in viz.__all__:
+        value = getattr(ah, name)
+        assert value is getattr(viz, name), name
+        # defined in the viz submodule it is found in, not a name that module imported
+        assert value.__module__.startswith("attention_helpers.viz."), (name, value.__module__)
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``from <a module of the package> import _name`` statements in ``path`` (``_checks`` is shared on purpose)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = node.module or ""
+        if not (node.level or module == "attention_helpers" or module.startswith("attention_helpers.")):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and alias.name != "_checks":
+                found.append(
+                    f"{path.relative_to(ROOT)}:{node.lineno}: from {'.' * node.level}{module} import {alias.name}"
+                )
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another():
+    found = [line for path in sorted((ROOT / "attention_helpers").rglob("*.py")) for line in _private_imports(path)]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_wheel_holds_every_module_and_every_diagram_the_notebooks_show(tmp_path):
+    """A non-editable install (``pip install <repository URL>``) has only what the wheel holds: every module,
+    subpackages included, and every diagram ``show_diagram`` is called with, where ``diagram_path`` finds it."""
+    import zipfile
+
+    import attention_helpers as ah
+
+    source = tmp_path / "source"  # a copy, so that the build leaves nothing in the working tree
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "attention_helpers", source / "attention_helpers", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    build = ["--no-deps", "--no-build-isolation", "--no-index", "--quiet", "--wheel-dir", str(tmp_path / "wheel")]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", *build, str(source)], check=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    in_wheel = set(zipfile.ZipFile(wheel).namelist())
+
+    package = Path(ah.__file__).resolve().parent
+    modules = {f"attention_helpers/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
+    assert modules <= in_wheel, f"modules missing from the wheel: {sorted(modules - in_wheel)}"
+    shown = set()
+    for path in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "solutions").glob("*.ipynb")]:
+        shown |= set(re.findall(r'show_diagram\(\\"([^"\\]+)\\"', path.read_text()))
+    assert shown, "no show_diagram call found in the notebooks"
+    for name in sorted(shown):
+        path = ah.diagram_path(name).resolve()
+        assert path.is_relative_to(package), f"diagram_path({name!r}) = {path} is outside the package {package}"
+        assert f"attention_helpers/{path.relative_to(package).as_posix()}" in in_wheel, f"{name}.png not in the wheel"
 
 
 def _lower_bounds(specs):

@@ -125,7 +125,7 @@ def _png_width(data: bytes) -> int:
 
 
 def test_diagrams_are_up_to_date_and_legible_when_a_notebook_shrinks_them(monkeypatch):
-    """Every text of every diagram is at least MIN_TEXT_PX tall in a LEGIBLE_AT_PX-wide column, and images/
+    """Every text of every diagram is at least MIN_TEXT_PX tall in a LEGIBLE_AT_PX-wide column, and viz/images/
     holds what the script draws now (run `make diagrams` after editing it)."""
     import io
 
@@ -145,10 +145,10 @@ def test_diagrams_are_up_to_date_and_legible_when_a_notebook_shrinks_them(monkey
 
     monkeypatch.setattr(make_diagrams, "_save", capture)
     for name, draw in make_diagrams.DIAGRAMS.items():
-        draw(ROOT / "images" / f"{name}.png")
+        draw(make_diagrams.IMAGES / f"{name}.png")
     assert set(drawn) == set(make_diagrams.DIAGRAMS)
     for name, (width, texts) in drawn.items():
-        assert _png_width((ROOT / "images" / f"{name}.png").read_bytes()) == width, f"{name}: run make diagrams"
+        assert _png_width((make_diagrams.IMAGES / f"{name}.png").read_bytes()) == width, f"{name}: run make diagrams"
         shrink = min(1.0, make_diagrams.LEGIBLE_AT_PX / width)
         smallest = min(t.get_fontsize() for t in texts) / 72 * make_diagrams.DPI * shrink
         assert smallest >= make_diagrams.MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px when shown {width} px"

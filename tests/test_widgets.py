@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import attention_helpers as ah
-import attention_helpers.widgets as ah_widgets
+import attention_helpers.viz.widgets as ah_widgets
 
 
 @pytest.fixture(autouse=True)

@@ -66,8 +66,8 @@ def stage(source: Path) -> int:
             # the README is the landing page, index.md, on the site
             text = path.read_text().replace("](../README.md", "](../index.md")
             (source / folder / path.name).write_text(text)
-    if (ROOT / "images").is_dir():
-        shutil.copytree(ROOT / "images", source / "images")
+    # the diagrams are package data (attention_helpers/viz/images/); the site serves them at images/
+    shutil.copytree(ROOT / "attention_helpers" / "viz" / "images", source / "images")
     readme = (ROOT / "README.md").read_text()
     (source / "index.md").write_text(landing_page(readme, read_url(), lessons, solutions))
     return len(lessons) + len(solutions)

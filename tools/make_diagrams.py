@@ -1,4 +1,5 @@
-"""Draw the diagrams in images/ (`make diagrams`): one function per diagram, each writing one PNG."""
+"""Draw the diagrams in attention_helpers/viz/images/ (`make diagrams`): one function per diagram, each writing
+one PNG."""
 
 from pathlib import Path
 
@@ -8,7 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-IMAGES = Path(__file__).resolve().parent.parent / "images"
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES = ROOT / "attention_helpers" / "viz" / "images"  # package data: ah.diagram_path finds them there
 COLORS = {"input": "#dbe9f6", "proj": "#fde2c8", "qkv": "#e3f1dc", "op": "#efe3f6", "out": "#fff2b3", "norm": "#f7c6c6"}
 HEADS = ("#9ecae1", "#fdae6b")  # one colour per attention head
 HIDDEN = "#e0e0e0"  # masked-out (future) cells
@@ -524,4 +526,4 @@ DIAGRAMS = {
 if __name__ == "__main__":
     for name, draw in DIAGRAMS.items():
         draw(IMAGES / f"{name}.png")
-        print(f"wrote images/{name}.png")
+        print(f"wrote {(IMAGES / f'{name}.png').relative_to(ROOT)}")

@@ -21,8 +21,8 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_labels, check_tensor
-from .functional import attention_scores_loop, softmax_with_temperature
+from .._checks import check_labels, check_tensor
+from ..functional import attention_scores_loop, softmax_with_temperature
 from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_scaling, plot_scores
 
 # At most 110 characters: ipywidgets cuts a longer text form short with "…".
@@ -40,7 +40,7 @@ class WidgetPanel(widgets.VBox):
         return PANEL_TEXT
 
 
-def _panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> WidgetPanel:
+def widget_panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> WidgetPanel:
     """Controls over an image of ``draw(**values)``, which returns the Matplotlib Axes or Figure it drew."""
     image = widgets.Image(format="png")
 
@@ -66,7 +66,7 @@ def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> wi
     ``(num_words, 3)`` vectors."""
     check_tensor("vectors", vectors, (2,), "(num_words, 3)")
     check_labels("labels", labels, vectors.shape[0], "vectors")
-    return _panel(
+    return widget_panel(
         lambda elev, azim: plot_embeddings_3d(vectors, labels, elev=elev, azim=azim, title="Turn the view"),
         elev=widgets.IntSlider(value=30, min=-90, max=90, step=5, description="elevation"),
         azim=widgets.IntSlider(value=-60, min=-180, max=180, step=5, description="azimuth"),
@@ -84,7 +84,7 @@ def query_scores_widget(inputs: torch.Tensor, labels: Sequence[str]) -> widgets.
 
     options = [(word, i) for i, word in enumerate(labels)]
     dropdown = widgets.Dropdown(options=options, value=min(1, len(labels) - 1), description="query")
-    return _panel(draw, query_index=dropdown)
+    return widget_panel(draw, query_index=dropdown)
 
 
 def temperature_widget(scores: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
@@ -98,13 +98,13 @@ def temperature_widget(scores: torch.Tensor, labels: Sequence[str]) -> widgets.V
         return plot_scores(weights, labels, title=f"softmax(scores / {temperature:.2f})", ylabel="weight", ylim=(0, 1))
 
     slider = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature")
-    return _panel(draw, temperature=slider)
+    return widget_panel(draw, temperature=slider)
 
 
 def scaling_widget(seed: int = 0) -> widgets.VBox:
     """A d_k slider (1 to 1024) over :func:`plot_scaling`: raw vs scaled dot products and weights."""
     options = [2**i for i in range(11)]
-    return _panel(
+    return widget_panel(
         lambda d_k: plot_scaling(d_k, seed=seed),
         d_k=widgets.SelectionSlider(options=options, value=64, description="d_k"),
     )
@@ -112,7 +112,7 @@ def scaling_widget(seed: int = 0) -> widgets.VBox:
 
 def dropout_widget(size: int = 6, seed: int = 123) -> widgets.VBox:
     """A dropout-probability slider (0 to 0.9) over :func:`plot_dropout` of a matrix of ones."""
-    return _panel(
+    return widget_panel(
         lambda p: plot_dropout(p, size=size, seed=seed),
         p=widgets.FloatSlider(value=0.5, min=0.0, max=0.9, step=0.1, description="p"),
     )
@@ -124,7 +124,7 @@ def heads_widget(attn_weights: torch.Tensor, labels: Sequence[str]) -> widgets.V
     check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)")
     check_labels("labels", labels, attn_weights.shape[1], "query tokens in attn_weights")
     vmin, vmax = min(0.0, float(attn_weights.min())), float(attn_weights.max())
-    return _panel(
+    return widget_panel(
         lambda head: plot_attention(attn_weights[head], labels, title=f"Head {head}", vmin=vmin, vmax=vmax),
         head=widgets.IntSlider(value=0, min=0, max=attn_weights.shape[0] - 1, description="head"),
     )

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_labels, shape_str
-from .training import History
+from .._checks import check_labels, shape_str
+from ..training import History
 
 
 def plot_history(history: History, title: str = "Training"):

@@ -13,10 +13,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_labels, check_positive_int, check_probability, shape_str
-from .functional import random_dot_products, softmax_with_temperature
+from .._checks import check_labels, check_positive_int, check_probability, shape_str
+from ..functional import random_dot_products, softmax_with_temperature
 
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+# The diagrams ship inside the package (package data), so they are found after any install, not only in a clone.
+IMAGES_DIR = Path(__file__).resolve().parent / "images"
 
 
 def _as_2d(name: str, values) -> torch.Tensor:
@@ -458,19 +459,16 @@ def plot_attention_heads(
 
 
 def diagram_path(name: str) -> Path:
-    """Path of ``images/<name>.png`` in the repository (a clone or an editable install)."""
+    """Path of the diagram ``<name>.png`` in the package's ``viz/images/`` (drawn by ``tools/make_diagrams.py``)."""
     path = IMAGES_DIR / f"{name}.png"
     if not path.is_file():
-        available = sorted(p.stem for p in IMAGES_DIR.glob("*.png")) if IMAGES_DIR.is_dir() else []
-        raise FileNotFoundError(
-            f"no diagram {name!r} at {path}; diagrams are found next to the package in a clone of the "
-            f"repository (available: {available})"
-        )
+        available = sorted(p.stem for p in IMAGES_DIR.glob("*.png"))
+        raise FileNotFoundError(f"no diagram {name!r} at {path} (available: {available})")
     return path
 
 
 def show_diagram(name: str, width: int | None = None):
-    """Display ``images/<name>.png`` in a notebook (an ``IPython.display.Image``).
+    """Display the diagram ``<name>.png`` (see :func:`diagram_path`) in a notebook (an ``IPython.display.Image``).
 
     By default the diagram is shown at its own pixel width, the size ``tools/make_diagrams.py`` draws
     its text for (a notebook column narrower than that shrinks it, and the diagrams keep their text
@@ -478,8 +476,8 @@ def show_diagram(name: str, width: int | None = None):
 
     Diagrams are shown from a code cell rather than a Markdown image link so that they render
     everywhere: the PNG is stored in the cell's output (GitHub and Colab show it before anything
-    runs), and re-running finds the file in the clone (JupyterLab locally; Colab's setup cell clones
-    the repository).
+    runs), and re-running finds the file in the installed package (JupyterLab locally; on Colab, the
+    setup cell's install).
     """
     from IPython.display import Image
 

@@ -12,9 +12,9 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from ._checks import check_labels, check_tensor, shape_str
+from .._checks import check_labels, check_tensor, shape_str
 from .plotting import plot_attention
-from .widgets import _panel
+from .widgets import widget_panel
 
 
 def _check_all_weights(attn_weights, tokens: Sequence[str]) -> None:
@@ -110,7 +110,7 @@ def layer_head_widget(attn_weights: torch.Tensor, tokens: Sequence[str]) -> widg
     ``(num_layers, num_heads, num_tokens, num_tokens)`` attention weights."""
     _check_all_weights(attn_weights, tokens)
     num_layers, num_heads = attn_weights.shape[:2]
-    return _panel(
+    return widget_panel(
         lambda layer, head: plot_layer_head(attn_weights, tokens, layer, head),
         layer=widgets.IntSlider(value=0, min=0, max=num_layers - 1, description="layer"),
         head=widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head"),
