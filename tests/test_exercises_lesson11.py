@@ -52,18 +52,21 @@ def small_model_and_losses():
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.5)
-    val_ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
+    held_out_ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
         block.attention = checks.reference_to_grouped(block.attention, 2)
-    return model, val_ids, ah.evaluate_loss(model, val_ids, 8), ah.evaluate_loss(grouped, val_ids, 8)
+    return model, held_out_ids, ah.evaluate_loss(model, held_out_ids, 8), ah.evaluate_loss(grouped, held_out_ids, 8)
 
 
 def test_grouped_query_conversion(capsys):
-    model, val_ids, before, after = small_model_and_losses()
+    model, held_out_ids, before, after = small_model_and_losses()
     convert = checks.reference_to_grouped
-    assert verdict(capsys, checks.exercise_2, None, None, model, val_ids, 2) == (False, "Exercise 2: " + NOT_ANSWERED)
-    ok, out = verdict(capsys, checks.exercise_2, convert, (before, after), model, val_ids, 2)
+    assert verdict(capsys, checks.exercise_2, None, None, model, held_out_ids, 2) == (
+        False,
+        "Exercise 2: " + NOT_ANSWERED,
+    )
+    ok, out = verdict(capsys, checks.exercise_2, convert, (before, after), model, held_out_ids, 2)
     assert ok and out.startswith("Exercise 2: correct")
     for to_grouped, answer, reason in (
         (checks._first_of_group, (before, after), "the first head of its group"),
@@ -74,13 +77,13 @@ def test_grouped_query_conversion(capsys):
         (convert, (before, before), "was not converted"),
         (convert, (before + 0.1, after), "loss_before is not"),
     ):
-        ok, out = verdict(capsys, checks.exercise_2, to_grouped, answer, model, val_ids, 2)
+        ok, out = verdict(capsys, checks.exercise_2, to_grouped, answer, model, held_out_ids, 2)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out
 
 
 def test_a_model_converted_in_place_is_named(capsys):
-    model, val_ids, before, after = small_model_and_losses()
+    model, held_out_ids, before, after = small_model_and_losses()
     for block in model.blocks:
         block.attention = checks.reference_to_grouped(block.attention, 2)
-    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, (before, after), model, val_ids, 2)
+    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, (before, after), model, held_out_ids, 2)
     assert not ok and "changed it in place" in out

@@ -4,7 +4,7 @@
   rows through it block by block (``-inf`` entries, a block of only ``-inf``, scores large enough to overflow
   ``exp``) and compares the softmax it gives with ``torch.softmax``.
 - Exercise 2: ``to_grouped(attention, num_kv_heads)``, which turns a trained attention layer into a
-  grouped-query one by averaging its key and value heads, run on hidden layers; and the validation loss of a
+  grouped-query one by averaging its key and value heads, run on hidden layers; and the held-out loss of a
   small trained GPT before and after converting every layer, which the check recomputes.
 """
 
@@ -245,7 +245,7 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
     """Lesson 10's GPT, small (2 layers of 4 heads, ``d_model`` 64, 32 characters of context), trained for
     ``num_steps`` steps on the Shakespeare text with AdamW on one thread; returns the model (in eval mode) and
-    the validation ids ``(20_000,)``, characters it never trained on."""
+    the held-out ids ``(20_000,)``, characters it never trained on."""
     text = shakespeare_text()
     data = CharTokenizer(text).encode(text)  # (num_characters,)
     split = int(0.9 * len(data))
@@ -268,9 +268,9 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     return model.eval(), data[split : split + 20_000]
 
 
-def exercise_2(to_grouped, answer, model: GPT, val_ids: torch.Tensor, num_kv_heads: int) -> bool:
+def exercise_2(to_grouped, answer, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
     """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``answer = (loss_before,
-    loss_after)``: ``model``'s validation loss on ``val_ids`` (``ah.evaluate_loss`` with the model's context
+    loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
     length), then with every block's attention converted to ``num_kv_heads`` kv heads."""
     name = "Exercise 2"
     if to_grouped is None or answer is None:
@@ -293,8 +293,8 @@ def exercise_2(to_grouped, answer, model: GPT, val_ids: torch.Tensor, num_kv_hea
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
         block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    before = evaluate_loss(model, val_ids, model.context_length)
-    after = evaluate_loss(grouped, val_ids, model.context_length)
+    before = evaluate_loss(model, held_out_ids, model.context_length)
+    after = evaluate_loss(grouped, held_out_ids, model.context_length)
     tolerance = 2e-3
     if math.isclose(answer[0], before, abs_tol=tolerance) and math.isclose(answer[1], after, abs_tol=tolerance):
         return correct(name, ": the grouped layers are right, and both losses match the check's")
@@ -303,8 +303,8 @@ def exercise_2(to_grouped, answer, model: GPT, val_ids: torch.Tensor, num_kv_hea
     if not math.isclose(answer[0], before, abs_tol=tolerance):
         return not_yet(
             name,
-            "loss_before is not the trained model's validation loss",
-            "ah.evaluate_loss(model, val_ids, model.context_length), on the model before any conversion",
+            "loss_before is not the trained model's held-out loss",
+            "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
         )
     if math.isclose(answer[1], before, abs_tol=tolerance):
         return not_yet(
@@ -314,6 +314,6 @@ def exercise_2(to_grouped, answer, model: GPT, val_ids: torch.Tensor, num_kv_hea
         )
     return not_yet(
         name,
-        "loss_after is not the validation loss with every block converted",
-        "convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on val_ids",
+        "loss_after is not the held-out loss with every block converted",
+        "convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
     )
