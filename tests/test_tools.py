@@ -22,7 +22,8 @@ def test_cell_times_sums_papermill_durations(tmp_path):
     lines = result.stdout.splitlines()
     assert "01_a.ipynb" in lines[0] and "1.8 s of cell time (slowest cell 1.2 s)" in lines[0]
     assert "02_b.ipynb" in lines[1] and "2.0 s" in lines[1]
-    assert lines[2].startswith("series") and "3.8 s" in lines[2]
+    assert lines[2].startswith("all of ") and "3.8 s" in lines[2]  # one folder: its total is the series'
+    assert lines[3].startswith("series") and "3.8 s" in lines[3]
 
 
 def test_refresh_merges_consecutive_stream_chunks():
