@@ -1,4 +1,4 @@
-"""Print how long each notebook's cells took, from papermill's output notebooks, each folder's total and the series' total.
+"""Print how long each notebook's cells took, from papermill's output notebooks, each folder's total and the series'.
 
 `make papermill-check` and `make run` call it on the notebooks they wrote: `cell_times.py build/run/*/*.ipynb`.
 Cell time is the sum of papermill's per-cell durations; kernel start-up is not included.
