@@ -14,6 +14,18 @@ from collections.abc import Sequence
 import torch
 
 
+def is_compiling() -> bool:
+    """True while ``torch.compile`` traces the code (``torch.compiler.is_compiling``, torch >= 2.3).
+
+    A check that reads a tensor's *values* (``ids.max()``, ``mask.any()``) copies them to the host, a
+    synchronisation on a GPU, and breaks the compiled graph. Like ``torch.nn.functional``, the package skips such
+    checks while compiling and keeps them in eager mode; checks on shapes and dtypes always run.
+    """
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None)
+    return bool(check()) if check is not None else False
+
+
 def shape_str(shape) -> str:
     """Format a shape as ``(2, 6, 3)`` (``torch.Size`` prints as ``torch.Size([2, 6, 3])``)."""
     dims = tuple(shape)
@@ -149,7 +161,7 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
-    if not ids.numel():
+    if not ids.numel() or is_compiling():  # the range check reads the values: eager mode only
         return
     low, high = int(ids.min()), int(ids.max())
     if vocab_size is None and low < 0:

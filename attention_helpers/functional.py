@@ -20,6 +20,7 @@ from ._checks import (
     check_size,
     check_temperature,
     check_tensor,
+    is_compiling,
     shape_str,
 )
 
@@ -177,7 +178,9 @@ def scaled_dot_product_attention(
         # scores instead (a harmless uniform softmax) and zero weights afterwards: no nan appears, not
         # even in the backward pass.
         fully_masked = mask.all(dim=-1, keepdim=True)
-        if fully_masked.any():
+        # In eager mode the fills are skipped when no row is fully masked; reading that from the tensor is a host
+        # synchronisation that breaks a compiled graph, so under torch.compile they always run (a no-op then).
+        if is_compiling() or fully_masked.any():
             attn_scores.masked_fill_(fully_masked, 0.0)
         else:
             fully_masked = None
