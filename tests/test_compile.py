@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 import torch._dynamo
+from conftest import perturb_
 
 import attention_helpers as ah
 from attention_helpers._checks import is_compiling
@@ -32,18 +33,39 @@ def close(actual, expected):
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-4)
 
 
-def small_mha(causal=True):
-    torch.manual_seed(0)
+def small_gpt():
+    """vocab_size != context_length != d_model != head_dim; weights larger than GPT-2's 0.02 initialisation, so
+    that the logits differ clearly between tokens."""
+    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, drop_prob=0.0)
+    return perturb_(model).eval()
+
+
+def small_mha():
     # d_in != d_out != head_dim (2 heads of 4)
-    return ah.MultiHeadAttention(6, 8, 10, 0.0, num_heads=2, causal=causal).eval()
+    return perturb_(ah.MultiHeadAttention(6, 8, 10, 0.0, num_heads=2)).eval()
 
 
 def test_gpt_forward_compiles_in_one_graph_with_the_eager_logits():
-    torch.manual_seed(0)
-    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, drop_prob=0.0).eval()
+    model = small_gpt()
     token_ids = torch.randint(0, 11, (2, 5))
     with torch.no_grad():
         close(compiled(model)(token_ids), model(token_ids))
+
+
+def test_gpt_forward_with_the_kv_cache_compiles_in_one_graph():
+    """A prompt of 3 tokens, then two steps of 1 token each, continuing from the cache."""
+    model = small_gpt()
+    token_ids = torch.randint(0, 11, (2, 5))
+    chunks = (token_ids[:, :3], token_ids[:, 3:4], token_ids[:, 4:5])
+    with torch.no_grad():
+        model.reset_cache()
+        expected = [model(chunk, use_cache=True) for chunk in chunks]
+        model.reset_cache()
+        compiled_model = compiled(model)
+        actual = [compiled_model(chunk, use_cache=True) for chunk in chunks]
+    assert model.num_cached_tokens == 5
+    for got, want in zip(actual, expected, strict=True):
+        close(got, want)
 
 
 @pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
@@ -69,6 +91,30 @@ def test_causal_attention_without_mask_compiles_in_one_graph():
     x = torch.randn(2, 5, 6)
     with torch.no_grad():
         close(compiled(module)(x), module(x))
+
+
+@pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
+def test_cross_attention_with_grouped_heads_compiles_in_one_graph(return_weights):
+    """Queries from x (3 tokens), keys and values from a context of 5 tokens whose last is padding; 4 query
+    heads share 2 key/value heads."""
+    module = perturb_(ah.MultiHeadAttention(6, 8, None, 0.0, num_heads=4, causal=False, num_kv_heads=2)).eval()
+    x, context = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
+    key_padding_mask = torch.tensor([False] * 4 + [True])  # (num_keys,): the same for every sequence
+    with torch.no_grad():
+        expected = module(x, key_padding_mask, return_weights, context=context)
+        actual = compiled(module)(x, key_padding_mask, return_weights, context=context)
+    close(actual, expected)
+
+
+def test_is_compiling_is_true_only_while_tracing(monkeypatch):
+    def add_one_when_compiled(x):
+        return x + 1 if is_compiling() else x
+
+    x = torch.zeros(2)
+    assert add_one_when_compiled(x).tolist() == [0.0, 0.0]
+    assert compiled(add_one_when_compiled)(x).tolist() == [1.0, 1.0]
+    monkeypatch.delattr(torch.compiler, "is_compiling")  # a torch without it: the checks run, as in eager mode
+    assert not is_compiling()
 
 
 def test_the_checks_still_run_in_eager_mode():
