@@ -47,7 +47,7 @@ from .gpt import (
     sample_next_token,
     top_k_filter,
 )
-from .interop import to_torch
+from .interop import from_torch, to_torch
 from .parameters import ParameterError, check_parameter
 from .pretrained import (
     BertEmbeddings,
@@ -124,6 +124,7 @@ __all__ = [
     "check_parameter",
     "evaluate",
     "evaluate_loss",
+    "from_torch",
     "generate",
     "greedy_decode",
     "key_padding_mask_to_attention_mask",

@@ -449,42 +449,6 @@ class MultiHeadAttention(nn.Module):
         ``context_length``) to compare with torch's module run with a causal ``attn_mask``.
         ``d_in = d_out = embed_dim``, since torch's query projection is square.
         """
-        if not isinstance(torch_mha, nn.MultiheadAttention):
-            raise TypeError(f"torch_mha must be a torch.nn.MultiheadAttention, got {type(torch_mha).__name__}")
-        if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
-            raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
-        embed_dim = torch_mha.embed_dim
-        if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
-            raise ValueError(
-                "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
-                f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, "
-                f"kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
-            )
-        if torch_mha.in_proj_weight is not None:
-            w_query, w_key, w_value = torch_mha.in_proj_weight.chunk(3, dim=0)  # each (embed_dim, embed_dim)
-        else:
-            w_query, w_key, w_value = torch_mha.q_proj_weight, torch_mha.k_proj_weight, torch_mha.v_proj_weight
-        in_bias = torch_mha.in_proj_bias
-        module = cls(
-            embed_dim,
-            embed_dim,
-            context_length if causal else None,
-            torch_mha.dropout,
-            torch_mha.num_heads,
-            qkv_bias=in_bias is not None,
-            causal=causal,
-            proj_bias=torch_mha.out_proj.bias is not None,
-        ).to(device=w_query.device, dtype=w_query.dtype)
-        with torch.no_grad():
-            for linear, weight, index in (
-                (module.W_query, w_query, 0),
-                (module.W_key, w_key, 1),
-                (module.W_value, w_value, 2),
-            ):
-                linear.weight.copy_(weight)
-                if in_bias is not None:
-                    linear.bias.copy_(in_bias.chunk(3)[index])
-            module.out_proj.weight.copy_(torch_mha.out_proj.weight)
-            if torch_mha.out_proj.bias is not None:
-                module.out_proj.bias.copy_(torch_mha.out_proj.bias)
-        return module.train(torch_mha.training)
+        from . import interop  # interop imports this module
+
+        return interop.from_torch(torch_mha, into=cls, causal=causal, context_length=context_length)

@@ -13,7 +13,6 @@ import numbers
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
@@ -104,15 +103,9 @@ class LayerNorm(nn.Module):
     @classmethod
     def from_torch(cls, torch_norm: nn.LayerNorm) -> LayerNorm:
         """Copy an ``nn.LayerNorm`` (with its affine weight and bias)."""
-        if not isinstance(torch_norm, nn.LayerNorm):
-            raise TypeError(f"torch_norm must be a torch.nn.LayerNorm, got {type(torch_norm).__name__}")
-        if torch_norm.weight is None or torch_norm.bias is None:
-            raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
-        module = cls(torch_norm.normalized_shape, eps=torch_norm.eps).to(torch_norm.weight)
-        with torch.no_grad():
-            module.gamma.copy_(torch_norm.weight)
-            module.beta.copy_(torch_norm.bias)
-        return module
+        from . import interop  # interop imports this module
+
+        return interop.from_torch(torch_norm, into=cls)
 
 
 class FeedForward(nn.Module):
@@ -212,36 +205,9 @@ class EncoderLayer(nn.Module):
         ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
         silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
         """
-        if not isinstance(torch_layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"torch_layer must be a torch.nn.TransformerEncoderLayer, got {type(torch_layer).__name__}")
-        activation = torch_activation_name(torch_layer.activation)
-        if torch_layer.linear1.bias is None:
-            raise ValueError("torch_layer was built with bias=False, which this EncoderLayer does not support")
-        module = cls(
-            torch_layer.linear1.in_features,
-            torch_layer.linear1.out_features,
-            torch_layer.self_attn.num_heads,
-            torch_layer.dropout.p,
-            norm_first=torch_layer.norm_first,
-            activation=activation,
-            eps=torch_layer.norm1.eps,
-        ).to(torch_layer.linear1.weight)
-        module.attention = MultiHeadAttention.from_torch(torch_layer.self_attn)
-        module.norm1 = LayerNorm.from_torch(torch_layer.norm1)
-        module.norm2 = LayerNorm.from_torch(torch_layer.norm2)
-        module.ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
-        module.ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
-        return module.train(torch_layer.training)
+        from . import interop  # interop imports this module
 
-
-def torch_activation_name(activation) -> str:
-    """``"relu"`` or ``"gelu"`` for a PyTorch layer's ``activation`` (a function or a module), the names
-    :class:`EncoderLayer` takes; a ValueError for any other."""
-    if activation is F.relu or isinstance(activation, nn.ReLU):
-        return "relu"
-    if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
-        return "gelu"
-    raise ValueError(f"only relu and gelu activations are supported, got {activation!r}")
+        return interop.from_torch(torch_layer, into=cls)
 
 
 class Encoder(nn.Module):
@@ -307,24 +273,9 @@ class Encoder(nn.Module):
         ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
         silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
         """
-        if not isinstance(torch_encoder, nn.TransformerEncoder):
-            raise TypeError(f"torch_encoder must be a torch.nn.TransformerEncoder, got {type(torch_encoder).__name__}")
-        first = torch_encoder.layers[0]
-        module = cls(
-            first.linear1.in_features,
-            first.linear1.out_features,
-            first.self_attn.num_heads,
-            first.dropout.p,
-            len(torch_encoder.layers),
-            norm_first=first.norm_first,
-            activation=torch_activation_name(first.activation),
-            final_norm=torch_encoder.norm is not None,
-            eps=first.norm1.eps,
-        )
-        module.layers = nn.ModuleList([EncoderLayer.from_torch(layer) for layer in torch_encoder.layers])
-        if torch_encoder.norm is not None:
-            module.norm = LayerNorm.from_torch(torch_encoder.norm)
-        return module.to(first.linear1.weight).train(torch_encoder.training)
+        from . import interop  # interop imports this module
+
+        return interop.from_torch(torch_encoder, into=cls)
 
 
 class PositionalEncoding(nn.Module):

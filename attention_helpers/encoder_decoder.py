@@ -34,7 +34,7 @@ from ._checks import (
     shape_str,
 )
 from .attention import MultiHeadAttention
-from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding, torch_activation_name
+from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding
 from .functional import scaled_dot_product_attention
 
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -209,30 +209,9 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, max_len: int = 512) -> DecoderLayer:
         """Copy the weights and settings of a batch-first ``torch.nn.TransformerDecoderLayer``."""
-        if not isinstance(torch_layer, nn.TransformerDecoderLayer):
-            raise TypeError(f"torch_layer must be a torch.nn.TransformerDecoderLayer, got {type(torch_layer).__name__}")
-        if torch_layer.linear1.bias is None:
-            raise ValueError("torch_layer was built with bias=False, which this DecoderLayer does not support")
-        module = cls(
-            torch_layer.linear1.in_features,
-            torch_layer.self_attn.num_heads,
-            torch_layer.linear1.out_features,
-            torch_layer.dropout.p,
-            norm_first=torch_layer.norm_first,
-            activation=torch_activation_name(torch_layer.activation),
-            eps=torch_layer.norm1.eps,
-            max_len=max_len,
-        ).to(torch_layer.linear1.weight)
-        module.self_attention = MultiHeadAttention.from_torch(
-            torch_layer.self_attn, causal=True, context_length=max_len
-        )
-        module.cross_attention = MultiHeadAttention.from_torch(torch_layer.multihead_attn)
-        module.norm1 = LayerNorm.from_torch(torch_layer.norm1)
-        module.norm2 = LayerNorm.from_torch(torch_layer.norm2)
-        module.norm3 = LayerNorm.from_torch(torch_layer.norm3)
-        module.ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
-        module.ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
-        return module.to(torch_layer.linear1.weight).train(torch_layer.training)
+        from . import interop  # interop imports this module
+
+        return interop.from_torch(torch_layer, into=cls, max_len=max_len)
 
 
 class EncoderDecoder(nn.Module):
@@ -435,30 +414,9 @@ class EncoderDecoder(nn.Module):
 
         Ours is always batch-first: compare with a module built with ``batch_first=True``.
         """
-        if not isinstance(torch_transformer, nn.Transformer):
-            raise TypeError(f"torch_transformer must be a torch.nn.Transformer, got {type(torch_transformer).__name__}")
-        encoder, decoder = torch_transformer.encoder, torch_transformer.decoder
-        if encoder.norm is None or decoder.norm is None:
-            raise ValueError(
-                "torch_transformer must end its encoder and its decoder with a LayerNorm, as nn.Transformer does"
-            )
-        first = decoder.layers[0]
-        module = cls(
-            first.linear1.in_features,
-            first.self_attn.num_heads,
-            len(encoder.layers),
-            len(decoder.layers),
-            first.linear1.out_features,
-            first.dropout.p,
-            first.norm_first,
-            activation=torch_activation_name(first.activation),
-            eps=first.norm1.eps,
-            max_len=max_len,
-        )
-        module.encoder = Encoder.from_torch(encoder)
-        module.decoder_layers = nn.ModuleList([DecoderLayer.from_torch(layer, max_len) for layer in decoder.layers])
-        module.decoder_norm = LayerNorm.from_torch(decoder.norm)
-        return module.to(first.linear1.weight).train(torch_transformer.training)
+        from . import interop  # interop imports this module
+
+        return interop.from_torch(torch_transformer, into=cls, max_len=max_len)
 
 
 class Seq2SeqTransformer(nn.Module):
