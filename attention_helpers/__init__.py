@@ -70,6 +70,7 @@ from .training import (
     sort_targets,
     token_accuracy,
     train,
+    warmup_cosine_lr,
 )
 
 # Figures and widgets need Matplotlib, IPython and ipywidgets, which take seconds to import and which a training
@@ -152,4 +153,5 @@ __all__ = [
     "top_k_filter",
     "toy_embeddings",
     "train",
+    "warmup_cosine_lr",
 ]

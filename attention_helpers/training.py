@@ -203,6 +203,20 @@ class History:
     eval_accuracy: list[float] = field(default_factory=list)
 
 
+def warmup_cosine_lr(
+    step: int, num_steps: int, peak_lr: float, warmup_steps: int, final_fraction: float = 0.1
+) -> float:
+    """The learning rate at ``step`` (0-based) of a run of ``num_steps``: it rises linearly to ``peak_lr`` over
+    ``warmup_steps`` steps, then follows half a cosine down to ``final_fraction * peak_lr`` at the last step.
+    Lessons 10 and 12 train with it."""
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("warmup_steps", warmup_steps)
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, num_steps - warmup_steps)  # from 0 to 1
+    return peak_lr * (final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
 def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of positions whose highest-scoring class is the target: logits ``(batch, num_tokens,
     num_classes)``, targets ``(batch, num_tokens)``."""

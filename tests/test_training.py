@@ -295,3 +295,20 @@ def test_attention_grid_has_one_labelled_heatmap_per_layer_and_head():
 def test_training_module_does_not_import_matplotlib():
     code = "import sys, attention_helpers.training; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_warmup_cosine_lr_rises_linearly_then_falls_to_its_floor():
+    peak, num_steps, warmup = 3e-3, 200, 20
+    lrs = [ah.warmup_cosine_lr(step, num_steps, peak, warmup) for step in range(num_steps)]
+    assert lrs[:warmup] == pytest.approx([peak * (i + 1) / warmup for i in range(warmup)])  # linear warmup
+    assert lrs[warmup] == pytest.approx(peak)  # the cosine starts at the peak
+    assert all(a >= b for a, b in zip(lrs[warmup:], lrs[warmup + 1 :], strict=False))  # then only falls
+    assert lrs[-1] == pytest.approx(0.1 * peak, rel=1e-3)  # down to the floor at the last step
+    midpoint = warmup + (num_steps - warmup) // 2  # half-way through the cosine: half-way to the floor
+    assert lrs[midpoint] == pytest.approx(peak * (0.1 + 0.9 * 0.5), rel=1e-6)
+
+
+@pytest.mark.parametrize(("args", "error"), [((0, 2.0, 0.1, 5), TypeError), ((0, 10, 0.1, 0), ValueError)])
+def test_warmup_cosine_lr_names_a_bad_step_count(args, error):
+    with pytest.raises(error, match="num_steps|warmup_steps"):
+        ah.warmup_cosine_lr(*args)
