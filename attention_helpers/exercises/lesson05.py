@@ -47,9 +47,13 @@ def exercise_1(my_dropout) -> bool:
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)  # batch of 1, odd sizes
     large = _hidden_tensor(generator, 301, 199)  # enough entries to measure the fraction dropped
+    # Each family of checks in turn: the first mistake prints its verdict and stops the check.
+    families = (_judge_training_mode, _judge_nothing_to_drop, _judge_fresh_masks, _judge_p_one)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        return _judge_dropout(name, my_dropout, small, large)
+        if all(family(name, my_dropout, small, large) for family in families):
+            return correct(name, " on every hidden tensor, in training and evaluation mode")
+    return False
 
 
 def _run(name, my_dropout, x, p, training, case):
@@ -74,14 +78,6 @@ def _run(name, my_dropout, x, p, training, case):
             "build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
         )
     return True, out.detach().double()  # compared in float64, whatever dtype the reader returned
-
-
-def _judge_dropout(name, my_dropout, small, large) -> bool:
-    """Each family of checks in turn; the first mistake prints its verdict and stops the check."""
-    families = (_judge_training_mode, _judge_nothing_to_drop, _judge_fresh_masks, _judge_p_one)
-    if all(family(name, my_dropout, small, large) for family in families):
-        return correct(name, " on every hidden tensor, in training and evaluation mode")
-    return False
 
 
 def _judge_training_mode(name, my_dropout, small, large) -> bool:
@@ -123,33 +119,29 @@ def _judge_fraction(name, dropped, p, case) -> bool:
     return not_yet(name, wrong_fraction, DROPOUT_HINT)
 
 
-# Survivors a reader may return instead of x / (1 - p): (survivors from x and p, what is wrong, hint)
-_SCALE_MISTAKES = (
-    (
-        lambda x, p: x,
-        "the surviving entries equal x {case}: they are not scaled",
-        "divide the survivors by 1 - p, so that each entry keeps its expected value x",
-    ),
-    (
-        lambda x, p: x / p,
-        "the surviving entries are x / p {case}",
-        "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
-    ),
-    (
-        lambda x, p: x * (1 - p),
-        "the surviving entries are x * (1 - p) {case}",
-        "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
-    ),
-)
-
-
 def _judge_survivors(name, survivors, kept_x, p, case) -> bool:
-    """The entries not dropped (float64) are x / (1 - p), from ``kept_x``, the same entries of x."""
+    """The entries not dropped (float64) are x / (1 - p), from ``kept_x``, the same entries of x; else which
+    wrong scale they have."""
     if torch.allclose(survivors, kept_x / (1 - p), rtol=1e-5, atol=1e-6):
         return True
-    for wrong, problem, hint in _SCALE_MISTAKES:
-        if torch.allclose(survivors, wrong(kept_x, p), rtol=1e-5, atol=1e-6):
-            return not_yet(name, problem.format(case=case), hint)
+    if torch.allclose(survivors, kept_x, rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries equal x {case}: they are not scaled",
+            "divide the survivors by 1 - p, so that each entry keeps its expected value x",
+        )
+    if torch.allclose(survivors, kept_x / p, rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries are x / p {case}",
+            "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
+        )
+    if torch.allclose(survivors, kept_x * (1 - p), rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries are x * (1 - p) {case}",
+            "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
+        )
     return not_yet(name, f"a surviving entry is not x / (1 - p) {case}", DROPOUT_HINT)
 
 
@@ -169,19 +161,15 @@ def _judge_nothing_to_drop(name, my_dropout, small, large) -> bool:
 
 def _judge_fresh_masks(name, my_dropout, small, large) -> bool:
     """Two calls draw two different masks."""
-    masks = []
-    for case in ("on a second call", "on a third call"):
-        ok, out = _run(name, my_dropout, large, 0.3, True, case)
-        if not ok:
-            return False
-        masks.append(out == 0)
-    if torch.equal(*masks):
+    ok, second = _run(name, my_dropout, large, 0.3, True, "on a second call")
+    ok, third = _run(name, my_dropout, large, 0.3, True, "on a third call") if ok else (False, None)
+    if ok and torch.equal(second == 0, third == 0):
         return not_yet(
             name,
             "two calls dropped exactly the same entries",
             "draw a new random mask at every call; do not seed or store the mask inside the function",
         )
-    return True
+    return ok
 
 
 def _judge_p_one(name, my_dropout, small, large) -> bool:

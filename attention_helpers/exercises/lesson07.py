@@ -171,13 +171,8 @@ def exercise_2(my_layer_norm) -> bool:
     cases = _layer_norm_cases()
     for number, args in enumerate(cases, start=1):
         case = f"on case {number} of {len(cases)} (x of shape {tuple(args[0].shape)}, eps {args[3]:g})"
-        ran, answer = run_candidate(
-            name,
-            my_layer_norm,
-            *(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
-            hint=general_hint,
-            case=case,
-        )
+        inputs = (a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        ran, answer = run_candidate(name, my_layer_norm, *inputs, hint=general_hint, case=case)
         if not ran:
             return False
         expected = _reference_layer_norm(*args)

@@ -62,7 +62,6 @@ def _mean_pool_mistake(answer, token_embeddings, attention_mask, expected) -> tu
     """(what is wrong, hint) when ``answer`` is one of the plausible wrong means of a padded batch, else None."""
     if not bool((attention_mask == 0).any()) or not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
         return None
-    real_sum = (token_embeddings * attention_mask[..., None]).sum(dim=1)
     diagnoses = (
         (
             token_embeddings.mean(dim=1),
@@ -70,7 +69,7 @@ def _mean_pool_mistake(answer, token_embeddings, attention_mask, expected) -> tu
             "leave out the positions where attention_mask is 0: multiply by the mask before summing",
         ),
         (
-            real_sum / attention_mask.shape[1],
+            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
             "you divided by the padded length, not by the number of real tokens",
             "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
         ),

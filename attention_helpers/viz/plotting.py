@@ -126,8 +126,7 @@ def _draw_named_arrows(ax, a: torch.Tensor, b: torch.Tensor, a_label: str, b_lab
     len_a, len_b = float(a.norm()), float(b.norm())
     # each name sits beside its arrow's tip, on the side away from the other arrow (clear of the angle's label);
     # arrows along one line get opposite sides, so that their names do not overlap
-    b_turns_left = float(a[0] * b[1] - a[1] * b[0]) > 1e-9 * len_a * len_b  # cross product > 0
-    side_a = -1 if b_turns_left else 1
+    side_a = -1 if float(a[0] * b[1] - a[1] * b[0]) > 1e-9 * len_a * len_b else 1  # -1: b turns left of a
     # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
     arrows = ((a, a_label, len_a, "C0", side_a, 2.0, 1.0, 3), (b, b_label, len_b, "C1", -side_a, 3.5, 0.7, 2))
     for vector, label, length, color, side, width, alpha, zorder in arrows:
