@@ -205,9 +205,8 @@ class MultiHeadAttention(nn.Module):
             when ``causal=False``.
         dropout: probability of dropping an attention weight during training, in [0, 1).
         num_heads: number of heads; must divide ``d_out``.
-        qkv_bias: whether the query, key and value projections have a bias.
+        qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder.
-        proj_bias: whether ``out_proj`` has a bias.
         fused: take the fused path whenever the weights are not needed (default ``True``).
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
@@ -245,7 +244,7 @@ class MultiHeadAttention(nn.Module):
         mask = torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1) if causal else None
         self.register_buffer("mask", mask)
 
-    def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
+    def forward(self, x, key_padding_mask=None, return_weights=False, *, context=None):
         """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``context`` (cross-attention).
 
         ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
@@ -285,17 +284,15 @@ class MultiHeadAttention(nn.Module):
         return t.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
 
     def merge_heads(self, context_vec: torch.Tensor, attn_weights, return_weights: bool):
-        """Move the head axis back next to head_dim *before* merging them, then mix the heads with ``out_proj``:
-        ``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, num_heads, head_dim)`` -> ``(batch,
-        num_tokens, d_out)``."""
+        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back next
+        to head_dim *before* the two are merged; then ``out_proj`` mixes the heads."""
         context_vec = self.out_proj(context_vec.transpose(1, 2).flatten(2))
         return (context_vec, attn_weights) if return_weights else context_vec
 
     def attend_heads(self, queries, keys, values, hidden=None, causal: bool = False, return_weights: bool = False):
-        """Every head's attention: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys`` and ``values``
-        ``(batch, num_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hidden`` is
-        ``None`` or a boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide;
-        ``causal`` also hides key j from query i when j > i."""
+        """Every head at once: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys``, ``values`` ``(batch,
+        num_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hidden``: None or a boolean mask
+        broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides key j > i."""
         num_tokens, num_keys = queries.shape[2], keys.shape[2]
         explicit = return_weights or not self.fused or (self.training and self.dropout.p > 0)
         if causal and (explicit or hidden is not None):
@@ -308,11 +305,8 @@ class MultiHeadAttention(nn.Module):
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, is_causal=causal), None
 
     @classmethod
-    def from_torch(
-        cls, torch_mha: nn.MultiheadAttention, *, causal: bool = False, context_length: int | None = None
-    ) -> MultiHeadAttention:
-        """Build a module with the same weights as a ``torch.nn.MultiheadAttention``: see
-        :func:`~attention_helpers.interop.from_torch`, which explains the batch-first caveat."""
+    def from_torch(cls, torch_mha: nn.MultiheadAttention, *, causal=False, context_length=None) -> MultiHeadAttention:
+        """The weights of a ``torch.nn.MultiheadAttention`` (batch-first!): :func:`~attention_helpers.from_torch`."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_mha, into=cls, causal=causal, context_length=context_length)
