@@ -1,6 +1,6 @@
 """The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
 
-``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)``. By default each layer is post-LN, as in the
+``Encoder(d_model, ffn_hidden, num_heads, dropout, num_layers)``. By default each layer is post-LN, as in the
 original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
 later models (``x = x + sublayer(norm(x))``). Positions: the sinusoidal :class:`PositionalEncoding` added to the
 embeddings, and :func:`rope_rotate`, the rotary embedding applied to queries and keys.
@@ -117,16 +117,16 @@ class FeedForward(nn.Module):
     Input ``(batch, num_tokens, d_model)``; output the same shape.
     """
 
-    def __init__(self, d_model: int, hidden: int, drop_prob: float = 0.1, activation: str = "relu"):
+    def __init__(self, d_model: int, hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("hidden", hidden)
-        check_probability("drop_prob", drop_prob)
+        check_probability("dropout", dropout)
         _check_activation(activation)
         self.d_model = d_model
         self.linear1 = nn.Linear(d_model, hidden)
         self.activation = ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(drop_prob)
+        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(hidden, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +150,7 @@ class EncoderLayer(nn.Module):
         x = x + dropout1(attention(norm1(x)))
         x = x + dropout2(ffn(norm2(x)))
 
-    ``drop_prob`` is used for the attention weights, inside the feed-forward network and on both
+    ``dropout`` is used for the attention weights, inside the feed-forward network and on both
     residual branches, as in ``nn.TransformerEncoderLayer``.
 
     Input ``(batch, num_tokens, d_model)``; output the same shape.
@@ -161,7 +161,7 @@ class EncoderLayer(nn.Module):
         d_model: int,
         ffn_hidden: int,
         num_heads: int,
-        drop_prob: float,
+        dropout: float,
         *,
         norm_first: bool = False,
         activation: str = "relu",
@@ -170,15 +170,15 @@ class EncoderLayer(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_heads(d_model, num_heads, "d_model")
-        check_probability("drop_prob", drop_prob)
+        check_probability("dropout", dropout)
         self.d_model = d_model
         self.norm_first = norm_first
-        self.attention = MultiHeadAttention(d_model, d_model, None, drop_prob, num_heads, qkv_bias=True, causal=False)
+        self.attention = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False)
         self.norm1 = LayerNorm(d_model, eps=eps)
-        self.dropout1 = nn.Dropout(drop_prob)
-        self.ffn = FeedForward(d_model, ffn_hidden, drop_prob, activation)
+        self.dropout1 = nn.Dropout(dropout)
+        self.ffn = FeedForward(d_model, ffn_hidden, dropout, activation)
         self.norm2 = LayerNorm(d_model, eps=eps)
-        self.dropout2 = nn.Dropout(drop_prob)
+        self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
@@ -214,7 +214,7 @@ class Encoder(nn.Module):
     """A stack of ``num_layers`` :class:`EncoderLayer` s (lesson 07 builds 5 layers of d_model 512, 8 heads).
 
     Args:
-        d_model, ffn_hidden, num_heads, drop_prob, num_layers: width, feed-forward width, heads, dropout, layers.
+        d_model, ffn_hidden, num_heads, dropout, num_layers: width, feed-forward width, heads, dropout, layers.
         norm_first: pre-LN layers instead of post-LN.
         activation: ``"relu"`` or ``"gelu"`` in the feed-forward networks.
         final_norm: apply one more LayerNorm after the last layer (usual with pre-LN, whose residual
@@ -229,7 +229,7 @@ class Encoder(nn.Module):
         d_model: int,
         ffn_hidden: int,
         num_heads: int,
-        drop_prob: float,
+        dropout: float,
         num_layers: int,
         *,
         norm_first: bool = False,
@@ -242,7 +242,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(
             [
                 EncoderLayer(
-                    d_model, ffn_hidden, num_heads, drop_prob, norm_first=norm_first, activation=activation, eps=eps
+                    d_model, ffn_hidden, num_heads, dropout, norm_first=norm_first, activation=activation, eps=eps
                 )
                 for _ in range(num_layers)
             ]
@@ -286,20 +286,20 @@ class PositionalEncoding(nn.Module):
     distinct pattern. Attention alone is permutation-equivariant (shuffling the tokens shuffles the
     outputs the same way); adding ``pe`` lets it tell positions apart.
 
-    The table is a buffer ``pe`` of shape ``(max_len, d_model)``.
-    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= max_len``; output the same shape.
+    The table is a buffer ``pe`` of shape ``(context_length, d_model)``.
+    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= context_length``; output the same shape.
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000):
+    def __init__(self, d_model: int, context_length: int = 5000):
         super().__init__()
         check_positive_int("d_model", d_model)
-        check_positive_int("max_len", max_len)
-        self.d_model, self.max_len = d_model, max_len
-        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        check_positive_int("context_length", context_length)
+        self.d_model, self.context_length = d_model, context_length
+        position = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
         # 1 / 10000^(2i / d_model) for each pair index i: (ceil(d_model / 2),)
         inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
-        angles = position * inv_freq  # (max_len, ceil(d_model / 2))
-        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        angles = position * inv_freq  # (context_length, ceil(d_model / 2))
+        pe = torch.zeros(context_length, d_model, dtype=torch.float64)
         pe[:, 0::2] = torch.sin(angles)
         pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])  # an odd d_model has one sine more than cosines
         self.register_buffer("pe", pe.float())
@@ -310,9 +310,10 @@ class PositionalEncoding(nn.Module):
             raise ValueError(
                 f"x must have shape (batch, num_tokens, d_model) with d_model={self.d_model}, got {shape_str(x.shape)}"
             )
-        if x.shape[1] > self.max_len:
+        if x.shape[1] > self.context_length:
             raise ValueError(
-                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with max_len={self.max_len}"
+                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
+                f"context_length={self.context_length}"
             )
         return x + self.pe[: x.shape[1]].to(x.dtype)
 

@@ -96,10 +96,11 @@ class DecoderLayer(nn.Module):
     norm1(x)))`` and so on. ``memory`` is the encoder's output.
 
     Args:
-        d_model, num_heads, d_ff: width, attention heads (must divide ``d_model``), feed-forward width.
+        d_model, d_ff, num_heads: width, feed-forward width, attention heads (must divide ``d_model``); the
+            order of :class:`~attention_helpers.encoder.EncoderLayer`.
         dropout: on the attention weights, inside the feed-forward network and on the three residual branches.
         norm_first, activation, eps: pre-LN instead of post-LN, ``"relu"`` or ``"gelu"``, LayerNorm epsilon.
-        max_len: the longest target the causal mask covers.
+        context_length: the longest target the causal mask covers.
 
     Input ``(batch, tgt_len, d_model)`` and memory ``(batch, src_len, d_model)``; output ``(batch, tgt_len,
     d_model)``.
@@ -108,23 +109,23 @@ class DecoderLayer(nn.Module):
     def __init__(
         self,
         d_model: int,
-        num_heads: int,
         d_ff: int,
+        num_heads: int,
         dropout: float = 0.0,
         *,
         norm_first: bool = False,
         activation: str = "relu",
         eps: float = 1e-5,
-        max_len: int = 512,
+        context_length: int = 512,
     ):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_heads(d_model, num_heads, "d_model")
         check_positive_int("d_ff", d_ff)
         check_probability("dropout", dropout)
-        check_positive_int("max_len", max_len)
+        check_positive_int("context_length", context_length)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attention = MultiHeadAttention(d_model, d_model, max_len, dropout, num_heads, qkv_bias=True)
+        self.self_attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True)
         self.cross_attention = MultiHeadAttention(
             d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False
         )
@@ -207,11 +208,11 @@ class DecoderLayer(nn.Module):
         return (x, new_cache, weights[0]) if return_weights else (x, new_cache)
 
     @classmethod
-    def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, max_len: int = 512) -> DecoderLayer:
+    def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, context_length: int = 512) -> DecoderLayer:
         """Copy the weights and settings of a batch-first ``torch.nn.TransformerDecoderLayer``."""
         from . import interop  # interop imports this module
 
-        return interop.from_torch(torch_layer, into=cls, max_len=max_len)
+        return interop.from_torch(torch_layer, into=cls, context_length=context_length)
 
 
 class EncoderDecoder(nn.Module):
@@ -228,7 +229,7 @@ class EncoderDecoder(nn.Module):
         num_encoder_layers, num_decoder_layers, d_ff: depths and feed-forward width.
         dropout: dropout everywhere ``nn.Transformer`` has it.
         norm_first: pre-LN layers instead of post-LN.
-        activation, eps, max_len: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
+        activation, eps, context_length: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
 
     ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
     returns ``(batch, tgt_len, d_model)``.
@@ -246,13 +247,13 @@ class EncoderDecoder(nn.Module):
         *,
         activation: str = "relu",
         eps: float = 1e-5,
-        max_len: int = 512,
+        context_length: int = 512,
     ):
         super().__init__()
         check_positive_int("num_encoder_layers", num_encoder_layers)
         check_positive_int("num_decoder_layers", num_decoder_layers)
         check_heads(d_model, num_heads, "d_model")
-        self.d_model, self.num_heads, self.max_len = d_model, num_heads, max_len
+        self.d_model, self.num_heads, self.context_length = d_model, num_heads, context_length
         self.encoder = Encoder(
             d_model,
             d_ff,
@@ -268,13 +269,13 @@ class EncoderDecoder(nn.Module):
             [
                 DecoderLayer(
                     d_model,
-                    num_heads,
                     d_ff,
+                    num_heads,
                     dropout,
                     norm_first=norm_first,
                     activation=activation,
                     eps=eps,
-                    max_len=max_len,
+                    context_length=context_length,
                 )
                 for _ in range(num_decoder_layers)
             ]
@@ -312,8 +313,10 @@ class EncoderDecoder(nn.Module):
         d_model)``. With ``return_weights``, also every layer's cross-attention weights, stacked as
         ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         self._check_target(tgt, memory, tgt_key_padding_mask)
-        if tgt.shape[1] > self.max_len:
-            raise ValueError(f"tgt has tgt_len={tgt.shape[1]} but the model was built with max_len={self.max_len}")
+        if tgt.shape[1] > self.context_length:
+            raise ValueError(
+                f"tgt has tgt_len={tgt.shape[1]} but the model was built with context_length={self.context_length}"
+            )
         x, all_weights = tgt, []
         for layer in self.decoder_layers:
             if return_weights:
@@ -381,10 +384,10 @@ class EncoderDecoder(nn.Module):
         if tgt.shape[0] != cross_keys.shape[0]:
             raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
         num_cached = past_key_values[0][0].shape[2]
-        if num_cached + tgt.shape[1] > self.max_len:
+        if num_cached + tgt.shape[1] > self.context_length:
             raise ValueError(
                 f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
-                f"more than max_len={self.max_len}"
+                f"more than context_length={self.context_length}"
             )
         if memory_key_padding_mask is not None:
             check_bool_mask(
@@ -409,14 +412,14 @@ class EncoderDecoder(nn.Module):
         return x, tuple(new_cache)
 
     @classmethod
-    def from_torch(cls, torch_transformer: nn.Transformer, max_len: int = 512) -> EncoderDecoder:
+    def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
         """Copy a ``torch.nn.Transformer`` (its encoder and decoder layers and their final LayerNorms).
 
         Ours is always batch-first: compare with a module built with ``batch_first=True``.
         """
         from . import interop  # interop imports this module
 
-        return interop.from_torch(torch_transformer, into=cls, max_len=max_len)
+        return interop.from_torch(torch_transformer, into=cls, context_length=context_length)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -427,7 +430,7 @@ class Seq2SeqTransformer(nn.Module):
         src_vocab_size, tgt_vocab_size: number of source and target token ids.
         d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, norm_first: the
             :class:`EncoderDecoder`'s sizes.
-        max_len: the longest source or target.
+        context_length: the longest source or target.
         pad_id: the source id that marks padding (hidden from attention).
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
@@ -446,7 +449,7 @@ class Seq2SeqTransformer(nn.Module):
         dropout: float = 0.0,
         *,
         norm_first: bool = False,
-        max_len: int = 64,
+        context_length: int = 64,
         pad_id: int = 0,
     ):
         super().__init__()
@@ -455,7 +458,7 @@ class Seq2SeqTransformer(nn.Module):
         self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
         self.src_embedding = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, max_len)
+        self.positional_encoding = PositionalEncoding(d_model, context_length)
         self.transformer = EncoderDecoder(
             d_model,
             num_heads,
@@ -464,7 +467,7 @@ class Seq2SeqTransformer(nn.Module):
             d_ff,
             dropout,
             norm_first,
-            max_len=max_len,
+            context_length=context_length,
         )
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(d_model, tgt_vocab_size)
@@ -522,9 +525,10 @@ def greedy_decode(
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
     check_positive_int("num_tokens", num_tokens)
-    if num_tokens > model.transformer.max_len:
+    if num_tokens > model.transformer.context_length:
         raise ValueError(
-            f"num_tokens={num_tokens} is more than the model's max_len={model.transformer.max_len} target positions"
+            f"num_tokens={num_tokens} is more than the model's context_length={model.transformer.context_length} "
+            "target positions"
         )
     if not 0 <= bos_id < model.tgt_vocab_size:
         raise ValueError(f"bos_id must be a target id from 0 to {model.tgt_vocab_size - 1}, got {bos_id}")

@@ -342,23 +342,23 @@ def _encoder_from_torch(into: type[Encoder], torch_encoder: nn.TransformerEncode
 
 
 def _decoder_layer_from_torch(
-    into: type[DecoderLayer], torch_layer: nn.TransformerDecoderLayer, *, max_len: int = 512
+    into: type[DecoderLayer], torch_layer: nn.TransformerDecoderLayer, *, context_length: int = 512
 ) -> DecoderLayer:
     s = _torch_layer_settings(torch_layer)
     return into(
         s["d_model"],
-        s["num_heads"],
         s["hidden"],
+        s["num_heads"],
         s["dropout"],
         norm_first=s["norm_first"],
         activation=s["activation"],
         eps=s["eps"],
-        max_len=max_len,
+        context_length=context_length,
     )
 
 
 def _encoder_decoder_from_torch(
-    into: type[EncoderDecoder], torch_transformer: nn.Transformer, *, max_len: int = 512
+    into: type[EncoderDecoder], torch_transformer: nn.Transformer, *, context_length: int = 512
 ) -> EncoderDecoder:
     encoder, decoder = torch_transformer.encoder, torch_transformer.decoder
     if encoder.norm is None or decoder.norm is None:
@@ -385,7 +385,7 @@ def _encoder_decoder_from_torch(
         s["norm_first"],
         activation=s["activation"],
         eps=s["eps"],
-        max_len=max_len,
+        context_length=context_length,
     )
 
 
@@ -405,7 +405,7 @@ def from_torch(torch_module: nn.Module, *, into: type[nn.Module] | None = None, 
     of its weights, on its device and dtype, in its training mode.
 
     Options: ``causal`` (default ``False``: torch's attention has no built-in mask) and ``context_length`` for
-    ``nn.MultiheadAttention``; ``max_len`` (default 512, the longest target) for ``nn.TransformerDecoderLayer``
+    ``nn.MultiheadAttention``; ``context_length`` (default 512, the longest target) for ``nn.TransformerDecoderLayer``
     and ``nn.Transformer``. ``into`` is the class to build (a subclass of ours; each class's ``from_torch``
     passes itself); ``torch_module`` must then be the PyTorch class that converts to it.
 

@@ -142,8 +142,8 @@ class TokenClassifier(nn.Module):
 
     Args:
         vocab_size: number of token ids (also the number of classes to predict at each position).
-        d_model, num_heads, num_layers, ffn_hidden, drop_prob: the encoder's sizes (lesson 07).
-        max_len: the longest sequence the positional table covers.
+        d_model, num_heads, num_layers, ffn_hidden, dropout: the encoder's sizes (lesson 07).
+        context_length: the longest sequence the positional table covers.
         positional: add the positional encoding (``False`` shows what attention does without it).
         norm_first: pre-LN layers (with a final LayerNorm, as pre-LN models have) instead of post-LN.
 
@@ -160,22 +160,22 @@ class TokenClassifier(nn.Module):
         num_heads: int,
         num_layers: int,
         ffn_hidden: int,
-        drop_prob: float = 0.0,
+        dropout: float = 0.0,
         *,
-        max_len: int = 64,
+        context_length: int = 64,
         positional: bool = True,
         norm_first: bool = False,
     ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
-        check_positive_int("max_len", max_len)
-        check_probability("drop_prob", drop_prob)
+        check_positive_int("context_length", context_length)
+        check_probability("dropout", dropout)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, max_len) if positional else None
+        self.positional_encoding = PositionalEncoding(d_model, context_length) if positional else None
         self.encoder = Encoder(
-            d_model, ffn_hidden, num_heads, drop_prob, num_layers, norm_first=norm_first, final_norm=norm_first
+            d_model, ffn_hidden, num_heads, dropout, num_layers, norm_first=norm_first, final_norm=norm_first
         )
         self.classifier = nn.Linear(d_model, vocab_size)
 

@@ -37,7 +37,7 @@ def test_layer_norm_normalises_each_token_on_its_own():
 
 
 def test_feed_forward_acts_on_each_position_separately():
-    ffn = FeedForward(8, 20, drop_prob=0.0, activation="gelu")
+    ffn = FeedForward(8, 20, dropout=0.0, activation="gelu")
     x = torch.randn(2, 5, 8)
     per_token = torch.stack([torch.stack([ffn(x[b, t]) for t in range(5)]) for b in range(2)])
     close(ffn(x), per_token)
@@ -180,7 +180,7 @@ def test_encoder_without_positions_is_permutation_equivariant_and_positions_brea
 
 @pytest.mark.parametrize("d_model", [8, 7])
 def test_positional_encoding_follows_the_formula(d_model):
-    pe = PositionalEncoding(d_model, max_len=50)
+    pe = PositionalEncoding(d_model, context_length=50)
     for pos in (0, 1, 17, 49):
         for i in range(d_model):
             angle = pos / 10000 ** ((i - i % 2) / d_model)

@@ -148,7 +148,7 @@ def test_decode_step_with_the_cache_equals_the_full_decoder(chunks):
 
 def _trained_free_seq2seq():
     torch.manual_seed(0)
-    return Seq2SeqTransformer(20, 15, 16, 4, 2, 2, 24, max_len=16)
+    return Seq2SeqTransformer(20, 15, 16, 4, 2, 2, 24, context_length=16)
 
 
 def test_greedy_decoding_with_and_without_the_cache_gives_the_same_tokens():
@@ -245,7 +245,7 @@ def test_bad_construction_and_conversion():
         model(torch.tensor([[25, 1]]), torch.tensor([[1]]))
     with pytest.raises(TypeError, match="int64"):
         greedy_decode(model, torch.ones(1, 3), 1, 4)
-    with pytest.raises(ValueError, match="max_len=16"):
+    with pytest.raises(ValueError, match="context_length=16"):
         greedy_decode(model, torch.ones(1, 3, dtype=torch.long), 1, 17)
     with pytest.raises(TypeError, match="Seq2SeqTransformer"):
         greedy_decode(nn.Linear(2, 2), torch.ones(1, 3, dtype=torch.long), 1, 4)

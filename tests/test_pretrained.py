@@ -49,7 +49,7 @@ def test_the_model_is_lesson_07s_encoder_with_real_sizes(model):
     layer = model.encoder.layers[0]
     assert layer.attention.num_heads == 12 and layer.attention.d_out == 384 and not layer.norm_first
     assert layer.ffn.linear1.out_features == 1536 and layer.norm1.eps == 1e-12
-    assert model.max_length == 256 and model.normalize
+    assert model.context_length == 256 and model.normalize
 
 
 def test_every_checkpoint_weight_is_used_but_the_pooler(model):
