@@ -21,9 +21,10 @@ def is_compiling() -> bool:
     synchronisation on a GPU, and breaks the compiled graph. Like ``torch.nn.functional``, the package skips such
     checks while compiling and keeps them in eager mode; checks on shapes and dtypes always run.
     """
-    compiler = getattr(torch, "compiler", None)
-    check = getattr(compiler, "is_compiling", None)
-    return bool(check()) if check is not None else False
+    return _torch_is_compiling()
+
+
+_torch_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 def shape_str(shape) -> str:
