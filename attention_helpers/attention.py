@@ -267,7 +267,7 @@ class MultiHeadAttention(nn.Module):
     def num_cached_tokens(self) -> int:
         return 0 if self.cache_k is None else self.cache_k.shape[2]
 
-    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         batch, num_tokens, width = t.shape  # width: num_heads * head_dim, or num_kv_heads * head_dim for keys/values
         # (batch, num_tokens, width) -> (batch, num_tokens, heads, head_dim) -> (batch, heads, num_tokens, head_dim)
         return t.view(batch, num_tokens, width // self.head_dim, self.head_dim).transpose(1, 2)
@@ -401,10 +401,17 @@ class MultiHeadAttention(nn.Module):
         if key_padding_mask is not None:
             check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_keys), "(batch, num_keys)", x)
             key_padding_mask = key_padding_mask.expand(batch, num_keys)  # (num_keys,) serves every sequence
+        return self.attend(x, key_padding_mask, return_weights, context=context, use_cache=use_cache)
 
-        queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self._split_heads(self.W_key(source))  # (batch, num_kv_heads, num_source_tokens, head_dim)
-        values = self._split_heads(self.W_value(source))
+    def attend(self, x, key_padding_mask=None, return_weights=False, *, context=None, use_cache=False):
+        """:meth:`forward` without its input checks, for a module that checked its inputs once for all its layers:
+        ``key_padding_mask`` must be ``None`` or a boolean ``(batch, num_keys)`` tensor, True at padding."""
+        batch, num_tokens, _ = x.shape
+        source = x if context is None else context
+        num_keys = source.shape[1] + (self.num_cached_tokens if use_cache else 0)
+        queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
+        keys = self.split_heads(self.W_key(source))  # (batch, num_kv_heads, num_source_tokens, head_dim)
+        values = self.split_heads(self.W_value(source))
         if use_cache:
             keys, values = self._append_to_cache(keys, values)  # (batch, num_kv_heads, num_keys, head_dim)
 

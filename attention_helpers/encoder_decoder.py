@@ -58,7 +58,7 @@ def _check_padding(name: str, mask, x: torch.Tensor, what: str) -> None:
 
 def _project_heads(mha: MultiHeadAttention, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """``(batch, num_tokens, d_model)`` -> ``(batch, num_heads, num_tokens, head_dim)`` through one projection."""
-    return mha._split_heads(linear(x))
+    return mha.split_heads(linear(x))
 
 
 def _attend(

@@ -19,7 +19,7 @@ def _shapes_reference() -> tuple:
     mha = MultiHeadAttention(3, 12, 5, 0.0, num_heads=3).eval()
     x = torch.randn(2, 5, 3, generator=generator)
     with torch.no_grad():
-        queries = mha._split_heads(mha.W_query(x))
+        queries = mha.split_heads(mha.W_query(x))
         out, weights = mha(x, return_weights=True)
     return mha.head_dim, tuple(queries.shape), tuple(weights.shape), tuple(out.shape)
 

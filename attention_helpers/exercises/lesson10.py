@@ -34,8 +34,8 @@ def _attend(layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Ten
     """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
     ``(batch, num_keys, d_in)`` with no mask: what one cached step computes."""
     batch = x_new.shape[0]
-    queries = layer._split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
-    keys, values = layer._split_heads(layer.W_key(keys_from)), layer._split_heads(layer.W_value(keys_from))
+    queries = layer.split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
+    keys, values = layer.split_heads(layer.W_key(keys_from)), layer.split_heads(layer.W_value(keys_from))
     weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
     return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
 
