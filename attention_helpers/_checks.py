@@ -111,6 +111,23 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
     check_same_device(name, mask, "the inputs", like)
 
 
+def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor, module: str) -> None:
+    """Require a floating-point ``(batch, num_tokens, d_model)`` tensor of the dtype of ``module``'s weights."""
+    check_tensor(name, x, (3,), layout)
+    check_size(name, x, -1, d_model, "d_model", layout)
+    check_module_dtype(name, x, weight, module)
+
+
+def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens") -> torch.Tensor | None:
+    """``mask``: None or a boolean padding mask (True = padding) that broadcasts to ``(batch, what)`` of
+    ``x`` ``(batch, what, d_model)``. Returns it expanded to ``(batch, what)``: what ``attend`` takes unchecked."""
+    if mask is None:
+        return None
+    batch, length = x.shape[:2]
+    check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
+    return mask.expand(batch, length)
+
+
 def check_positive_int(name: str, value, minimum: int = 1) -> None:
     """Require an int (not a bool, not a float such as ``2.0``) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

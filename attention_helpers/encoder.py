@@ -19,9 +19,11 @@ from torch import nn
 from ._checks import (
     check_heads,
     check_module_dtype,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_device,
+    check_sequence,
     check_tensor,
     shape_str,
 )
@@ -193,18 +195,25 @@ class EncoderLayer(nn.Module):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
         attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
+        check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
+        x, attn_weights = self.forward_unchecked(x, key_padding_mask, return_weights)
+        return (x, attn_weights) if return_weights else x
+
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
+        """:meth:`forward` without its input checks, for a stack that checked them once; ``key_padding_mask`` is
+        None or a boolean ``(batch, num_tokens)`` tensor. Returns ``(x, attn_weights)``, the weights None unless
+        ``return_weights``."""
         attn_input = self.norm1(x) if self.norm_first else x
-        if return_weights:
-            attn_out, attn_weights = self.attention(attn_input, key_padding_mask, return_weights=True)
-        else:
-            attn_out, attn_weights = self.attention(attn_input, key_padding_mask), None
+        out = self.attention.attend(attn_input, key_padding_mask, return_weights)
+        attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
             x = self.norm1(x + self.dropout1(attn_out))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return (x, attn_weights) if return_weights else x
+        return x, attn_weights
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
@@ -263,14 +272,18 @@ class Encoder(nn.Module):
 
         Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
         from the same forward pass, stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
+        The inputs are checked once here, not again in every layer.
         """
+        first = self.layers[0]
+        check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
+        return self.forward_unchecked(x, check_padding_mask("key_padding_mask", key_padding_mask, x), return_weights)
+
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
+        """:meth:`forward` without its input checks (``key_padding_mask`` None or boolean ``(batch, num_tokens)``)."""
         all_weights = []
         for layer in self.layers:
-            if return_weights:
-                x, attn_weights = layer(x, key_padding_mask, return_weights=True)
-                all_weights.append(attn_weights)
-            else:
-                x = layer(x, key_padding_mask)
+            x, attn_weights = layer.forward_unchecked(x, key_padding_mask, return_weights)
+            all_weights.append(attn_weights)
         x = x if self.norm is None else self.norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 

@@ -305,10 +305,25 @@ class SentenceEncoder(nn.Module):
         attention_mask = torch.tensor([e.attention_mask for e in encodings])  # 1 = real token
         return token_ids, attention_mask_to_key_padding_mask(attention_mask)
 
-    def forward(self, token_ids: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights=False):
+    def forward(
+        self,
+        token_ids: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ):
         """``token_ids`` ``(batch, num_tokens)`` -> every token's vector after the last layer,
         ``(batch, num_tokens, d_model)``; with ``return_weights`` also every layer's attention weights
-        ``(num_layers, batch, num_heads, num_tokens, num_tokens)`` from the same pass."""
+        ``(num_layers, batch, num_heads, num_tokens, num_tokens)`` from the same pass.
+
+        Hide padding with the series' ``key_padding_mask`` (booleans, True = padding) or with a tokenizer's
+        ``attention_mask`` (integers, 1 = real token), converted here, the one place where Hugging Face's
+        convention comes in; the encoder checks the mask once for all its layers."""
+        if attention_mask is not None:
+            if key_padding_mask is not None:
+                raise ValueError("give key_padding_mask or attention_mask, not both")
+            key_padding_mask = attention_mask_to_key_padding_mask(attention_mask)
         return self.encoder(self.embeddings(token_ids), key_padding_mask, return_weights=return_weights)
 
     @torch.no_grad()

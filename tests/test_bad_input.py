@@ -159,7 +159,7 @@ CASES = {
     "encoder input of the wrong width": (
         lambda: ah.Encoder(8, 16, 2, 0.1, 1)(X),
         ValueError,
-        ["x", "d_in=8", "(2, 6, 3)"],
+        ["x", "d_model=8", "(2, 6, 3)"],
     ),
     # an input whose dtype differs from the module's weights (torch fails inside a matmul)
     **{

@@ -91,6 +91,21 @@ def test_hidden_states_equal_bert_model(model, bert, hf_batch):
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=0)
 
 
+def test_a_tokenizers_attention_mask_gives_the_same_output_as_the_key_padding_mask(model, hf_batch):
+    """The Hugging Face mask (1 = token) is converted once, at the model's door; the result is the same as the
+    series' mask (True = padding), and giving both is refused."""
+    token_ids, attention_mask = hf_batch["input_ids"], hf_batch["attention_mask"]
+    assert bool((attention_mask == 0).any())  # the batch is padded, so the mask matters
+    with torch.no_grad():
+        from_hf = model(token_ids, attention_mask=attention_mask)
+        from_ours = model(token_ids, attention_mask == 0)
+    assert torch.equal(from_hf, from_ours)
+    with pytest.raises(ValueError, match="not both"):
+        model(token_ids, attention_mask == 0, attention_mask=attention_mask)
+    with pytest.raises(TypeError, match="attention_mask must hold integers"):
+        model(token_ids, attention_mask=attention_mask == 0)
+
+
 def test_embedding_layer_equals_bert_embeddings(model, bert, hf_batch):
     with torch.no_grad():
         ours = model.embeddings(hf_batch["input_ids"])
