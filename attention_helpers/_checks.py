@@ -118,12 +118,13 @@ def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor
     check_module_dtype(name, x, weight, module)
 
 
-def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens") -> torch.Tensor | None:
+def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens", length: int | None = None):
     """``mask``: None or a boolean padding mask (True = padding) that broadcasts to ``(batch, what)`` of
-    ``x`` ``(batch, what, d_model)``. Returns it expanded to ``(batch, what)``: what ``attend`` takes unchecked."""
+    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given). Returns it expanded to
+    ``(batch, what)``: what ``MultiHeadAttention.attend`` takes unchecked."""
     if mask is None:
         return None
-    batch, length = x.shape[:2]
+    batch, length = x.shape[0], x.shape[1] if length is None else length
     check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
     return mask.expand(batch, length)
 

@@ -57,12 +57,12 @@ def _normalized_shape(parameters_shape) -> tuple[int, ...]:
     return tuple(int(size) for size in shape)
 
 
-def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"eps must be a positive number, got {type(eps).__name__} ({eps!r})")
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be positive and finite, got {eps}")
-    return float(eps)
+def _check_positive_real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return float(value)
 
 
 class LayerNorm(nn.Module):
@@ -90,7 +90,7 @@ class LayerNorm(nn.Module):
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()
         self.parameters_shape = _normalized_shape(parameters_shape)
-        self.eps = _check_eps(eps)
+        self.eps = _check_positive_real("eps", eps)
         self.gamma = nn.Parameter(torch.ones(self.parameters_shape))
         self.beta = nn.Parameter(torch.zeros(self.parameters_shape))
 
@@ -289,12 +289,8 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm).
-
-        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
-        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
-        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
-        """
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm); ours is always batch-first,
+        see :meth:`EncoderLayer.from_torch`."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_encoder, into=cls)
@@ -373,10 +369,7 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
             f"x must have shape (..., num_tokens, head_dim) with an even head_dim >= 2 (RoPE rotates pairs of "
             f"dimensions), got shape {shape_str(x.shape)} (head_dim={head_dim})"
         )
-    if isinstance(base, bool) or not isinstance(base, numbers.Real):
-        raise TypeError(f"base must be a positive number, got {type(base).__name__} ({base!r})")
-    if not (math.isfinite(base) and base > 0):
-        raise ValueError(f"base must be positive and finite, got {base}")
+    _check_positive_real("base", base)
     if positions is None:
         positions = torch.arange(x.shape[-2], device=x.device)
     elif not isinstance(positions, torch.Tensor):

@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
-    check_bool_mask,
     check_heads,
     check_padding_mask,
     check_positive_int,
@@ -64,23 +63,11 @@ def _check_decoder_inputs(module, tgt, memory, tgt_key_padding_mask, memory_key_
     )
 
 
-def _project_heads(mha: MultiHeadAttention, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """``(batch, num_tokens, d_model)`` -> ``(batch, num_heads, num_tokens, head_dim)`` through one projection."""
-    return mha.split_heads(linear(x))
-
-
-def _attend(
-    mha: MultiHeadAttention,
-    x: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    hidden: torch.Tensor | None,
-    return_weights: bool = False,
-):
+def _attend(mha: MultiHeadAttention, x: torch.Tensor, keys, values, hidden, return_weights: bool = False):
     """``mha``'s attention for the queries of ``x`` ``(batch, num_tokens, d_model)`` over keys and values already
     projected, ``(batch, num_heads, num_keys, head_dim)``; ``hidden`` (True = hide) broadcasts to
     ``(batch, num_heads, num_tokens, num_keys)``. Returns ``(batch, num_tokens, d_model)`` (and the weights)."""
-    queries = _project_heads(mha, mha.W_query, x)  # (batch, num_heads, num_tokens, head_dim)
+    queries = mha.split_heads(mha.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
     if return_weights:
         context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, hidden)
     else:
@@ -185,7 +172,7 @@ class DecoderLayer(nn.Module):
         """The cross-attention's keys and values of the encoder output, ``(batch, num_heads, src_len, head_dim)``
         each: they depend on the source only, so generation computes them once."""
         mha = self.cross_attention
-        return _project_heads(mha, mha.W_key, memory), _project_heads(mha, mha.W_value, memory)
+        return mha.split_heads(mha.W_key(memory)), mha.split_heads(mha.W_value(memory))
 
     def step(
         self,
@@ -205,8 +192,8 @@ class DecoderLayer(nn.Module):
         def self_attn(h):
             nonlocal new_keys, new_values
             mha = self.self_attention
-            new_keys = torch.cat([past_keys, _project_heads(mha, mha.W_key, h)], dim=2)
-            new_values = torch.cat([past_values, _project_heads(mha, mha.W_value, h)], dim=2)
+            new_keys = torch.cat([past_keys, mha.split_heads(mha.W_key(h))], dim=2)
+            new_values = torch.cat([past_values, mha.split_heads(mha.W_value(h))], dim=2)
             # new token i sits at position num_cached + i and may see keys 0..num_cached + i
             positions = torch.arange(num_cached, num_cached + num_new, device=h.device)[:, None]
             hidden = torch.arange(num_cached + num_new, device=h.device)[None, :] > positions
@@ -228,6 +215,27 @@ class DecoderLayer(nn.Module):
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_layer, into=cls, context_length=context_length)
+
+
+def _check_step(model: EncoderDecoder, tgt, past_key_values, memory_key_padding_mask) -> torch.Tensor | None:
+    """Check :meth:`EncoderDecoder.decode_step`'s inputs against the cache; return the mask expanded to
+    ``(batch, src_len)``."""
+    if not isinstance(past_key_values, tuple) or len(past_key_values) != len(model.decoder_layers):
+        raise ValueError(
+            f"past_key_values must be the tuple decode_step returned, one entry per decoder layer "
+            f"({len(model.decoder_layers)}), got {type(past_key_values).__name__}"
+        )
+    cross_keys = past_key_values[0][2]  # (batch, num_heads, src_len, head_dim)
+    model._check_sequence("tgt", tgt, "num_new")
+    if tgt.shape[0] != cross_keys.shape[0]:
+        raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
+    num_cached = past_key_values[0][0].shape[2]
+    if num_cached + tgt.shape[1] > model.context_length:
+        raise ValueError(
+            f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
+            f"more than context_length={model.context_length}"
+        )
+    return check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, tgt, "src_len", cross_keys.shape[2])
 
 
 class EncoderDecoder(nn.Module):
@@ -275,8 +283,11 @@ class EncoderDecoder(nn.Module):
         )
         self.decoder_norm = LayerNorm(d_model, eps=eps)
 
+    def _check_sequence(self, name: str, x, what: str) -> None:
+        check_sequence(name, x, self.d_model, f"(batch, {what}, d_model)", self.decoder_norm.gamma, "EncoderDecoder")
+
     def _check_source(self, src, src_key_padding_mask):
-        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.decoder_norm.gamma, "EncoderDecoder")
+        self._check_sequence("src", src, "src_len")
         return check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -351,48 +362,19 @@ class EncoderDecoder(nn.Module):
         ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_new,
         src_len)``. Nothing is stored in the modules.
         """
-        weight = self.decoder_norm.gamma
         if past_key_values is None:
             if memory is None:
                 raise ValueError("the first decode_step needs memory (the encoder's output) to start the cache")
-            check_sequence("memory", memory, self.d_model, "(batch, src_len, d_model)", weight, "EncoderDecoder")
+            self._check_sequence("memory", memory, "src_len")
             past_key_values = self.start_cache(memory)
-        if not isinstance(past_key_values, tuple) or len(past_key_values) != len(self.decoder_layers):
-            raise ValueError(
-                f"past_key_values must be the tuple decode_step returned, one entry per decoder layer "
-                f"({len(self.decoder_layers)}), got {type(past_key_values).__name__}"
-            )
-        cross_keys = past_key_values[0][2]  # (batch, num_heads, src_len, head_dim)
-        check_sequence("tgt", tgt, self.d_model, "(batch, num_new, d_model)", weight, "EncoderDecoder")
-        if tgt.shape[0] != cross_keys.shape[0]:
-            raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
-        num_cached = past_key_values[0][0].shape[2]
-        if num_cached + tgt.shape[1] > self.context_length:
-            raise ValueError(
-                f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
-                f"more than context_length={self.context_length}"
-            )
-        if memory_key_padding_mask is not None:
-            check_bool_mask(
-                "memory_key_padding_mask",
-                memory_key_padding_mask,
-                (tgt.shape[0], cross_keys.shape[2]),
-                "(batch, src_len)",
-                tgt,
-            )
-            memory_key_padding_mask = memory_key_padding_mask.expand(tgt.shape[0], cross_keys.shape[2])
+        memory_key_padding_mask = _check_step(self, tgt, past_key_values, memory_key_padding_mask)
         x, new_cache, all_weights = tgt, [], []
         for layer, cache in zip(self.decoder_layers, past_key_values, strict=True):
-            if return_weights:
-                x, cache, weights = layer.step(x, cache, memory_key_padding_mask, return_weights=True)
-                all_weights.append(weights)
-            else:
-                x, cache = layer.step(x, cache, memory_key_padding_mask)
+            x, cache, *weights = layer.step(x, cache, memory_key_padding_mask, return_weights)
             new_cache.append(cache)
+            all_weights += weights
         x = self.decoder_norm(x)
-        if return_weights:
-            return x, tuple(new_cache), torch.stack(all_weights)
-        return x, tuple(new_cache)
+        return (x, tuple(new_cache), torch.stack(all_weights)) if return_weights else (x, tuple(new_cache))
 
     @classmethod
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:

@@ -317,9 +317,8 @@ class SentenceEncoder(nn.Module):
         ``(batch, num_tokens, d_model)``; with ``return_weights`` also every layer's attention weights
         ``(num_layers, batch, num_heads, num_tokens, num_tokens)`` from the same pass.
 
-        Hide padding with the series' ``key_padding_mask`` (booleans, True = padding) or with a tokenizer's
-        ``attention_mask`` (integers, 1 = real token), converted here, the one place where Hugging Face's
-        convention comes in; the encoder checks the mask once for all its layers."""
+        Hide padding with ``key_padding_mask`` (True = padding) or a tokenizer's ``attention_mask`` (1 = real
+        token): the one place the package converts Hugging Face's convention."""
         if attention_mask is not None:
             if key_padding_mask is not None:
                 raise ValueError("give key_padding_mask or attention_mask, not both")
