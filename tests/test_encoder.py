@@ -344,3 +344,9 @@ def test_the_padding_mask_is_checked_once_per_forward_not_in_every_layer(monkeyp
         for encoder_layer in encoder.layers:  # each layer called alone checks again, and computes the same
             by_layer = encoder_layer(by_layer, padding)
     close(checked, by_layer)
+
+
+def test_layer_norm_refuses_a_half_input_to_float32_weights_though_f_layer_norm_takes_it():
+    torch.nn.functional.layer_norm(torch.randn(2, 4).half(), (4,), torch.ones(4), torch.zeros(4))  # torch: no error
+    with pytest.raises(TypeError, match=r"inputs has dtype torch.float16 .* LayerNorm are torch.float32"):
+        LayerNorm(4)(torch.randn(2, 4).half())
