@@ -289,8 +289,12 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm); ours is always batch-first,
-        see :meth:`EncoderLayer.from_torch`."""
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm).
+
+        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
+        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
+        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
+        """
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_encoder, into=cls)
