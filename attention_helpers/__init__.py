@@ -1,7 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> encoder -> (training, pretrained, gpt, encoder_decoder)``, with ``efficient``
+``data -> functional -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``, with
+``efficient``
 (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains on) beside
 ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``;
 ``viz`` (figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use),
@@ -23,6 +24,7 @@ from .attention import (
     SelfAttentionV2,
 )
 from .data import WORDS, toy_embeddings
+from .decoding import GroupedQueryAttention, KVCache, generate, sample_next_token, top_k_filter
 from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate
 from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
@@ -36,17 +38,7 @@ from .functional import (
     softmax_stable,
     softmax_with_temperature,
 )
-from .gpt import (
-    GPT,
-    BigramLanguageModel,
-    DecoderBlock,
-    evaluate_loss,
-    generate,
-    language_model_loss,
-    next_token_batch,
-    sample_next_token,
-    top_k_filter,
-)
+from .gpt import GPT, BigramLanguageModel, DecoderBlock, evaluate_loss, language_model_loss, next_token_batch
 from .interop import from_torch, to_torch
 from .parameters import ParameterError, check_parameter
 from .pretrained import (
@@ -105,7 +97,9 @@ __all__ = [
     "EncoderDecoder",
     "EncoderLayer",
     "FeedForward",
+    "GroupedQueryAttention",
     "History",
+    "KVCache",
     "LayerNorm",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",

@@ -49,13 +49,24 @@ def _check_sizes(d_in, d_out) -> None:
     check_positive_int("d_out", d_out)
 
 
-def _check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
-    check_positive_int("num_kv_heads", num_kv_heads)
-    if num_heads % num_kv_heads != 0:
+def _check_context(module: nn.Module, x: torch.Tensor, context: torch.Tensor) -> None:
+    """``context``, the sequence cross-attention takes keys and values from, against ``x`` and ``module``."""
+    if module.causal:
         raise ValueError(
-            f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads} so that every key/value head "
-            f"serves the same number of query heads (num_heads % num_kv_heads = {num_heads % num_kv_heads})"
+            "context= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
+            "within one sequence and has no meaning between the queries' sequence and the context's"
         )
+    layout = "(batch, num_context_tokens, d_in)"
+    check_tensor("context", context, (3,), layout)
+    check_size("context", context, -1, module.d_in, "d_in", layout)
+    if context.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"context has batch={context.shape[0]} but x has batch={x.shape[0]} "
+            f"(context {shape_str(context.shape)}, x {shape_str(x.shape)})"
+        )
+    if context.dtype != x.dtype:
+        raise TypeError(f"context has dtype {context.dtype} but x has dtype {x.dtype}; convert one to the other")
+    check_same_device("context", context, "x", x)
 
 
 class SelfAttentionV1(nn.Module):
@@ -177,42 +188,26 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with one set of ``d_in -> d_out`` projections split into heads.
+    """Multi-head attention: one set of ``d_in -> d_out`` projections split into ``num_heads`` heads.
 
-    Each of the ``num_heads`` heads works on its own ``head_dim = d_out // num_heads`` slice of the
-    projected queries, keys and values; the heads' outputs are concatenated back to ``d_out`` and mixed
-    by ``out_proj``.
+    Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
+    the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
+    between two paths that compute the same result:
 
-    Two paths compute the same result:
-
-    - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which
-      materialises the ``(batch, num_heads, num_tokens, num_tokens)`` attention weights. It is used when
-      ``return_weights=True``, and in training mode with ``dropout > 0`` so that dropout masks are drawn
-      exactly as in the book (``nn.Dropout`` on the weights);
-    - the *fast* path, ``F.scaled_dot_product_attention``, a fused kernel that never stores the weights.
-
-    Two options serve a decoder (lesson 10):
-
-    - *cross-attention*: ``forward(x, context=c)`` takes the queries from ``x`` and the keys and values from
-      another sequence ``c`` (an encoder's output), on a module built with ``causal=False``;
-    - a *KV cache* for generation: ``forward(x, use_cache=True)`` keeps this call's keys and values in
-      ``cache_k`` and ``cache_v`` and lets the next call's queries attend to them, so that a new token costs
-      one token's projections instead of the whole prefix's. ``reset_cache()`` empties it.
+    - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises
+      the ``(batch, num_heads, num_tokens, num_keys)`` attention weights. It also runs when ``return_weights=True``
+      and in training mode with ``dropout > 0`` (``nn.Dropout`` on the weights, so the masks are the book's);
+    - the *fused* path, ``F.scaled_dot_product_attention``, one kernel that never stores the weights.
 
     Args:
         d_in, d_out: input and output widths.
-        context_length: the most tokens a causal module accepts (its mask buffer is that size);
-            may be ``None`` when ``causal=False``.
+        context_length: the most tokens a causal module accepts (its mask buffer is that size); may be ``None``
+            when ``causal=False``.
         dropout: probability of dropping an attention weight during training, in [0, 1).
         num_heads: number of heads; must divide ``d_out``.
-        qkv_bias: whether the query, key and value projections have a bias.
+        qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder.
-        proj_bias: whether ``out_proj`` has a bias.
-        num_kv_heads: key/value heads for grouped-query attention; must divide ``num_heads``. ``None`` (the
-            default) gives every query head its own key and value head. With fewer, ``W_key`` and ``W_value``
-            project to ``num_kv_heads * head_dim`` and query head ``h`` uses key/value head
-            ``h // (num_heads // num_kv_heads)``, as ``F.scaled_dot_product_attention(..., enable_gqa=True)``;
-            ``num_kv_heads=1`` is multi-query attention.
+        fused: take the fused path whenever the weights are not needed (default ``True``).
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
     """
@@ -228,234 +223,90 @@ class MultiHeadAttention(nn.Module):
         *,
         causal: bool = True,
         proj_bias: bool = True,
-        num_kv_heads: int | None = None,
+        fused: bool = True,
     ):
         super().__init__()
         _check_sizes(d_in, d_out)
         check_heads(d_out, num_heads)
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        _check_kv_heads(num_heads, num_kv_heads)
         check_probability("dropout", dropout)
-        if context_length is None:
-            if causal:
-                raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
-        else:
+        if context_length is None and causal:
+            raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
+        if context_length is not None:
             check_positive_int("context_length", context_length)
-        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.head_dim = d_out // num_heads
-        self.causal = causal
+        self.d_in, self.d_out, self.context_length, self.causal, self.fused = d_in, d_out, context_length, causal, fused
+        self.num_heads, self.head_dim = num_heads, d_out // num_heads
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
-        if causal:
-            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
-        else:
-            self.mask = None
-        # KV cache: plain attributes, not buffers, so that it stays out of state_dict(). Each is None or
-        # (batch, num_kv_heads, num_cached_tokens, head_dim): stored before any repetition to query heads.
-        self.cache_k: torch.Tensor | None = None
-        self.cache_v: torch.Tensor | None = None
+        # True above the diagonal: key j is in query i's future when j > i.
+        mask = torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1) if causal else None
+        self.register_buffer("mask", mask)
 
-    def reset_cache(self) -> None:
-        """Forget the cached keys and values (before generating from a new prompt)."""
-        self.cache_k = self.cache_v = None
+    def forward(self, x, key_padding_mask=None, return_weights=False, *, context=None):
+        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``context`` (cross-attention).
 
-    @property
-    def num_cached_tokens(self) -> int:
-        return 0 if self.cache_k is None else self.cache_k.shape[2]
+        ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
+        no query may attend to (``nn.MultiheadAttention``'s convention). ``context``: optional
+        ``(batch, num_keys, d_in)`` that keys and values come from, for a module built with ``causal=False``.
+        Returns ``context_vec`` ``(batch, num_tokens, d_out)``, and the ``attn_weights``
+        ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
+        """
+        key_padding_mask = self.check_inputs(x, key_padding_mask, context)
+        return self.attend(x, key_padding_mask, return_weights, context=context)
+
+    def check_inputs(self, x, key_padding_mask=None, context=None, num_keys: int | None = None):
+        """Raise a clear error for a bad input; return ``key_padding_mask`` expanded to ``(batch, num_keys)``."""
+        _check_input(self, x)
+        _check_context_length(x.shape[1], self.context_length)
+        if context is not None:
+            _check_context(self, x, context)
+        num_keys = num_keys or (x if context is None else context).shape[1]
+        if key_padding_mask is None:
+            return None
+        check_bool_mask("key_padding_mask", key_padding_mask, (x.shape[0], num_keys), "(batch, num_keys)", x)
+        return key_padding_mask.expand(x.shape[0], num_keys)  # a (num_keys,) mask serves every sequence
+
+    def attend(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
+        """:meth:`forward` without its input checks, for a module that checks its inputs once for all its layers:
+        ``key_padding_mask`` must be ``None`` or a boolean ``(batch, num_keys)`` tensor, True at padding."""
+        source = x if context is None else context
+        queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
+        keys = self.split_heads(self.W_key(source))  # (batch, num_heads, num_keys, head_dim)
+        values = self.split_heads(self.W_value(source))
+        hidden = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
+        context_vec, attn_weights = self.attend_heads(queries, keys, values, hidden, self.causal, return_weights)
+        return self.merge_heads(context_vec, attn_weights, return_weights)
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
-        batch, num_tokens, width = t.shape  # width: num_heads * head_dim, or num_kv_heads * head_dim for keys/values
-        # (batch, num_tokens, width) -> (batch, num_tokens, heads, head_dim) -> (batch, heads, num_tokens, head_dim)
-        return t.view(batch, num_tokens, width // self.head_dim, self.head_dim).transpose(1, 2)
+        """``(batch, num_tokens, heads * head_dim)`` -> ``(batch, heads, num_tokens, head_dim)``."""
+        return t.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
 
-    def _repeat_kv_heads(self, t: torch.Tensor) -> torch.Tensor:
-        """``(batch, num_kv_heads, num_keys, head_dim)`` -> ``(batch, num_heads, num_keys, head_dim)``: each key/value
-        head repeated for its group of consecutive query heads."""
-        return t.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-
-    def _fused_attention(self, queries, keys, values, **options) -> torch.Tensor:
-        """``F.scaled_dot_product_attention`` with each key/value head shared by its group of query heads.
-
-        torch 2.5 and later share the heads inside the kernel (``enable_gqa=True``, no copy); older torch has no
-        such argument, so there the key/value heads are repeated first. With equal heads nothing is shared.
-        """
-        if self.num_kv_heads == self.num_heads:
-            return F.scaled_dot_product_attention(queries, keys, values, **options)
-        try:
-            return F.scaled_dot_product_attention(queries, keys, values, enable_gqa=True, **options)
-        except TypeError as error:  # torch < 2.5: "got an unexpected keyword argument 'enable_gqa'"
-            if "enable_gqa" not in str(error):
-                raise
-        keys, values = self._repeat_kv_heads(keys), self._repeat_kv_heads(values)
-        return F.scaled_dot_product_attention(queries, keys, values, **options)
-
-    def _check_context(self, x: torch.Tensor, context: torch.Tensor | None, use_cache: bool) -> torch.Tensor:
-        """The sequence keys and values come from: ``context`` for cross-attention, else ``x`` itself."""
-        if context is None:
-            return x
-        if self.causal:
-            raise ValueError(
-                "context= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
-                "within one sequence and has no meaning between the queries' sequence and the context's"
-            )
-        if use_cache:
-            raise ValueError("use_cache=True caches self-attention keys and values; it cannot be used with context=")
-        layout = "(batch, num_context_tokens, d_in)"
-        check_tensor("context", context, (3,), layout)
-        check_size("context", context, -1, self.d_in, "d_in", layout)
-        if context.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"context has batch={context.shape[0]} but x has batch={x.shape[0]} "
-                f"(context {shape_str(context.shape)}, x {shape_str(x.shape)})"
-            )
-        if context.dtype != x.dtype:
-            raise TypeError(f"context has dtype {context.dtype} but x has dtype {x.dtype}; convert one to the other")
-        check_same_device("context", context, "x", x)
-        return context
-
-    def _check_cache(self, batch: int, num_tokens: int) -> None:
-        if not self.causal:
-            raise ValueError(
-                "use_cache=True needs a causal module: without the causal mask, earlier tokens' outputs change "
-                "when a token is added, so they cannot be reused"
-            )
-        num_cached = self.num_cached_tokens
-        if num_cached + num_tokens > self.context_length:
-            raise ValueError(
-                f"the KV cache holds {num_cached} tokens and x adds {num_tokens}, more than "
-                f"context_length={self.context_length}; call reset_cache() or keep the input shorter"
-            )
-        if self.cache_k is not None and self.cache_k.shape[0] != batch:
-            raise ValueError(
-                f"the KV cache holds keys for batch={self.cache_k.shape[0]} but x has batch={batch}; "
-                "call reset_cache() before a new batch"
-            )
-
-    def _append_to_cache(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store this call's keys and values after the cached ones; return all of them.
-
-        Under a causal mask, a token's key and value depend on that token and earlier ones only, so the
-        cached keys and values of earlier tokens are exactly what a full recomputation would give.
-        """
-        if self.cache_k is not None:
-            keys = torch.cat([self.cache_k, keys], dim=2)  # (batch, num_kv_heads, num_cached + num_tokens, head_dim)
-            values = torch.cat([self.cache_v, values], dim=2)
-        self.cache_k, self.cache_v = keys, values
-        return keys, values
-
-    def _hidden_positions(
-        self, num_tokens: int, num_keys: int, key_padding_mask: torch.Tensor | None
-    ) -> torch.Tensor | None:
-        """Boolean mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide.
-
-        With a KV cache, query i is the token at absolute position ``num_keys - num_tokens + i``, so the causal
-        mask's rows are taken from that offset. A single query (one new token during generation) comes after
-        every key it is given, so it needs no causal mask at all, which lets the fused kernel take its fast path.
-        """
-        offset = num_keys - num_tokens  # tokens already in the cache (0 without one)
-        causal = self.causal and num_tokens > 1
-        mask = self.mask[offset : offset + num_tokens, :num_keys] if causal else None  # (num_tokens, num_keys)
-        if key_padding_mask is not None:
-            padding = key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys): hide padded keys
-            mask = padding if mask is None else (mask | padding)
-        return mask
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        key_padding_mask: torch.Tensor | None = None,
-        return_weights: bool = False,
-        *,
-        context: torch.Tensor | None = None,
-        use_cache: bool = False,
-    ):
-        """Attend from ``x`` over ``x`` itself, or over ``context`` (cross-attention).
-
-        Args:
-            x: ``(batch, num_tokens, d_in)``, the sequence the queries come from.
-            key_padding_mask: optional boolean ``(batch, num_keys)`` (or broadcastable to it), ``True`` for
-                padding tokens that no query may attend to (the convention of ``nn.MultiheadAttention``).
-                ``num_keys`` is ``num_context_tokens`` with a context, ``num_cached_tokens + num_tokens``
-                with the cache, else ``num_tokens``.
-            return_weights: also return the per-head attention weights (explicit path).
-            context: optional ``(batch, num_context_tokens, d_in)``; keys and values come from it. Only for a
-                module built with ``causal=False``, whose queries then see every context token.
-            use_cache: append this call's keys and values to ``cache_k``/``cache_v`` and attend over all the
-                cached ones; ``x`` holds the tokens after those already cached (causal modules only).
-
-        Returns:
-            ``context_vec`` ``(batch, num_tokens, d_out)``, or ``(context_vec, attn_weights)`` with
-            ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` when ``return_weights``.
-        """
-        _check_input(self, x)
-        batch, num_tokens, _ = x.shape
-        _check_context_length(num_tokens, self.context_length)
-        source = self._check_context(x, context, use_cache)  # (batch, num_source_tokens, d_in)
-        if use_cache:
-            self._check_cache(batch, num_tokens)
-        num_keys = source.shape[1] + (self.num_cached_tokens if use_cache else 0)
-        if key_padding_mask is not None:
-            check_bool_mask("key_padding_mask", key_padding_mask, (batch, num_keys), "(batch, num_keys)", x)
-            key_padding_mask = key_padding_mask.expand(batch, num_keys)  # (num_keys,) serves every sequence
-        return self.attend(x, key_padding_mask, return_weights, context=context, use_cache=use_cache)
-
-    def attend(self, x, key_padding_mask=None, return_weights=False, *, context=None, use_cache=False):
-        """:meth:`forward` without its input checks, for a module that checked its inputs once for all its layers:
-        ``key_padding_mask`` must be ``None`` or a boolean ``(batch, num_keys)`` tensor, True at padding."""
-        batch, num_tokens, _ = x.shape
-        source = x if context is None else context
-        num_keys = source.shape[1] + (self.num_cached_tokens if use_cache else 0)
-        queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self.split_heads(self.W_key(source))  # (batch, num_kv_heads, num_source_tokens, head_dim)
-        values = self.split_heads(self.W_value(source))
-        if use_cache:
-            keys, values = self._append_to_cache(keys, values)  # (batch, num_kv_heads, num_keys, head_dim)
-
-        dropout_active = self.training and self.dropout.p > 0
-        if return_weights or dropout_active:
-            mask = self._hidden_positions(num_tokens, num_keys, key_padding_mask)
-            keys, values = self._repeat_kv_heads(keys), self._repeat_kv_heads(values)
-            context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
-        else:
-            attn_weights = None
-            if key_padding_mask is None and num_keys == num_tokens:
-                # Fused kernel; is_causal lets it skip the hidden upper triangle without building a mask.
-                context_vec = self._fused_attention(queries, keys, values, is_causal=self.causal)
-            else:
-                # is_causal would align the mask's top-left corner, wrong for queries after cached tokens; and
-                # F.scaled_dot_product_attention's boolean masks mark positions that MAY be attended.
-                hidden = self._hidden_positions(num_tokens, num_keys, key_padding_mask)
-                keep = None if hidden is None else ~hidden
-                context_vec = self._fused_attention(queries, keys, values, attn_mask=keep)
-
-        # Move the head axis back next to head_dim *before* merging them:
-        # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, head_dim)
-        #                                         -> (batch, num_tokens, d_out)
-        context_vec = context_vec.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
-        context_vec = self.out_proj(context_vec)
+    def merge_heads(self, context_vec: torch.Tensor, attn_weights, return_weights: bool):
+        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back next
+        to head_dim *before* the two are merged; then ``out_proj`` mixes the heads."""
+        context_vec = self.out_proj(context_vec.transpose(1, 2).flatten(2))
         return (context_vec, attn_weights) if return_weights else context_vec
 
+    def attend_heads(self, queries, keys, values, hidden=None, causal: bool = False, return_weights: bool = False):
+        """Every head at once: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys``, ``values`` ``(batch,
+        num_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hidden``: None or a boolean mask
+        broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides key j > i."""
+        num_tokens, num_keys = queries.shape[2], keys.shape[2]
+        explicit = return_weights or not self.fused or (self.training and self.dropout.p > 0)
+        if causal and (explicit or hidden is not None):
+            future = self.mask[:num_tokens, :num_keys]  # (num_tokens, num_keys)
+            hidden, causal = (future if hidden is None else hidden | future), False
+        if explicit:
+            return scaled_dot_product_attention(queries, keys, values, hidden, self.dropout)
+        # F.scaled_dot_product_attention's boolean masks mark the positions that MAY be attended.
+        keep = None if hidden is None else ~hidden
+        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, is_causal=causal), None
+
     @classmethod
-    def from_torch(
-        cls, torch_mha: nn.MultiheadAttention, *, causal: bool = False, context_length: int | None = None
-    ) -> MultiHeadAttention:
-        """Build a module with the same weights as a ``torch.nn.MultiheadAttention``.
-
-        Unlike the constructor, ``causal`` defaults to ``False`` here: torch's module has no built-in mask.
-
-        Ours is always batch-first, ``(batch, num_tokens, embed_dim)``. A torch module built with
-        ``batch_first=False`` (torch's default) reads its input as ``(num_tokens, batch, embed_dim)``: fed the
-        same tensor, it silently attends over the batch axis instead of the tokens. Compare with a module built
-        with ``batch_first=True``, or transpose its input and output (``x.transpose(0, 1)``).
-
-        Given the same self-attention input, both compute the same output; pass ``causal=True`` (and a
-        ``context_length``) to compare with torch's module run with a causal ``attn_mask``.
-        ``d_in = d_out = embed_dim``, since torch's query projection is square.
-        """
+    def from_torch(cls, torch_mha: nn.MultiheadAttention, *, causal=False, context_length=None) -> MultiHeadAttention:
+        """The weights of a ``torch.nn.MultiheadAttention`` (batch-first!): :func:`~attention_helpers.from_torch`."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_mha, into=cls, causal=causal, context_length=context_length)

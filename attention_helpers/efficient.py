@@ -29,6 +29,16 @@ def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
+def _online_step(running_max: torch.Tensor, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One block of an online softmax: the new running maximum ``(..., 1)``, the factor ``exp(m_old - m_new)``
+    that rescales the sums kept so far, and the block's terms ``exp(score - m_new)``, same shape as ``block``."""
+    new_max = torch.maximum(running_max, block.amax(dim=-1, keepdim=True))
+    # While a slice has seen only -inf, its maximum is -inf and exp(-inf - -inf) would be nan; shifting by 0
+    # instead keeps every term exp(-inf) = 0, the right value.
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    return new_max, torch.exp(running_max - shift), torch.exp(block - shift)
+
+
 def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> torch.Tensor:
     """Softmax along ``dim`` from one pass over blocks of ``block_size`` scores, then one normalisation.
 
@@ -55,13 +65,8 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
     running_max = torch.full_like(scores[..., :1], float("-inf"))  # (..., 1)
     running_sum = torch.zeros_like(scores[..., :1])  # (..., 1)
     for start in range(0, scores.shape[-1], block_size):
-        block = scores[..., start : start + block_size]  # (..., block_size)
-        new_max = torch.maximum(running_max, block.amax(dim=-1, keepdim=True))
-        # While a slice has seen only -inf, its maximum is -inf and exp(-inf - -inf) would be nan; shifting by 0
-        # instead keeps every term exp(-inf) = 0, the right value.
-        shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
-        running_sum = running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum(dim=-1, keepdim=True)
-        running_max = new_max
+        running_max, rescale, terms = _online_step(running_max, scores[..., start : start + block_size])
+        running_sum = running_sum * rescale + terms.sum(dim=-1, keepdim=True)
     probs = torch.exp(scores - running_max) / running_sum
     return probs.to(x.dtype).movedim(-1, dim)
 
@@ -88,12 +93,6 @@ def tiled_attention_blocks(
     if not causal:
         return torch.ones(len(first_query), len(first_key), dtype=torch.bool)
     return first_key[None, :] <= last_query[:, None]
-
-
-def _check_attention_inputs(queries, keys, values, block_size) -> torch.Size:
-    """Return the broadcast leading shape ``(...)`` after checking the inputs and the block size."""
-    check_positive_int("block_size", block_size)
-    return check_attention_inputs(queries, keys, values)
 
 
 def tiled_attention(
@@ -129,39 +128,41 @@ def tiled_attention(
     saving holds for the forward pass (inference, ``torch.no_grad()``). FlashAttention's backward pass recomputes
     the blocks instead.
     """
-    leading = _check_attention_inputs(queries, keys, values, block_size)
-    num_queries, num_keys, d_k = queries.shape[-2], keys.shape[-2], queries.shape[-1]
-    compute_dtype = _accumulation_dtype(queries.dtype)
+    check_positive_int("block_size", block_size)
+    leading = check_attention_inputs(queries, keys, values)  # the broadcast leading shape (...)
+    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     context_vec = queries.new_empty(*leading, num_queries, values.shape[-1])  # (..., num_queries, d_v)
     if num_queries == 0:
         return context_vec
     blocks = tiled_attention_blocks(num_queries, num_keys, block_size, causal)
-    scale = 1.0 / math.sqrt(d_k)
+    key_ranges = [(k_start, min(k_start + block_size, num_keys)) for k_start in range(0, num_keys, block_size)]
     for i, q_start in enumerate(range(0, num_queries, block_size)):
         q_end = min(q_start + block_size, num_queries)
-        # Scaling the queries before the product keeps float16 scores in range (and is one small multiply).
-        q_block = queries[..., q_start:q_end, :].to(compute_dtype) * scale  # (..., bq, d_k)
-        running_max = q_block.new_full((*leading, q_end - q_start, 1), float("-inf"))  # (..., bq, 1)
-        running_sum = torch.zeros_like(running_max)  # (..., bq, 1)
-        acc = q_block.new_zeros(*leading, q_end - q_start, values.shape[-1])  # (..., bq, d_v)
-        for j, k_start in enumerate(range(0, num_keys, block_size)):
-            if not blocks[i, j]:
-                break  # causal: this key block and every later one lie in the future of every query here
-            k_end = min(k_start + block_size, num_keys)
-            k_block = keys[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_k)
-            v_block = values[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_v)
-            scores = q_block @ k_block.transpose(-2, -1)  # (..., bq, bk): the only scores that exist now
-            if causal and k_end - 1 > q_start:  # the block straddles the diagonal: hide keys after each query
-                key_pos = torch.arange(k_start, k_end, device=scores.device)  # (bk,)
-                query_pos = torch.arange(q_start, q_end, device=scores.device)  # (bq,)
-                future = key_pos[None, :] > query_pos[:, None]  # (bq, bk)
-                scores.masked_fill_(future, float("-inf"))
-            # Every query sees key 0, so each row of the first block, hence every new_max, is finite.
-            new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (..., bq, 1)
-            rescale = torch.exp(running_max - new_max)  # (..., bq, 1): 0 on the first block, then <= 1
-            weights = torch.exp(scores - new_max)  # (..., bq, bk): unnormalised attention weights
-            running_sum = running_sum * rescale + weights.sum(dim=-1, keepdim=True)
-            acc = acc * rescale + weights @ v_block  # (..., bq, d_v)
-            running_max = new_max
-        context_vec[..., q_start:q_end, :] = acc / running_sum
+        computed = [key_range for key_range, needed in zip(key_ranges, blocks[i], strict=True) if needed]
+        context_vec[..., q_start:q_end, :] = _query_block_pass(
+            queries[..., q_start:q_end, :], keys, values, leading, q_start, computed, causal
+        )
     return context_vec
+
+
+def _query_block_pass(q_block, keys, values, leading, q_start, key_ranges, causal) -> torch.Tensor:
+    """The ``(..., bq, d_v)`` context vectors of the queries ``q_start...``: one pass over the key blocks
+    ``key_ranges`` (``(k_start, k_end)`` pairs; causal: the blocks not entirely in the future), online softmax."""
+    compute_dtype = _accumulation_dtype(q_block.dtype)
+    # Scaling the queries before the product keeps float16 scores in range (and is one small multiply).
+    q_block = q_block.to(compute_dtype) * (1.0 / math.sqrt(q_block.shape[-1]))  # (..., bq, d_k)
+    running_max = q_block.new_full((*leading, q_block.shape[-2], 1), float("-inf"))  # (..., bq, 1)
+    running_sum = torch.zeros_like(running_max)  # (..., bq, 1)
+    acc = q_block.new_zeros(*leading, q_block.shape[-2], values.shape[-1])  # (..., bq, d_v)
+    for k_start, k_end in key_ranges:
+        k_block = keys[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_k)
+        v_block = values[..., k_start:k_end, :].to(compute_dtype)  # (..., bk, d_v)
+        scores = q_block @ k_block.transpose(-2, -1)  # (..., bq, bk): the only scores that exist now
+        if causal and k_end - 1 > q_start:  # the block straddles the diagonal
+            key_pos = torch.arange(k_start, k_end, device=scores.device)  # (bk,)
+            query_pos = torch.arange(q_start, q_start + q_block.shape[-2], device=scores.device)  # (bq,)
+            scores.masked_fill_(key_pos[None, :] > query_pos[:, None], float("-inf"))  # keys after each query
+        running_max, rescale, weights = _online_step(running_max, scores)  # weights: unnormalised, (..., bq, bk)
+        running_sum = running_sum * rescale + weights.sum(dim=-1, keepdim=True)
+        acc = acc * rescale + weights @ v_block  # (..., bq, d_v)
+    return acc / running_sum

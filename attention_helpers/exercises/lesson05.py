@@ -47,9 +47,13 @@ def exercise_1(my_dropout) -> bool:
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)  # batch of 1, odd sizes
     large = _hidden_tensor(generator, 301, 199)  # enough entries to measure the fraction dropped
+    # Each family of checks in turn: the first mistake prints its verdict and stops the check.
+    families = (_judge_training_mode, _judge_nothing_to_drop, _judge_fresh_masks, _judge_p_one)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        return _judge_dropout(name, my_dropout, small, large)
+        if all(family(name, my_dropout, small, large) for family in families):
+            return correct(name, " on every hidden tensor, in training and evaluation mode")
+    return False
 
 
 def _run(name, my_dropout, x, p, training, case):
@@ -76,8 +80,8 @@ def _run(name, my_dropout, x, p, training, case):
     return True, out.detach().double()  # compared in float64, whatever dtype the reader returned
 
 
-def _judge_dropout(name, my_dropout, small, large) -> bool:
-    # Training mode: the fraction dropped, then the survivors' values, on hidden tensors.
+def _judge_training_mode(name, my_dropout, small, large) -> bool:
+    """Training mode: the fraction dropped, then the survivors' values, on hidden tensors."""
     for x, p in ((large, 0.3), (large, 0.75), (small, 0.2)):
         case = f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
         ok, out = _run(name, my_dropout, x, p, True, case)
@@ -86,88 +90,99 @@ def _judge_dropout(name, my_dropout, small, large) -> bool:
         if torch.isnan(out).any():
             return not_yet(name, f"the output holds nan {case}", DROPOUT_HINT)
         dropped = out == 0
-        if x.numel() > 1000:
-            fraction, band = dropped.float().mean().item(), _binomial_band(p, x.numel())
-            if abs(fraction - (1 - p)) <= band:
-                return not_yet(
-                    name,
-                    f"you dropped {fraction:.1%} of the entries {case}: you keep an entry with probability p "
-                    "and drop it with probability 1 - p",
-                    "the keep/drop test is reversed: an entry is dropped where its random number is below p",
-                )
-            if abs(fraction - p) > band:
-                per_row = dropped.all(dim=-1) | (~dropped).all(dim=-1)
-                if per_row.all():
-                    return not_yet(
-                        name,
-                        f"each row is dropped or kept as a whole {case}",
-                        "every entry needs a random number of its own: torch.rand_like(x), not one per row",
-                    )
-                return not_yet(
-                    name,
-                    f"you dropped {fraction:.1%} of the entries {case}, expected about {p:.0%} (within {band:.1%})",
-                    DROPOUT_HINT,
-                )
-        survivors, expected = out[~dropped], (x.double() / (1 - p))[~dropped]
-        if not torch.allclose(survivors, expected, rtol=1e-5, atol=1e-6):
-            if torch.allclose(survivors, x.double()[~dropped], rtol=1e-5, atol=1e-6):
-                return not_yet(
-                    name,
-                    f"the surviving entries equal x {case}: they are not scaled",
-                    "divide the survivors by 1 - p, so that each entry keeps its expected value x",
-                )
-            if torch.allclose(survivors, x.double()[~dropped] / p, rtol=1e-5, atol=1e-6):
-                return not_yet(
-                    name,
-                    f"the surviving entries are x / p {case}",
-                    "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
-                )
-            if torch.allclose(survivors, x.double()[~dropped] * (1 - p), rtol=1e-5, atol=1e-6):
-                return not_yet(
-                    name,
-                    f"the surviving entries are x * (1 - p) {case}",
-                    "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
-                )
-            return not_yet(name, f"a surviving entry is not x / (1 - p) {case}", DROPOUT_HINT)
+        if x.numel() > 1000 and not _judge_fraction(name, dropped, p, case):
+            return False
+        if not _judge_survivors(name, out[~dropped], x.double()[~dropped], p, case):
+            return False
+    return True
 
-    # p = 0 and evaluation mode: nothing to drop (after the training-mode checks, which name a reversed test).
-    for x, p, training, case in ((small, 0.4, False, "with training=False"), (small, 0.0, True, "with p = 0")):
-        ok, out = _run(name, my_dropout, x, p, training, case)
+
+def _judge_fraction(name, dropped, p, case) -> bool:
+    """The fraction of entries dropped is p, within five standard deviations; else which mistake it points to."""
+    fraction, band = dropped.float().mean().item(), _binomial_band(p, dropped.numel())
+    if abs(fraction - (1 - p)) <= band:
+        return not_yet(
+            name,
+            f"you dropped {fraction:.1%} of the entries {case}: you keep an entry with probability p "
+            "and drop it with probability 1 - p",
+            "the keep/drop test is reversed: an entry is dropped where its random number is below p",
+        )
+    if abs(fraction - p) <= band:
+        return True
+    if (dropped.all(dim=-1) | (~dropped).all(dim=-1)).all():
+        return not_yet(
+            name,
+            f"each row is dropped or kept as a whole {case}",
+            "every entry needs a random number of its own: torch.rand_like(x), not one per row",
+        )
+    wrong_fraction = f"you dropped {fraction:.1%} of the entries {case}, expected about {p:.0%} (within {band:.1%})"
+    return not_yet(name, wrong_fraction, DROPOUT_HINT)
+
+
+def _judge_survivors(name, survivors, kept_x, p, case) -> bool:
+    """The entries not dropped (float64) are x / (1 - p), from ``kept_x``, the same entries of x; else which
+    wrong scale they have."""
+    if torch.allclose(survivors, kept_x / (1 - p), rtol=1e-5, atol=1e-6):
+        return True
+    if torch.allclose(survivors, kept_x, rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries equal x {case}: they are not scaled",
+            "divide the survivors by 1 - p, so that each entry keeps its expected value x",
+        )
+    if torch.allclose(survivors, kept_x / p, rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries are x / p {case}",
+            "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
+        )
+    if torch.allclose(survivors, kept_x * (1 - p), rtol=1e-5, atol=1e-6):
+        return not_yet(
+            name,
+            f"the surviving entries are x * (1 - p) {case}",
+            "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
+        )
+    return not_yet(name, f"a surviving entry is not x / (1 - p) {case}", DROPOUT_HINT)
+
+
+def _judge_nothing_to_drop(name, my_dropout, small, large) -> bool:
+    """p = 0 and evaluation mode return x (checked after training mode, whose checks name a reversed test)."""
+    for p, training, case, hint in (
+        (0.4, False, "with training=False", "in evaluation mode dropout does nothing: return x unchanged"),
+        (0.0, True, "with p = 0", "with p = 0 no entry is dropped"),
+    ):
+        ok, out = _run(name, my_dropout, small, p, training, case)
         if not ok:
             return False
-        if not torch.allclose(out, x.double()):
-            if training:
-                return not_yet(name, f"the output differs from x {case}", "with p = 0 no entry is dropped")
-            return not_yet(
-                name, f"the output differs from x {case}", "in evaluation mode dropout does nothing: return x unchanged"
-            )
+        if not torch.allclose(out, small.double()):
+            return not_yet(name, f"the output differs from x {case}", hint)
+    return True
 
-    # A fresh mask at every call.
-    ok, again = _run(name, my_dropout, large, 0.3, True, "on a second call")
-    if not ok:
-        return False
-    ok, first = _run(name, my_dropout, large, 0.3, True, "on a third call")
-    if not ok:
-        return False
-    if torch.equal(first == 0, again == 0):
+
+def _judge_fresh_masks(name, my_dropout, small, large) -> bool:
+    """Two calls draw two different masks."""
+    ok, second = _run(name, my_dropout, large, 0.3, True, "on a second call")
+    ok, third = _run(name, my_dropout, large, 0.3, True, "on a third call") if ok else (False, None)
+    if ok and torch.equal(second == 0, third == 0):
         return not_yet(
             name,
             "two calls dropped exactly the same entries",
             "draw a new random mask at every call; do not seed or store the mask inside the function",
         )
+    return ok
 
-    # p = 1 drops everything: no division by 1 - p = 0.
+
+def _judge_p_one(name, my_dropout, small, large) -> bool:
+    """p = 1 drops everything: no division by 1 - p = 0."""
     ok, out = _run(name, my_dropout, small, 1.0, True, "with p = 1")
-    if not ok:
-        return False
-    if not torch.equal(out, torch.zeros_like(out)):
-        problem = "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
-        return not_yet(
-            name,
-            f"{problem} with p = 1",
-            "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0",
-        )
-    return correct(name, " on every hidden tensor, in training and evaluation mode")
+    if not ok or torch.equal(out, torch.zeros_like(out)):
+        return ok
+    problem = "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
+    return not_yet(
+        name,
+        f"{problem} with p = 1",
+        "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0",
+    )
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:

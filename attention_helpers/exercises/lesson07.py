@@ -62,6 +62,17 @@ _PADDING_MISTAKES = (
 )
 
 
+def _wrong_answer(name: str, case: str, answer, expected: torch.Tensor, variants, problem: str, hint: str) -> bool:
+    """Print the "not yet" verdict for a wrong answer and return False: the first of ``variants``, ``(wrong output,
+    what it means, its hint)``, that differs from ``expected`` and that ``answer`` equals names the mistake;
+    otherwise ``problem`` (from :func:`compare`) and the general ``hint``."""
+    if isinstance(answer, torch.Tensor):
+        for wrong, meaning, specific_hint in variants:
+            if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
+                return not_yet(name, f"{meaning} ({case})", specific_hint)
+    return not_yet(name, f"{problem} {case}", hint)
+
+
 def exercise_1(padding_mask) -> bool:
     """``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths."""
     name = "Exercise 1"
@@ -79,12 +90,8 @@ def exercise_1(padding_mask) -> bool:
         problem = compare(answer, expected)
         if problem is None:
             continue
-        if isinstance(answer, torch.Tensor):
-            for wrong, meaning, hint in _PADDING_MISTAKES:
-                candidate = wrong(expected, lengths, num_tokens)
-                if not torch.equal(candidate, expected) and compare(answer, candidate) is None:
-                    return not_yet(name, f"{meaning} ({case})", hint)
-        return not_yet(name, f"{problem} {case}", PADDING_HINT)
+        variants = ((wrong(expected, lengths, num_tokens), meaning, hint) for wrong, meaning, hint in _PADDING_MISTAKES)
+        return _wrong_answer(name, case, answer, expected, variants, problem, PADDING_HINT)
     return correct(name, f" on all {len(_PADDING_CASES)} hidden cases")
 
 
@@ -164,25 +171,16 @@ def exercise_2(my_layer_norm) -> bool:
     cases = _layer_norm_cases()
     for number, args in enumerate(cases, start=1):
         case = f"on case {number} of {len(cases)} (x of shape {tuple(args[0].shape)}, eps {args[3]:g})"
-        ran, answer = run_candidate(
-            name,
-            my_layer_norm,
-            *(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
-            hint=general_hint,
-            case=case,
-        )
+        inputs = (a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        ran, answer = run_candidate(name, my_layer_norm, *inputs, hint=general_hint, case=case)
         if not ran:
             return False
         expected = _reference_layer_norm(*args)
         problem = compare(answer, expected, atol=1e-4)
         if problem is None:
             continue
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            for keywords, meaning, hint in _LAYER_NORM_MISTAKES:
-                wrong = _normalise(*args, **keywords)
-                if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
-                    return not_yet(name, f"{meaning} ({case})", hint)
-        return not_yet(name, f"{problem} {case}", general_hint)
+        variants = ((_normalise(*args, **keywords), meaning, hint) for keywords, meaning, hint in _LAYER_NORM_MISTAKES)
+        return _wrong_answer(name, case, answer, expected, variants, problem, general_hint)
     return correct(name, f" on all {len(cases)} hidden cases")
 
 
@@ -232,78 +230,97 @@ def _parts(torch_layer: nn.TransformerEncoderLayer, num_tokens: int) -> dict:
     }
 
 
-def _block_variants(p: dict):
-    """Plausible wrong blocks, each as (function of x, what it computes, hint)."""
-    attention, norm1, norm2, ffn = p["attention"], p["norm1"], p["norm2"], p["ffn"]
+def _pre_ln_block(
+    parts: dict, x, *, post_ln=False, residuals=(True, True), residual_normalised=False, swap_norms=False, causal=False
+):
+    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake)."""
+    attention = parts["causal_attention" if causal else "attention"]
+    norm1, norm2 = (parts["norm2"], parts["norm1"]) if swap_norms else (parts["norm1"], parts["norm2"])
+    for sublayer, norm, residual in ((attention, norm1, residuals[0]), (parts["ffn"], norm2, residuals[1])):
+        if post_ln:
+            x = norm(x + sublayer(x))
+        else:
+            h = norm(x)
+            x = ((h if residual_normalised else x) + sublayer(h)) if residual else sublayer(h)
+    return x
 
-    def post_ln(x):
-        x = norm1(x + attention(x))
-        return norm2(x + ffn(x))
 
-    def no_attention_residual(x):
-        x = attention(norm1(x))
-        return x + ffn(norm2(x))
+# Plausible wrong blocks: (the wiring given to _pre_ln_block, what it computes, hint)
+_BLOCK_MISTAKES = (
+    (
+        {"post_ln": True},
+        "your block is post-LN: it normalises after adding the residual",
+        "pre-LN normalises the sublayer's input and adds the un-normalised x back: x = x + attention(norm1(x)), "
+        "then x = x + ffn(norm2(x))",
+    ),
+    (
+        {"residuals": (False, True)},
+        "the attention sublayer has no residual connection",
+        "add the attention's input back: x = x + attention(norm1(x))",
+    ),
+    (
+        {"residuals": (True, False)},
+        "the feed-forward sublayer has no residual connection",
+        "add the feed-forward network's input back: x = x + ffn(norm2(x))",
+    ),
+    (
+        {"residuals": (False, False)},
+        "neither sublayer has a residual connection",
+        "each sublayer's input is added to its output: x = x + attention(norm1(x)), then x = x + ffn(norm2(x))",
+    ),
+    (
+        {"residual_normalised": True},
+        "the residual adds the normalised x, not x itself",
+        "keep x un-normalised on the residual path: x = x + attention(norm1(x)), not h = norm1(x); x = h + "
+        "attention(h)",
+    ),
+    (
+        {"swap_norms": True},
+        "norm1 and norm2 are swapped",
+        "norm1 (torch_layer.norm1) goes before the attention, norm2 before the feed-forward network",
+    ),
+    (
+        {"causal": True},
+        "your attention uses a causal mask",
+        "an encoder has no causal mask: from_torch's default causal=False, or causal=False in the constructor",
+    ),
+)
 
-    def no_ffn_residual(x):
-        x = x + attention(norm1(x))
-        return ffn(norm2(x))
 
-    def no_residuals(x):
-        return ffn(norm2(attention(norm1(x))))
-
-    def residual_from_normalised(x):
-        h = norm1(x)
-        x = h + attention(h)
-        h = norm2(x)
-        return h + ffn(h)
-
-    def norms_swapped(x):
-        x = x + attention(norm2(x))
-        return x + ffn(norm1(x))
-
-    def causal(x):
-        x = x + p["causal_attention"](norm1(x))
-        return x + ffn(norm2(x))
-
-    return (
-        (
-            post_ln,
-            "your block is post-LN: it normalises after adding the residual",
-            "pre-LN normalises the sublayer's input and adds the un-normalised x back: x = x + attention(norm1(x)), "
-            "then x = x + ffn(norm2(x))",
-        ),
-        (
-            no_attention_residual,
-            "the attention sublayer has no residual connection",
-            "add the attention's input back: x = x + attention(norm1(x))",
-        ),
-        (
-            no_ffn_residual,
-            "the feed-forward sublayer has no residual connection",
-            "add the feed-forward network's input back: x = x + ffn(norm2(x))",
-        ),
-        (
-            no_residuals,
-            "neither sublayer has a residual connection",
-            "each sublayer's input is added to its output: x = x + attention(norm1(x)), then x = x + ffn(norm2(x))",
-        ),
-        (
-            residual_from_normalised,
-            "the residual adds the normalised x, not x itself",
-            "keep x un-normalised on the residual path: x = x + attention(norm1(x)), not h = norm1(x); x = h + "
-            "attention(h)",
-        ),
-        (
-            norms_swapped,
-            "norm1 and norm2 are swapped",
-            "norm1 (torch_layer.norm1) goes before the attention, norm2 before the feed-forward network",
-        ),
-        (
-            causal,
-            "your attention uses a causal mask",
-            "an encoder has no causal mask: from_torch's default causal=False, or causal=False in the constructor",
-        ),
-    )
+def _run_block(name: str, block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor, case: str):
+    """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode: ``(True, output)``, or
+    ``(False, None)`` after printing what is wrong: an exception, an ``ah.EncoderLayer`` inside, ``None``, or an
+    output that follows torch_layer's parameters (0.5 is added to them, so a block holding copies does not change)."""
+    ran, block = run_candidate(name, block_class, torch_layer, hint=BLOCK_HINT, case=f"building the block {case}")
+    if not ran:
+        return False, None
+    if isinstance(block, nn.Module):
+        if any(isinstance(module, EncoderLayer) for module in block.modules()):
+            return False, not_yet(
+                name,
+                "your block holds an ah.EncoderLayer",
+                "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
+            )
+        block.eval()  # compared in evaluation mode: no dropout
+    with torch.no_grad():
+        ran, answer = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
+    if not ran:
+        return False, None
+    if answer is None:
+        return False, not_yet(name, f"forward returned None {case}", "return x after the two sublayers")
+    with torch.no_grad():
+        for parameter in torch_layer.parameters():
+            parameter.add_(0.5)
+        ran, again = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
+    if not ran:
+        return False, None
+    if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
+        return False, not_yet(
+            name,
+            f"your block still uses torch_layer's own modules or parameters {case}",
+            "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
+        )
+    return True, answer
 
 
 def exercise_3(block_class) -> bool:
@@ -323,51 +340,16 @@ def exercise_3(block_class) -> bool:
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=generator) + 1  # clearly not normalised
         with torch.no_grad():
             expected = torch_layer(x)
-        parts = _parts(torch_layer, num_tokens)
-
-        ran, block = run_candidate(name, block_class, torch_layer, hint=BLOCK_HINT, case=f"building the block {case}")
-        if not ran:
+        parts = _parts(torch_layer, num_tokens)  # copied before _run_block changes torch_layer's parameters
+        ok, answer = _run_block(name, block_class, torch_layer, x, case)
+        if not ok:
             return False
-        if isinstance(block, nn.Module):
-            if any(isinstance(module, EncoderLayer) for module in block.modules()):
-                return not_yet(
-                    name,
-                    "your block holds an ah.EncoderLayer",
-                    "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
-                )
-            block.eval()  # compared in evaluation mode: no dropout
-        with torch.no_grad():
-            ran, answer = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"forward returned None {case}", "return x after the two sublayers")
-        # The block must hold copies: changing PyTorch's layer after the copy must not change the block's output.
-        with torch.no_grad():
-            for parameter in torch_layer.parameters():
-                parameter.add_(0.5)
-            ran, again = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
-        if not ran:
-            return False
-        if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
-            return not_yet(
-                name,
-                f"your block still uses torch_layer's own modules or parameters {case}",
-                "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
-            )
         problem = compare(answer, expected, atol=1e-4)
         if problem is None:
             continue
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            with torch.no_grad():
-                for wrong, meaning, hint in _block_variants(parts):
-                    computed = wrong(x)
-                    if (
-                        compare(computed, expected, atol=1e-3) is not None
-                        and compare(answer, computed, atol=1e-4) is None
-                    ):
-                        return not_yet(name, f"{meaning} ({case})", hint)
-        return not_yet(name, f"{problem} {case}", BLOCK_HINT)
+        with torch.no_grad():
+            variants = ((_pre_ln_block(parts, x, **wiring), meaning, hint) for wiring, meaning, hint in _BLOCK_MISTAKES)
+            return _wrong_answer(name, case, answer, expected, variants, problem, BLOCK_HINT)
     return correct(
         name, f" on all {len(_BLOCK_CASES)} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)"
     )

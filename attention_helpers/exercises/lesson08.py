@@ -87,6 +87,27 @@ def _causal_reverse_accuracy(
         torch.set_num_threads(threads)
 
 
+# Accuracies the check can explain: ((lowest, highest), what such an accuracy means, hint), tried in this order
+_ACCURACY_MISTAKES = (
+    (
+        (0.9, 1.0),
+        "that is what the model without a causal mask scores, which sees every position",
+        "give every attention layer a causal mask before training (lesson 04): replace each "
+        "layer.attention in model.encoder.layers by a causal ah.MultiHeadAttention, then train and evaluate",
+    ),
+    (
+        (0.0, 0.15),
+        "that is about a random guess, what an untrained model scores",
+        "train the causal model (ah.train) before measuring it with ah.evaluate on the held-out set",
+    ),
+    (
+        (0.2, 0.35),
+        "that is about what the model without positions scores, not the causal one",
+        "keep the positional encoding and add a causal mask to every attention layer instead",
+    ),
+)
+
+
 def exercise_2(
     answer,
     *,
@@ -132,25 +153,9 @@ def exercise_2(
             name,
             ": the model gets right the positions whose digit it can see (the second half) and guesses the others",
         )
-    if answer >= 0.9:
-        return not_yet(
-            name,
-            "that is what the model without a causal mask scores, which sees every position",
-            "give every attention layer a causal mask before training (lesson 04): replace each "
-            "layer.attention in model.encoder.layers by a causal ah.MultiHeadAttention, then train and evaluate",
-        )
-    if answer <= 0.15:
-        return not_yet(
-            name,
-            "that is about a random guess, what an untrained model scores",
-            "train the causal model (ah.train) before measuring it with ah.evaluate on the held-out set",
-        )
-    if 0.2 <= answer <= 0.35:
-        return not_yet(
-            name,
-            "that is about what the model without positions scores, not the causal one",
-            "keep the positional encoding and add a causal mask to every attention layer instead",
-        )
+    for (low, high), problem, hint in _ACCURACY_MISTAKES:
+        if low <= answer <= high:
+            return not_yet(name, problem, hint)
     return not_yet(
         name,
         "that is outside the range the check measured for this configuration",

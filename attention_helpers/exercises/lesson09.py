@@ -58,6 +58,42 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ..
     return tuple(cases)
 
 
+def _mean_pool_mistake(answer, token_embeddings, attention_mask, expected) -> tuple[str, str] | None:
+    """(what is wrong, hint) when ``answer`` is one of the plausible wrong means of a padded batch, else None."""
+    if not bool((attention_mask == 0).any()) or not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
+        return None
+    diagnoses = (
+        (
+            token_embeddings.mean(dim=1),
+            "your mean includes the padding tokens too",
+            "leave out the positions where attention_mask is 0: multiply by the mask before summing",
+        ),
+        (
+            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
+            "you divided by the padded length, not by the number of real tokens",
+            "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
+        ),
+        (
+            F.normalize(expected, dim=-1),
+            "your vectors have length 1: that is the sentence embedding, normalised after the mean",
+            "return the mean itself; the model normalises it afterwards",
+        ),
+    )
+    for wrong, problem, hint in diagnoses:
+        if compare(answer, wrong) is None:
+            return problem, hint
+    padded_rows = (attention_mask == 0).any(dim=1)
+    inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
+    answer = answer.detach()
+    if compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any()):
+        return (
+            "your mean is over the padding, not the real tokens: the mask is inverted",
+            "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
+            "keep the tokens where it is 1",
+        )
+    return None
+
+
 @torch.no_grad()
 def exercise_1(my_mean_pool) -> bool:
     """``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's
@@ -68,54 +104,19 @@ def exercise_1(my_mean_pool) -> bool:
     if not callable(my_mean_pool):
         return not_yet(name, f"my_mean_pool must be a function, got {type(my_mean_pool).__name__}", "def ...")
     batches = _hidden_cases()
+    hint = "weight each token vector by its mask value (1 or 0), sum over the tokens, divide by the mask's sum"
     for number, (attention_mask, token_embeddings, expected) in enumerate(batches, start=1):
         where = f"on hidden batch {number} of {len(batches)}"
-        ran, answer = run_candidate(
-            name,
-            my_mean_pool,
-            token_embeddings.clone(),
-            attention_mask.clone(),
-            hint="weight each token vector by its mask value (1 or 0), sum over the tokens, divide by the mask's sum",
-            case=where,
-        )
+        inputs = (token_embeddings.clone(), attention_mask.clone())
+        ran, answer = run_candidate(name, my_mean_pool, *inputs, hint=hint, case=where)
         if not ran:
             return False
         problem = compare(answer, expected)
         if problem is None:
             continue
-        has_padding = bool((attention_mask == 0).any())
-        if has_padding and isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            padded_rows = (attention_mask == 0).any(dim=1)
-            inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
-            real_sum = (token_embeddings * attention_mask[..., None]).sum(dim=1)
-            diagnoses = (
-                (
-                    token_embeddings.mean(dim=1),
-                    "your mean includes the padding tokens too",
-                    "leave out the positions where attention_mask is 0: multiply by the mask before summing",
-                ),
-                (
-                    real_sum / attention_mask.shape[1],
-                    "you divided by the padded length, not by the number of real tokens",
-                    "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
-                ),
-                (
-                    F.normalize(expected, dim=-1),
-                    "your vectors have length 1: that is the sentence embedding, normalised after the mean",
-                    "return the mean itself; the model normalises it afterwards",
-                ),
-            )
-            for wrong, problem_text, hint in diagnoses:
-                if compare(answer, wrong) is None:
-                    return not_yet(name, f"{problem_text} ({where})", hint)
-            rows = answer.detach()[padded_rows]
-            if compare(rows, inverted[padded_rows]) is None or bool(answer.detach()[~padded_rows].isnan().any()):
-                return not_yet(
-                    name,
-                    f"your mean is over the padding, not the real tokens: the mask is inverted ({where})",
-                    "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
-                    "keep the tokens where it is 1",
-                )
+        mistake = _mean_pool_mistake(answer, token_embeddings, attention_mask, expected)
+        if mistake is not None:
+            return not_yet(name, f"{mistake[0]} ({where})", mistake[1])
         return not_yet(
             name,
             f"{problem} {where}",

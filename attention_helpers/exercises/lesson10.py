@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..attention import MultiHeadAttention
-from ..gpt import top_k_filter
+from ..decoding import top_k_filter
 from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 _SEED = 10_01

@@ -16,7 +16,7 @@ import numbers
 
 import torch
 
-from ..attention import MultiHeadAttention
+from ..decoding import GroupedQueryAttention
 from ..gpt import GPT, evaluate_loss, language_model_loss, next_token_batch
 from ..text import CharTokenizer, shakespeare_text
 from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
@@ -125,19 +125,17 @@ def exercise_1(update) -> bool:
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
 
 
-def reference_to_grouped(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int) -> GroupedQueryAttention:
     """The check's conversion: key/value head ``g`` of the result is the mean of the key/value heads of
-    query heads ``g * group .. (g + 1) * group - 1`` (the grouping of ``MultiHeadAttention``)."""
+    query heads ``g * group .. (g + 1) * group - 1`` (the grouping of ``GroupedQueryAttention``)."""
     head_dim, group = attention.head_dim, attention.num_heads // num_kv_heads
-    grouped = MultiHeadAttention(
+    grouped = GroupedQueryAttention(
         attention.d_in,
         attention.d_out,
         attention.context_length,
         attention.dropout.p,
         attention.num_heads,
         qkv_bias=attention.W_query.bias is not None,
-        causal=attention.causal,
-        proj_bias=attention.out_proj.bias is not None,
         num_kv_heads=num_kv_heads,
     )
     state = {k: v.clone() for k, v in attention.state_dict().items()}
@@ -188,14 +186,14 @@ def _summed(attention, num_kv_heads):
     return converted
 
 
-def _layer_cases() -> list[tuple[MultiHeadAttention, int, torch.Tensor]]:
+def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
     """Hidden causal layers (``d_in != d_out``, biases on and off) with a kv-head count and an input."""
     generator = hidden_generator(_SEED + 1)
     cases = []
     for d_in, d_out, num_heads, num_kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
-            layer = MultiHeadAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
+            layer = GroupedQueryAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
         cases.append((layer, num_kv_heads, torch.randn(2, 9, d_in, generator=generator)))
     return cases
 
@@ -203,7 +201,7 @@ def _layer_cases() -> list[tuple[MultiHeadAttention, int, torch.Tensor]]:
 def _check_to_grouped(name: str, to_grouped) -> bool | None:
     """None when ``to_grouped`` converts every hidden layer right; else print the verdict and return False."""
     hint = (
-        "build ah.MultiHeadAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
+        "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
         "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
         "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
     )
@@ -217,9 +215,11 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
         ran, converted = run_candidate(name, to_grouped, layer, num_kv_heads, hint=hint, case=where)
         if not ran:
             return False
-        if not isinstance(converted, MultiHeadAttention):
+        if not isinstance(converted, GroupedQueryAttention):
             return not_yet(
-                name, f"to_grouped must return an ah.MultiHeadAttention, got {type(converted).__name__} {where}", hint
+                name,
+                f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__} {where}",
+                hint,
             )
         if converted.num_kv_heads != num_kv_heads:
             return not_yet(
@@ -254,7 +254,7 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = GPT(int(data.max()) + 1, 32, 64, 4, 2, drop_prob=0.0)
+            model = GPT(int(data.max()) + 1, 32, 64, 4, 2, dropout=0.0)
             optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
             generator = torch.Generator().manual_seed(seed)
             for _ in range(num_steps):

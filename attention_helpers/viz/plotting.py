@@ -108,43 +108,8 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     if ax is None:
         ax = plt.figure(figsize=(4.2, 4.2)).add_subplot()
     reach = 1.35 * max(len_a, len_b)
-    # each name sits beside its arrow's tip, on the side away from the other arrow (clear of the angle's label);
-    # arrows along one line get opposite sides, so that their names do not overlap
-    b_turns_left = float(a[0] * b[1] - a[1] * b[0]) > 1e-9 * len_a * len_b  # cross product > 0
-    side_a = -1 if b_turns_left else 1
-    # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
-    arrows = ((a, a_label, len_a, "C0", side_a, 2.0, 1.0, 3), (b, b_label, len_b, "C1", -side_a, 3.5, 0.7, 2))
-    for vector, label, length, color, side, width, alpha, zorder in arrows:
-        x, y = vector.tolist()
-        arrow = {"arrowstyle": "-|>", "color": color, "lw": width, "alpha": alpha}
-        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=arrow, zorder=zorder)
-        normal_x, normal_y = -y / length, x / length
-        ax.text(
-            x + side * 0.18 * reach * normal_x,
-            y + side * 0.18 * reach * normal_y,
-            f"{label}\n|{label}| = {length:.2f}",
-            color=color,
-            ha="center",
-            va="center",
-        )
-    # the angle: an arc from a's direction to b's, the short way round
-    start = math.atan2(float(a[1]), float(a[0]))
-    turn = math.atan2(float(b[1]), float(b[0])) - start
-    turn = (turn + math.pi) % (2 * math.pi) - math.pi
-    radius = 0.3 * min(len_a, len_b)
-    steps = [start + turn * t / 40 for t in range(41)]
-    ax.plot([radius * math.cos(t) for t in steps], [radius * math.sin(t) for t in steps], color="gray", lw=1)
-    middle = start + turn / 2 - (0.5 if abs(turn) < 0.3 else 0.0)  # off the arrows when they are (nearly) parallel
-    ax.text(
-        2.6 * radius * math.cos(middle),
-        2.6 * radius * math.sin(middle),
-        f"θ = {angle:.0f}°",
-        color="dimgray",
-        ha="center",
-        va="center",
-        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},  # readable across the axis lines
-        zorder=4,
-    )
+    _draw_named_arrows(ax, a, b, a_label, b_label, reach)
+    _draw_angle(ax, a, b, 0.3 * min(len_a, len_b), f"θ = {angle:.0f}°")
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
     ax.set_aspect("equal")
@@ -154,6 +119,36 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     ax.set_ylabel("dimension 2")
     ax.set_title(f"{a_label} · {b_label} = {len_a:.2f} × {len_b:.2f} × cos {angle:.0f}° = {dot:+.2f}", fontsize=10)
     return ax
+
+
+def _draw_named_arrows(ax, a: torch.Tensor, b: torch.Tensor, a_label: str, b_label: str, reach: float) -> None:
+    """Arrows from the origin to ``a`` and ``b``, each named with its length beside its tip."""
+    len_a, len_b = float(a.norm()), float(b.norm())
+    # each name sits beside its arrow's tip, on the side away from the other arrow (clear of the angle's label);
+    # arrows along one line get opposite sides, so that their names do not overlap
+    side_a = -1 if float(a[0] * b[1] - a[1] * b[0]) > 1e-9 * len_a * len_b else 1  # -1: b turns left of a
+    # a drawn thinner and on top, so that it stays visible along a longer b pointing the same way
+    arrows = ((a, a_label, len_a, "C0", side_a, 2.0, 1.0, 3), (b, b_label, len_b, "C1", -side_a, 3.5, 0.7, 2))
+    for vector, label, length, color, side, width, alpha, zorder in arrows:
+        x, y = vector.tolist()
+        arrow = {"arrowstyle": "-|>", "color": color, "lw": width, "alpha": alpha}
+        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops=arrow, zorder=zorder)
+        normal_x, normal_y = -y / length, x / length
+        name_xy = (x + side * 0.18 * reach * normal_x, y + side * 0.18 * reach * normal_y)
+        ax.text(*name_xy, f"{label}\n|{label}| = {length:.2f}", color=color, ha="center", va="center")
+
+
+def _draw_angle(ax, a: torch.Tensor, b: torch.Tensor, radius: float, text: str) -> None:
+    """An arc of ``radius`` from a's direction to b's, the short way round, with ``text`` beyond its middle."""
+    start = math.atan2(float(a[1]), float(a[0]))
+    turn = math.atan2(float(b[1]), float(b[0])) - start
+    turn = (turn + math.pi) % (2 * math.pi) - math.pi
+    steps = [start + turn * t / 40 for t in range(41)]
+    ax.plot([radius * math.cos(t) for t in steps], [radius * math.sin(t) for t in steps], color="gray", lw=1)
+    middle = start + turn / 2 - (0.5 if abs(turn) < 0.3 else 0.0)  # off the arrows when they are (nearly) parallel
+    bbox = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1}  # readable across the axis lines
+    text_xy = (2.6 * radius * math.cos(middle), 2.6 * radius * math.sin(middle))
+    ax.text(*text_xy, text, color="dimgray", ha="center", va="center", bbox=bbox, zorder=4)
 
 
 def plot_context_vector(

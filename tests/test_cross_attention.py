@@ -1,4 +1,4 @@
-"""MultiHeadAttention's two decoder features: cross-attention (``context=``) and the KV cache (``use_cache=``)."""
+"""MultiHeadAttention's cross-attention (``context=``): queries from one sequence, keys and values from another."""
 
 import pytest
 import torch
@@ -83,66 +83,3 @@ def test_cross_attention_bad_input_names_what_is_wrong():
         cross(x, context=torch.ones(2, 5, 6, dtype=torch.long))
     with pytest.raises(TypeError, match="context has dtype torch.float64 but x has dtype torch.float32"):
         cross(x, context=torch.ones(2, 5, 6, dtype=torch.float64))
-
-
-# --- KV cache -----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9]])
-@pytest.mark.parametrize("explicit", [False, True], ids=["fast", "explicit"])
-def test_cached_chunks_give_the_same_output_as_one_full_pass(chunks, explicit):
-    """Under a causal mask earlier keys and values never change, so feeding the tokens a few at a time with the
-    cache must reproduce the full pass, row for row, attention weights included."""
-    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3, qkv_bias=True)).eval()
-    x = torch.randn(2, 9, 6)
-    full, full_weights = mha(x, return_weights=True)
-    outputs, start = [], 0
-    for size in chunks:
-        piece = x[:, start : start + size]
-        if explicit:
-            out, weights = mha(piece, return_weights=True, use_cache=True)
-            close(weights, full_weights[:, :, start : start + size, : start + size])
-        else:
-            out = mha(piece, use_cache=True)
-        outputs.append(out)
-        start += size
-        assert mha.cache_k.shape == mha.cache_v.shape == (2, 3, start, 4)  # (batch, num_heads, cached, head_dim)
-    close(torch.cat(outputs, dim=1), full)
-
-
-def test_cache_with_a_padding_mask_over_all_keys_matches_the_full_pass():
-    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3)).eval()
-    x = torch.randn(2, 6, 6)
-    padding = torch.zeros(2, 6, dtype=torch.bool)
-    padding[1, 2] = True  # a hole in the middle of sequence 1
-    full = mha(x, padding)
-    steps = [mha(x[:, i : i + 1], padding[:, : i + 1], use_cache=True) for i in range(6)]
-    close(torch.cat(steps, dim=1)[:, 3:], full[:, 3:])
-    close(torch.cat(steps, dim=1)[0], full[0])
-
-
-def test_reset_cache_starts_a_new_sequence_and_the_cache_is_not_saved():
-    mha = perturb_(MultiHeadAttention(6, 12, 10, 0.0, 3)).eval()
-    first, second = torch.randn(1, 4, 6), torch.randn(1, 4, 6)
-    mha(first, use_cache=True)
-    assert mha.num_cached_tokens == 4
-    assert "cache_k" not in mha.state_dict() and "cache_v" not in mha.state_dict()
-    mha.reset_cache()
-    assert mha.cache_k is None and mha.cache_v is None and mha.num_cached_tokens == 0
-    close(mha(second, use_cache=True), mha(second))
-
-
-def test_cache_bad_use_names_what_is_wrong():
-    mha = MultiHeadAttention(6, 12, 5, 0.0, 3)
-    mha(torch.randn(2, 4, 6), use_cache=True)
-    with pytest.raises(ValueError, match=r"holds 4 tokens and x adds 2.*context_length=5.*reset_cache"):
-        mha(torch.randn(2, 2, 6), use_cache=True)
-    with pytest.raises(ValueError, match="batch=2 but x has batch=3"):
-        mha(torch.randn(3, 1, 6), use_cache=True)
-    with pytest.raises(ValueError, match="needs a causal module"):
-        MultiHeadAttention(6, 12, None, 0.0, 3, causal=False)(torch.randn(2, 4, 6), use_cache=True)
-    with pytest.raises(ValueError, match="causal=False"):
-        mha(torch.randn(2, 1, 6), use_cache=True, context=torch.randn(2, 3, 6))
-    # with the cache, the padding mask covers every key: the 4 cached tokens and the new one
-    with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 3\).*\(2, 5\)"):
-        mha(torch.randn(2, 1, 6), torch.zeros(2, 3, dtype=torch.bool), use_cache=True)

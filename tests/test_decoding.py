@@ -1,0 +1,308 @@
+"""decoding: grouped-query attention (GroupedQueryAttention(..., num_kv_heads=...)) and the explicit KV cache."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import perturb_
+
+from attention_helpers import GroupedQueryAttention, KVCache, MultiHeadAttention, to_torch
+
+D_IN, D_OUT, NUM_HEADS, CONTEXT = 5, 12, 6, 16  # head_dim 2, d_in != d_out
+
+
+def grouped(num_kv_heads, qkv_bias=True):
+    return perturb_(
+        GroupedQueryAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias, num_kv_heads=num_kv_heads)
+    ).eval()
+
+
+def with_repeated_kv_weights(gqa: GroupedQueryAttention) -> MultiHeadAttention:
+    """An ordinary module (one kv head per query head) whose key/value weights repeat each of ``gqa``'s kv heads
+    for its group of query heads: the textbook definition of grouped-query attention."""
+    full = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, True).eval()
+    group = gqa.num_heads // gqa.num_kv_heads
+    with torch.no_grad():
+        full.W_query.load_state_dict(gqa.W_query.state_dict())
+        full.out_proj.load_state_dict(gqa.out_proj.state_dict())
+        for ours, theirs in ((full.W_key, gqa.W_key), (full.W_value, gqa.W_value)):
+            # rows of the projection come in head_dim-sized chunks, one per head
+            ours.weight.copy_(
+                theirs.weight.unflatten(0, (gqa.num_kv_heads, -1)).repeat_interleave(group, 0).flatten(0, 1)
+            )
+            ours.bias.copy_(theirs.bias.unflatten(0, (gqa.num_kv_heads, -1)).repeat_interleave(group, 0).flatten(0, 1))
+    return full
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 3, 6])
+def test_grouped_query_attention_equals_repeating_the_kv_heads(num_kv_heads):
+    gqa = grouped(num_kv_heads)
+    full = with_repeated_kv_weights(gqa)
+    x = torch.randn(3, 9, D_IN)
+    padding = torch.zeros(3, 9, dtype=torch.bool)
+    padding[1, 6:] = True
+    with torch.no_grad():
+        expected, expected_weights = full(x, return_weights=True)
+        context_vec, attn_weights = gqa(x, return_weights=True)  # explicit path
+        torch.testing.assert_close(context_vec, expected)
+        torch.testing.assert_close(attn_weights, expected_weights)
+        torch.testing.assert_close(gqa(x), expected)  # fast path
+        torch.testing.assert_close(gqa(x, padding), full(x, padding))
+        torch.testing.assert_close(gqa(x, padding, return_weights=True)[0], full(x, padding))
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 3])
+def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
+    gqa = grouped(num_kv_heads)
+    x = torch.randn(2, 11, D_IN)
+    with torch.no_grad():
+        queries = gqa.W_query(x).unflatten(-1, (NUM_HEADS, -1)).transpose(1, 2)  # (2, 6, 11, 2)
+        keys = gqa.W_key(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)  # (2, num_kv_heads, 11, 2)
+        values = gqa.W_value(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)
+        context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+        expected = gqa.out_proj(context.transpose(1, 2).flatten(2))
+        torch.testing.assert_close(gqa(x), expected)
+        torch.testing.assert_close(gqa(x, return_weights=True)[0], expected)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_grouped_query_gradients_are_the_repeated_heads_gradients_summed(return_weights):
+    """A shared kv head gets the gradients of all the copies it stands for (both paths)."""
+    gqa = grouped(2)
+    full = with_repeated_kv_weights(gqa)
+    x = torch.randn(2, 7, D_IN)
+    for module in (gqa, full):
+        output = module(x, return_weights=True)[0] if return_weights else module(x)
+        output.square().sum().backward()
+    torch.testing.assert_close(gqa.W_query.weight.grad, full.W_query.weight.grad)
+    for ours, theirs in ((gqa.W_key, full.W_key), (gqa.W_value, full.W_value)):
+        # (num_heads * head_dim, d_in) -> (num_kv_heads, group, head_dim, d_in), summed over each group
+        summed = theirs.weight.grad.unflatten(0, (gqa.num_kv_heads, NUM_HEADS // gqa.num_kv_heads, -1)).sum(1)
+        torch.testing.assert_close(ours.weight.grad, summed.flatten(0, 1))
+
+
+def test_grouped_query_attention_trains_with_dropout_on_the_explicit_path():
+    module = GroupedQueryAttention(D_IN, D_OUT, CONTEXT, 0.5, NUM_HEADS, num_kv_heads=2)
+    x = torch.randn(2, 7, D_IN, requires_grad=True)
+    module(x).sum().backward()
+    assert module.W_key.weight.grad.shape == (2 * 2, D_IN) and x.grad.isfinite().all()
+
+
+def test_fewer_kv_heads_mean_fewer_key_value_parameters_and_a_smaller_kv_cache():
+    head_dim = D_OUT // NUM_HEADS
+    default = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias=True)
+    counts = {}
+    for num_kv_heads in (6, 3, 2, 1):
+        module = GroupedQueryAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, qkv_bias=True, num_kv_heads=num_kv_heads)
+        kv_params = sum(p.numel() for layer in (module.W_key, module.W_value) for p in layer.parameters())
+        assert kv_params == 2 * (D_IN + 1) * num_kv_heads * head_dim
+        counts[num_kv_heads] = kv_params
+        # what a KV cache stores per token: this call's keys and values, before any repetition
+        x = torch.randn(1, 4, D_IN)
+        cached_per_token = (module.W_key(x).shape[-1] + module.W_value(x).shape[-1]) * x.element_size()
+        assert cached_per_token == 2 * num_kv_heads * head_dim * 4
+    assert (
+        counts[6] == 6 * counts[1]
+        and counts[6] == sum(p.numel() for p in (default.W_key.weight, default.W_key.bias)) * 2
+    )
+
+
+def test_default_keeps_the_parameter_layout_and_seeded_values():
+    torch.manual_seed(123)
+    default = MultiHeadAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS)
+    torch.manual_seed(123)
+    grouped_default = GroupedQueryAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS)
+    assert grouped_default.num_kv_heads == NUM_HEADS
+    assert [name for name, _ in default.named_parameters()] == [
+        "W_query.weight",
+        "W_key.weight",
+        "W_value.weight",
+        "out_proj.weight",
+        "out_proj.bias",
+    ]
+    for (name, a), (_, b) in zip(default.state_dict().items(), grouped_default.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize(
+    ("num_kv_heads", "error", "message"),
+    [
+        (4, ValueError, "num_heads=6 must be divisible by num_kv_heads=4"),
+        (0, ValueError, "num_kv_heads must be at least 1"),
+        (12, ValueError, "num_heads=6 must be divisible by num_kv_heads=12"),
+        (2.0, TypeError, "num_kv_heads must be an int"),
+        (True, TypeError, "num_kv_heads must be an int"),
+    ],
+)
+def test_bad_num_kv_heads_is_rejected(num_kv_heads, error, message):
+    with pytest.raises(error, match=message):
+        GroupedQueryAttention(D_IN, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=num_kv_heads)
+
+
+def test_to_torch_rejects_grouped_query_attention():
+    module = GroupedQueryAttention(D_OUT, D_OUT, CONTEXT, 0.0, NUM_HEADS, num_kv_heads=2)
+    with pytest.raises(ValueError, match="num_heads=6 and num_kv_heads=2"):
+        to_torch(module)
+
+
+def test_the_kv_cache_of_grouped_query_attention_holds_only_the_kv_heads():
+    """Lessons 10 and 11 together: the cache stores keys and values before they are repeated to the query heads,
+    so grouped-query attention caches num_kv_heads heads, and cached equals uncached computation."""
+    gqa = GroupedQueryAttention(8, 12, 10, 0.0, 4, num_kv_heads=2).eval()
+    x = torch.randn(2, 7, 8)
+    with torch.no_grad():
+        full = gqa(x)
+        cache = KVCache(1, 2, 2, 7, 3)  # (num_layers, batch, num_kv_heads, capacity, head_dim)
+        pieces = []
+        for start, end in ((0, 4), (4, 5), (5, 6), (6, 7)):
+            pieces.append(gqa(x[:, start:end], past_key_values=cache))
+            cache.advance(end - start)
+        torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-6, rtol=1e-5)
+        assert cache.keys.shape == cache.values.shape == (1, 2, 2, 7, 3)
+        cache = KVCache(1, 2, 2, 7, 3)
+        _, weights = gqa(x[:, :5], past_key_values=cache, return_weights=True)
+        cache.advance(5)
+        _, step_weights = gqa(x[:, 5:6], past_key_values=cache, return_weights=True)
+        assert weights.shape == (2, 4, 5, 5) and step_weights.shape == (2, 4, 1, 6)
+
+
+def _sdpa_without_enable_gqa(monkeypatch):
+    """Make the fused kernel behave like torch 2.3 and 2.4, which have no ``enable_gqa`` argument; returns the
+    list of calls, to show the fused path was taken."""
+    original = F.scaled_dot_product_attention
+    calls = []
+
+    def old_sdpa(*args, **kwargs):
+        if "enable_gqa" in kwargs:
+            raise TypeError("scaled_dot_product_attention() got an unexpected keyword argument 'enable_gqa'")
+        calls.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", old_sdpa)  # the name attention.py looks up
+    return calls
+
+
+@pytest.mark.parametrize("num_kv_heads", [6, 3, 1], ids=["equal heads", "grouped", "multi-query"])
+@pytest.mark.parametrize("padding", [False, True], ids=["is_causal", "mask"])
+def test_the_fused_path_runs_on_a_torch_without_enable_gqa(monkeypatch, num_kv_heads, padding):
+    """torch added enable_gqa= in 2.5; the package supports torch>=2.3, so it repeats the kv heads itself and never
+    passes the argument: the fused path runs where the argument is missing."""
+    module = grouped(num_kv_heads)
+    x = torch.randn(2, 9, D_IN)
+    mask = torch.zeros(2, 9, dtype=torch.bool) if padding else None
+    if padding:
+        mask[1, 7:] = True
+    with torch.no_grad():
+        expected = module(x, mask)
+        calls = _sdpa_without_enable_gqa(monkeypatch)
+        torch.testing.assert_close(module(x, mask), expected)
+    assert calls, "the fused kernel was not called"
+
+
+# --- the KV cache -------------------------------------------------------------------------------------------
+
+
+def close(actual, expected, atol=1e-5):
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
+
+
+def run_in_chunks(attention, x, chunks, padding=None, return_weights=False):
+    """Feed ``x`` to ``attention`` a few tokens at a time through one KVCache; returns the outputs (and weights)."""
+    cache = KVCache(1, x.shape[0], attention.num_kv_heads, x.shape[1], attention.head_dim)
+    outputs, start = [], 0
+    for size in chunks:
+        mask = None if padding is None else padding[:, : start + size]
+        outputs.append(attention(x[:, start : start + size], mask, return_weights, past_key_values=cache))
+        cache.advance(size)
+        start += size
+    return outputs, cache
+
+
+@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9]])
+@pytest.mark.parametrize("explicit", [False, True], ids=["fused", "explicit"])
+def test_cached_chunks_give_the_same_output_as_one_full_pass(chunks, explicit):
+    """Under a causal mask earlier keys and values never change, so feeding the tokens a few at a time with the
+    cache must reproduce the full pass, row for row, attention weights included."""
+    gqa = perturb_(GroupedQueryAttention(6, 12, 10, 0.0, 3, qkv_bias=True)).eval()
+    x = torch.randn(2, 9, 6)
+    full, full_weights = gqa(x, return_weights=True)
+    with torch.no_grad():
+        outputs, cache = run_in_chunks(gqa, x, chunks, return_weights=explicit)
+    if explicit:
+        start = 0
+        for size, (_, weights) in zip(chunks, outputs, strict=True):
+            close(weights, full_weights[:, :, start : start + size, : start + size])
+            start += size
+        outputs = [out for out, _ in outputs]
+    close(torch.cat(outputs, dim=1), full)
+    assert cache.num_tokens == 9
+    # what the cache holds is the keys of the full pass, head by head: (batch, num_heads, tokens, head_dim)
+    close(cache.keys[0], gqa.split_heads(gqa.W_key(x)))
+
+
+def test_cache_with_a_padding_mask_over_all_keys_matches_the_full_pass():
+    gqa = perturb_(GroupedQueryAttention(6, 12, 10, 0.0, 3)).eval()
+    x = torch.randn(2, 6, 6)
+    padding = torch.zeros(2, 6, dtype=torch.bool)
+    padding[1, 2] = True  # a hole in the middle of sequence 1
+    full = gqa(x, padding)
+    with torch.no_grad():
+        steps, _ = run_in_chunks(gqa, x, [1] * 6, padding)
+    close(torch.cat(steps, dim=1)[:, 3:], full[:, 3:])
+    close(torch.cat(steps, dim=1)[0], full[0])
+
+
+def test_the_modules_keep_no_cache_state():
+    """The cache lives in the KVCache object only: after a cached call with gradients on, the module has no extra
+    tensors, state_dict() is unchanged, and a deepcopy works (a cache inside the module held non-leaf tensors)."""
+    gqa = perturb_(GroupedQueryAttention(6, 12, 10, 0.0, 3))
+    keys_before = list(gqa.state_dict())
+    x = torch.randn(1, 4, 6, requires_grad=True)
+    cache = KVCache(1, 1, 3, 10, 4)
+    gqa(x, past_key_values=cache).sum().backward(retain_graph=True)
+    cache.advance(4)
+    assert list(gqa.state_dict()) == keys_before
+    tensors = [name for name, value in vars(gqa).items() if isinstance(value, torch.Tensor)]
+    assert tensors == [], f"tensors kept on the module: {tensors}"
+    clone = copy.deepcopy(gqa)
+    close(clone(x), gqa(x))
+    second = torch.randn(1, 4, 6)
+    close(gqa(second), gqa(second, past_key_values=KVCache(1, 1, 3, 10, 4)))  # a new cache: a new sequence
+
+
+def test_the_cache_writes_in_place_and_returns_views():
+    """Preallocated: update() copies a step's keys into the cache and returns views of it, so no step recopies the
+    tokens already cached."""
+    cache = KVCache(2, 1, 3, 8, 4)
+    storage = cache.keys.data_ptr()
+    for step in range(8):
+        keys, values = cache.update(1, torch.full((1, 3, 1, 4), float(step)), torch.zeros(1, 3, 1, 4))
+        cache.advance(1)
+        assert keys.shape == (1, 3, step + 1, 4) and keys.data_ptr() == storage + cache.keys[1].storage_offset() * 4
+        assert torch.equal(keys[0, 0, :, 0], torch.arange(step + 1, dtype=torch.float32))
+    assert cache.keys.data_ptr() == storage and torch.equal(cache.keys[0], torch.zeros(1, 3, 8, 4))
+
+
+def test_cache_bad_use_names_what_is_wrong():
+    gqa = GroupedQueryAttention(6, 12, 5, 0.0, 3)
+    cache = KVCache(1, 2, 3, 5, 4)
+    gqa(torch.randn(2, 4, 6), past_key_values=cache)
+    cache.advance(4)
+    with pytest.raises(ValueError, match=r"holds 4 tokens and the input adds 2.*capacity=5"):
+        gqa(torch.randn(2, 2, 6), past_key_values=cache)
+    with pytest.raises(ValueError, match="batch=2 but the input has batch=3"):
+        gqa(torch.randn(3, 1, 6), past_key_values=cache)
+    with pytest.raises(ValueError, match="num_kv_heads=3, head_dim=4 but the attention layer has num_kv_heads=1"):
+        GroupedQueryAttention(6, 12, 5, 0.0, 3, num_kv_heads=1)(torch.randn(2, 1, 6), past_key_values=cache)
+    with pytest.raises(TypeError, match="the cache holds torch.float32 on cpu, the input is torch.float64"):
+        gqa.double()(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=cache)
+    with pytest.raises(TypeError, match="past_key_values must be a KVCache, got tuple"):
+        gqa(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=(cache.keys, cache.values))
+    # with the cache, the padding mask covers every key: the 4 cached tokens and the new one
+    cache = KVCache(1, 2, 3, 5, 4, dtype=torch.float64)
+    cache.advance(4)
+    with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 3\).*\(2, 5\)"):
+        gqa(torch.randn(2, 1, 6, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.bool), past_key_values=cache)
+    with pytest.raises(ValueError, match="capacity must be at least 1"):
+        KVCache(1, 2, 3, 0, 4)
