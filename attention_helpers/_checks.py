@@ -21,9 +21,10 @@ def is_compiling() -> bool:
     synchronisation on a GPU, and breaks the compiled graph. Like ``torch.nn.functional``, the package skips such
     checks while compiling and keeps them in eager mode; checks on shapes and dtypes always run.
     """
-    compiler = getattr(torch, "compiler", None)
-    check = getattr(compiler, "is_compiling", None)
-    return bool(check()) if check is not None else False
+    return _torch_is_compiling()
+
+
+_torch_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 def shape_str(shape) -> str:
@@ -108,6 +109,24 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
             f"shape {shape_str(target_shape)} {layout}"
         )
     check_same_device(name, mask, "the inputs", like)
+
+
+def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor, module: str) -> None:
+    """Require a floating-point ``(batch, num_tokens, d_model)`` tensor of the dtype of ``module``'s weights."""
+    check_tensor(name, x, (3,), layout)
+    check_size(name, x, -1, d_model, "d_model", layout)
+    check_module_dtype(name, x, weight, module)
+
+
+def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens", length: int | None = None):
+    """``mask``: None or a boolean padding mask (True = padding) that broadcasts to ``(batch, what)`` of
+    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given). Returns it expanded to
+    ``(batch, what)``: what ``MultiHeadAttention.attend`` takes unchecked."""
+    if mask is None:
+        return None
+    batch, length = x.shape[0], x.shape[1] if length is None else length
+    check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
+    return mask.expand(batch, length)
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:

@@ -1,6 +1,6 @@
 """The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
 
-``Encoder(d_model, ffn_hidden, num_heads, drop_prob, num_layers)``. By default each layer is post-LN, as in the
+``Encoder(d_model, ffn_hidden, num_heads, dropout, num_layers)``. By default each layer is post-LN, as in the
 original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
 later models (``x = x + sublayer(norm(x))``). Positions: the sinusoidal :class:`PositionalEncoding` added to the
 embeddings, and :func:`rope_rotate`, the rotary embedding applied to queries and keys.
@@ -13,14 +13,17 @@ import numbers
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
     check_heads,
     check_module_dtype,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_device,
+    check_sequence,
     check_tensor,
     shape_str,
 )
@@ -54,19 +57,28 @@ def _normalized_shape(parameters_shape) -> tuple[int, ...]:
     return tuple(int(size) for size in shape)
 
 
-def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"eps must be a positive number, got {type(eps).__name__} ({eps!r})")
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be positive and finite, got {eps}")
-    return float(eps)
+def _check_positive_real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return float(value)
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation written out: ``gamma * (x - mean) / sqrt(var + eps) + beta``.
+    """Layer normalisation: ``gamma * (x - mean) / sqrt(var + eps) + beta``.
 
     Mean and (biased) variance are taken over the last ``len(parameters_shape)`` dimensions of each
-    token, so every token is normalised on its own, whatever the batch holds.
+    token, so every token is normalised on its own, whatever the batch holds. Written out (lesson 07)::
+
+        dims = tuple(range(-len(parameters_shape), 0))
+        mean = x.mean(dim=dims, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased: divided by d, not d - 1
+        out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
+
+    ``forward`` computes exactly that with PyTorch's fused ``F.layer_norm`` and this module's own ``gamma``,
+    ``beta`` and ``eps``, so it costs what ``nn.LayerNorm`` costs; like it, it takes the statistics of
+    float16/bfloat16 inputs in float32 (in float16, ``(300 - 0)**2 = 90000`` overflows 65504).
 
     Args:
         parameters_shape: the trailing shape to normalise, e.g. ``d_model`` or ``[d_model]``.
@@ -78,11 +90,17 @@ class LayerNorm(nn.Module):
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()
         self.parameters_shape = _normalized_shape(parameters_shape)
-        self.eps = _check_eps(eps)
+        self.eps = _check_positive_real("eps", eps)
         self.gamma = nn.Parameter(torch.ones(self.parameters_shape))
         self.beta = nn.Parameter(torch.zeros(self.parameters_shape))
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        gamma = self.gamma
+        try:  # the checks below cost nothing when the input is right: they run when torch refuses it
+            if inputs.dtype == gamma.dtype:  # torch would take float16 inputs to float32 weights
+                return F.layer_norm(inputs, self.parameters_shape, gamma, self.beta, self.eps)
+        except (AttributeError, RuntimeError):
+            pass
         n = len(self.parameters_shape)
         check_tensor("inputs", inputs, n, f"(..., {', '.join(map(str, self.parameters_shape))})")
         if tuple(inputs.shape[-n:]) != self.parameters_shape:
@@ -91,14 +109,7 @@ class LayerNorm(nn.Module):
                 f"{shape_str(self.parameters_shape)}"
             )
         check_module_dtype("inputs", inputs, self.gamma, "LayerNorm")
-        dims = tuple(range(-n, 0))
-        # Statistics in float32 even for float16/bfloat16 inputs, as nn.LayerNorm does: in float16,
-        # (300 - 0)**2 = 90000 overflows 65504 and the whole token would come out as zeros.
-        x = inputs.float() if inputs.dtype in (torch.float16, torch.bfloat16) else inputs
-        mean = x.mean(dim=dims, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased, as nn.LayerNorm
-        normalized = ((x - mean) / torch.sqrt(var + self.eps)).to(inputs.dtype)
-        return self.gamma * normalized + self.beta
+        return F.layer_norm(inputs, self.parameters_shape, self.gamma, self.beta, self.eps)  # torch's own error
 
     @classmethod
     def from_torch(cls, torch_norm: nn.LayerNorm) -> LayerNorm:
@@ -117,16 +128,16 @@ class FeedForward(nn.Module):
     Input ``(batch, num_tokens, d_model)``; output the same shape.
     """
 
-    def __init__(self, d_model: int, hidden: int, drop_prob: float = 0.1, activation: str = "relu"):
+    def __init__(self, d_model: int, hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("hidden", hidden)
-        check_probability("drop_prob", drop_prob)
+        check_probability("dropout", dropout)
         _check_activation(activation)
         self.d_model = d_model
         self.linear1 = nn.Linear(d_model, hidden)
         self.activation = ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(drop_prob)
+        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(hidden, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +161,7 @@ class EncoderLayer(nn.Module):
         x = x + dropout1(attention(norm1(x)))
         x = x + dropout2(ffn(norm2(x)))
 
-    ``drop_prob`` is used for the attention weights, inside the feed-forward network and on both
+    ``dropout`` is used for the attention weights, inside the feed-forward network and on both
     residual branches, as in ``nn.TransformerEncoderLayer``.
 
     Input ``(batch, num_tokens, d_model)``; output the same shape.
@@ -161,7 +172,7 @@ class EncoderLayer(nn.Module):
         d_model: int,
         ffn_hidden: int,
         num_heads: int,
-        drop_prob: float,
+        dropout: float,
         *,
         norm_first: bool = False,
         activation: str = "relu",
@@ -170,32 +181,39 @@ class EncoderLayer(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_heads(d_model, num_heads, "d_model")
-        check_probability("drop_prob", drop_prob)
+        check_probability("dropout", dropout)
         self.d_model = d_model
         self.norm_first = norm_first
-        self.attention = MultiHeadAttention(d_model, d_model, None, drop_prob, num_heads, qkv_bias=True, causal=False)
+        self.attention = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False)
         self.norm1 = LayerNorm(d_model, eps=eps)
-        self.dropout1 = nn.Dropout(drop_prob)
-        self.ffn = FeedForward(d_model, ffn_hidden, drop_prob, activation)
+        self.dropout1 = nn.Dropout(dropout)
+        self.ffn = FeedForward(d_model, ffn_hidden, dropout, activation)
         self.norm2 = LayerNorm(d_model, eps=eps)
-        self.dropout2 = nn.Dropout(drop_prob)
+        self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
         attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
+        check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
+        x, attn_weights = self.forward_unchecked(x, key_padding_mask, return_weights)
+        return (x, attn_weights) if return_weights else x
+
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
+        """:meth:`forward` without its input checks, for a stack that checked them once; ``key_padding_mask`` is
+        None or a boolean ``(batch, num_tokens)`` tensor. Returns ``(x, attn_weights)``, the weights None unless
+        ``return_weights``."""
         attn_input = self.norm1(x) if self.norm_first else x
-        if return_weights:
-            attn_out, attn_weights = self.attention(attn_input, key_padding_mask, return_weights=True)
-        else:
-            attn_out, attn_weights = self.attention(attn_input, key_padding_mask), None
+        out = self.attention.attend(attn_input, key_padding_mask, return_weights)
+        attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
             x = self.norm1(x + self.dropout1(attn_out))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return (x, attn_weights) if return_weights else x
+        return x, attn_weights
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
@@ -214,7 +232,7 @@ class Encoder(nn.Module):
     """A stack of ``num_layers`` :class:`EncoderLayer` s (lesson 07 builds 5 layers of d_model 512, 8 heads).
 
     Args:
-        d_model, ffn_hidden, num_heads, drop_prob, num_layers: width, feed-forward width, heads, dropout, layers.
+        d_model, ffn_hidden, num_heads, dropout, num_layers: width, feed-forward width, heads, dropout, layers.
         norm_first: pre-LN layers instead of post-LN.
         activation: ``"relu"`` or ``"gelu"`` in the feed-forward networks.
         final_norm: apply one more LayerNorm after the last layer (usual with pre-LN, whose residual
@@ -229,7 +247,7 @@ class Encoder(nn.Module):
         d_model: int,
         ffn_hidden: int,
         num_heads: int,
-        drop_prob: float,
+        dropout: float,
         num_layers: int,
         *,
         norm_first: bool = False,
@@ -242,7 +260,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(
             [
                 EncoderLayer(
-                    d_model, ffn_hidden, num_heads, drop_prob, norm_first=norm_first, activation=activation, eps=eps
+                    d_model, ffn_hidden, num_heads, dropout, norm_first=norm_first, activation=activation, eps=eps
                 )
                 for _ in range(num_layers)
             ]
@@ -254,14 +272,18 @@ class Encoder(nn.Module):
 
         Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
         from the same forward pass, stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
+        The inputs are checked once here, not again in every layer.
         """
+        first = self.layers[0]
+        check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
+        return self.forward_unchecked(x, check_padding_mask("key_padding_mask", key_padding_mask, x), return_weights)
+
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
+        """:meth:`forward` without its input checks (``key_padding_mask`` None or boolean ``(batch, num_tokens)``)."""
         all_weights = []
         for layer in self.layers:
-            if return_weights:
-                x, attn_weights = layer(x, key_padding_mask, return_weights=True)
-                all_weights.append(attn_weights)
-            else:
-                x = layer(x, key_padding_mask)
+            x, attn_weights = layer.forward_unchecked(x, key_padding_mask, return_weights)
+            all_weights.append(attn_weights)
         x = x if self.norm is None else self.norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -286,20 +308,20 @@ class PositionalEncoding(nn.Module):
     distinct pattern. Attention alone is permutation-equivariant (shuffling the tokens shuffles the
     outputs the same way); adding ``pe`` lets it tell positions apart.
 
-    The table is a buffer ``pe`` of shape ``(max_len, d_model)``.
-    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= max_len``; output the same shape.
+    The table is a buffer ``pe`` of shape ``(context_length, d_model)``.
+    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= context_length``; output the same shape.
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000):
+    def __init__(self, d_model: int, context_length: int = 5000):
         super().__init__()
         check_positive_int("d_model", d_model)
-        check_positive_int("max_len", max_len)
-        self.d_model, self.max_len = d_model, max_len
-        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        check_positive_int("context_length", context_length)
+        self.d_model, self.context_length = d_model, context_length
+        position = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
         # 1 / 10000^(2i / d_model) for each pair index i: (ceil(d_model / 2),)
         inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
-        angles = position * inv_freq  # (max_len, ceil(d_model / 2))
-        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        angles = position * inv_freq  # (context_length, ceil(d_model / 2))
+        pe = torch.zeros(context_length, d_model, dtype=torch.float64)
         pe[:, 0::2] = torch.sin(angles)
         pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])  # an odd d_model has one sine more than cosines
         self.register_buffer("pe", pe.float())
@@ -310,9 +332,10 @@ class PositionalEncoding(nn.Module):
             raise ValueError(
                 f"x must have shape (batch, num_tokens, d_model) with d_model={self.d_model}, got {shape_str(x.shape)}"
             )
-        if x.shape[1] > self.max_len:
+        if x.shape[1] > self.context_length:
             raise ValueError(
-                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with max_len={self.max_len}"
+                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
+                f"context_length={self.context_length}"
             )
         return x + self.pe[: x.shape[1]].to(x.dtype)
 
@@ -350,10 +373,7 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
             f"x must have shape (..., num_tokens, head_dim) with an even head_dim >= 2 (RoPE rotates pairs of "
             f"dimensions), got shape {shape_str(x.shape)} (head_dim={head_dim})"
         )
-    if isinstance(base, bool) or not isinstance(base, numbers.Real):
-        raise TypeError(f"base must be a positive number, got {type(base).__name__} ({base!r})")
-    if not (math.isfinite(base) and base > 0):
-        raise ValueError(f"base must be positive and finite, got {base}")
+    _check_positive_real("base", base)
     if positions is None:
         positions = torch.arange(x.shape[-2], device=x.device)
     elif not isinstance(positions, torch.Tensor):

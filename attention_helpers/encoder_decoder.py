@@ -22,14 +22,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
-    check_bool_mask,
     check_heads,
-    check_module_dtype,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_device,
-    check_size,
-    check_tensor,
+    check_sequence,
     check_token_ids,
     shape_str,
 )
@@ -43,36 +41,33 @@ LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 two and ``src_len`` for the last two."""
 
 
-def _check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor) -> None:
-    check_tensor(name, x, (3,), layout)
-    check_size(name, x, -1, d_model, "d_model", layout)
-    check_module_dtype(name, x, weight, "EncoderDecoder")
+def _check_decoder_inputs(module, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask):
+    """Check a decoder's inputs once for all its layers; return the two padding masks expanded to ``(batch,
+    tgt_len)`` and ``(batch, src_len)`` (or None), ready for the layers' unchecked paths."""
+    weight, name = module.norm1.gamma if isinstance(module, DecoderLayer) else module.decoder_norm.gamma, type(module)
+    check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name.__name__)
+    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name.__name__)
+    if tgt.shape[0] != memory.shape[0]:
+        raise ValueError(
+            f"src and tgt must hold the same number of sequences, got src batch={memory.shape[0]} and "
+            f"tgt {shape_str(tgt.shape)}"
+        )
+    check_same_device("tgt", tgt, "src", memory)
+    if tgt.shape[1] > module.context_length:
+        raise ValueError(
+            f"tgt has tgt_len={tgt.shape[1]} but the model was built with context_length={module.context_length}"
+        )
+    return (
+        check_padding_mask("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len"),
+        check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, memory, "src_len"),
+    )
 
 
-def _check_padding(name: str, mask, x: torch.Tensor, what: str) -> None:
-    """``mask`` must be None or a boolean ``(batch, len)`` mask for ``x`` ``(batch, len, d_model)``."""
-    if mask is not None:
-        batch, length = x.shape[:2]
-        check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
-
-
-def _project_heads(mha: MultiHeadAttention, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """``(batch, num_tokens, d_model)`` -> ``(batch, num_heads, num_tokens, head_dim)`` through one projection."""
-    return mha.split_heads(linear(x))
-
-
-def _attend(
-    mha: MultiHeadAttention,
-    x: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    hidden: torch.Tensor | None,
-    return_weights: bool = False,
-):
+def _attend(mha: MultiHeadAttention, x: torch.Tensor, keys, values, hidden, return_weights: bool = False):
     """``mha``'s attention for the queries of ``x`` ``(batch, num_tokens, d_model)`` over keys and values already
     projected, ``(batch, num_heads, num_keys, head_dim)``; ``hidden`` (True = hide) broadcasts to
     ``(batch, num_heads, num_tokens, num_keys)``. Returns ``(batch, num_tokens, d_model)`` (and the weights)."""
-    queries = _project_heads(mha, mha.W_query, x)  # (batch, num_heads, num_tokens, head_dim)
+    queries = mha.split_heads(mha.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
     if return_weights:
         context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, hidden)
     else:
@@ -96,10 +91,11 @@ class DecoderLayer(nn.Module):
     norm1(x)))`` and so on. ``memory`` is the encoder's output.
 
     Args:
-        d_model, num_heads, d_ff: width, attention heads (must divide ``d_model``), feed-forward width.
+        d_model, ffn_hidden, num_heads: width, feed-forward width, attention heads (must divide ``d_model``);
+            the order of :class:`~attention_helpers.encoder.EncoderLayer`.
         dropout: on the attention weights, inside the feed-forward network and on the three residual branches.
         norm_first, activation, eps: pre-LN instead of post-LN, ``"relu"`` or ``"gelu"``, LayerNorm epsilon.
-        max_len: the longest target the causal mask covers.
+        context_length: the longest target the causal mask covers.
 
     Input ``(batch, tgt_len, d_model)`` and memory ``(batch, src_len, d_model)``; output ``(batch, tgt_len,
     d_model)``.
@@ -108,27 +104,27 @@ class DecoderLayer(nn.Module):
     def __init__(
         self,
         d_model: int,
+        ffn_hidden: int,
         num_heads: int,
-        d_ff: int,
         dropout: float = 0.0,
         *,
         norm_first: bool = False,
         activation: str = "relu",
         eps: float = 1e-5,
-        max_len: int = 512,
+        context_length: int = 512,
     ):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_heads(d_model, num_heads, "d_model")
-        check_positive_int("d_ff", d_ff)
+        check_positive_int("ffn_hidden", ffn_hidden)
         check_probability("dropout", dropout)
-        check_positive_int("max_len", max_len)
-        self.d_model, self.norm_first = d_model, norm_first
-        self.self_attention = MultiHeadAttention(d_model, d_model, max_len, dropout, num_heads, qkv_bias=True)
+        check_positive_int("context_length", context_length)
+        self.d_model, self.norm_first, self.context_length = d_model, norm_first, context_length
+        self.self_attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True)
         self.cross_attention = MultiHeadAttention(
             d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False
         )
-        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
+        self.ffn = FeedForward(d_model, ffn_hidden, dropout, activation)
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=eps) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
@@ -153,23 +149,30 @@ class DecoderLayer(nn.Module):
         """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)``; the masks are True at
         padding. Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention
         weights ``(batch, num_heads, tgt_len, src_len)``."""
-        weights = []
+        masks = _check_decoder_inputs(self, x, memory, tgt_key_padding_mask, memory_key_padding_mask)
+        x, attn_weights = self.forward_unchecked(x, memory, *masks, return_weights)
+        return (x, attn_weights) if return_weights else x
 
-        def cross_attn(query_input):
+    def forward_unchecked(self, x, memory, tgt_key_padding_mask, memory_key_padding_mask, return_weights=False):
+        """:meth:`forward` without its input checks, the masks None or boolean ``(batch, tgt_len)`` and ``(batch,
+        src_len)``. Returns ``(x, cross_attention_weights)``, the weights None unless ``return_weights``."""
+        weights = [None]
+
+        def cross_attn(h):
+            out = self.cross_attention.attend(h, memory_key_padding_mask, return_weights, context=memory)
             if not return_weights:
-                return self.cross_attention(query_input, memory_key_padding_mask, context=memory)
-            out, attn_weights = self.cross_attention(query_input, memory_key_padding_mask, True, context=memory)
-            weights.append(attn_weights)
-            return out
+                return out
+            weights[0] = out[1]
+            return out[0]
 
-        x = self._sublayers(x, lambda h: self.self_attention(h, tgt_key_padding_mask), cross_attn)
-        return (x, weights[0]) if return_weights else x
+        x = self._sublayers(x, lambda h: self.self_attention.attend(h, tgt_key_padding_mask), cross_attn)
+        return x, weights[0]
 
     def cross_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The cross-attention's keys and values of the encoder output, ``(batch, num_heads, src_len, head_dim)``
         each: they depend on the source only, so generation computes them once."""
         mha = self.cross_attention
-        return _project_heads(mha, mha.W_key, memory), _project_heads(mha, mha.W_value, memory)
+        return mha.split_heads(mha.W_key(memory)), mha.split_heads(mha.W_value(memory))
 
     def step(
         self,
@@ -189,8 +192,8 @@ class DecoderLayer(nn.Module):
         def self_attn(h):
             nonlocal new_keys, new_values
             mha = self.self_attention
-            new_keys = torch.cat([past_keys, _project_heads(mha, mha.W_key, h)], dim=2)
-            new_values = torch.cat([past_values, _project_heads(mha, mha.W_value, h)], dim=2)
+            new_keys = torch.cat([past_keys, mha.split_heads(mha.W_key(h))], dim=2)
+            new_values = torch.cat([past_values, mha.split_heads(mha.W_value(h))], dim=2)
             # new token i sits at position num_cached + i and may see keys 0..num_cached + i
             positions = torch.arange(num_cached, num_cached + num_new, device=h.device)[:, None]
             hidden = torch.arange(num_cached + num_new, device=h.device)[None, :] > positions
@@ -207,11 +210,32 @@ class DecoderLayer(nn.Module):
         return (x, new_cache, weights[0]) if return_weights else (x, new_cache)
 
     @classmethod
-    def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, max_len: int = 512) -> DecoderLayer:
+    def from_torch(cls, torch_layer: nn.TransformerDecoderLayer, context_length: int = 512) -> DecoderLayer:
         """Copy the weights and settings of a batch-first ``torch.nn.TransformerDecoderLayer``."""
         from . import interop  # interop imports this module
 
-        return interop.from_torch(torch_layer, into=cls, max_len=max_len)
+        return interop.from_torch(torch_layer, into=cls, context_length=context_length)
+
+
+def _check_step(model: EncoderDecoder, tgt, past_key_values, memory_key_padding_mask) -> torch.Tensor | None:
+    """Check :meth:`EncoderDecoder.decode_step`'s inputs against the cache; return the mask expanded to
+    ``(batch, src_len)``."""
+    if not isinstance(past_key_values, tuple) or len(past_key_values) != len(model.decoder_layers):
+        raise ValueError(
+            f"past_key_values must be the tuple decode_step returned, one entry per decoder layer "
+            f"({len(model.decoder_layers)}), got {type(past_key_values).__name__}"
+        )
+    cross_keys = past_key_values[0][2]  # (batch, num_heads, src_len, head_dim)
+    model._check_sequence("tgt", tgt, "num_new")
+    if tgt.shape[0] != cross_keys.shape[0]:
+        raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
+    num_cached = past_key_values[0][0].shape[2]
+    if num_cached + tgt.shape[1] > model.context_length:
+        raise ValueError(
+            f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
+            f"more than context_length={model.context_length}"
+        )
+    return check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, tgt, "src_len", cross_keys.shape[2])
 
 
 class EncoderDecoder(nn.Module):
@@ -221,14 +245,14 @@ class EncoderDecoder(nn.Module):
     :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
     ``nn.Transformer``, each stack ends with a LayerNorm of its own, whether post-LN or pre-LN.
     ``to_torch(model)`` builds the equal ``nn.Transformer(..., batch_first=True)``; :meth:`from_torch` goes the
-    other way.
+    other way. Each public method checks its inputs once; the layers run unchecked.
 
     Args:
         d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
-        num_encoder_layers, num_decoder_layers, d_ff: depths and feed-forward width.
+        num_encoder_layers, num_decoder_layers, ffn_hidden: depths and feed-forward width.
         dropout: dropout everywhere ``nn.Transformer`` has it.
         norm_first: pre-LN layers instead of post-LN.
-        activation, eps, max_len: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
+        activation, eps, context_length: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
 
     ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
     returns ``(batch, tgt_len, d_model)``.
@@ -240,65 +264,35 @@ class EncoderDecoder(nn.Module):
         num_heads: int,
         num_encoder_layers: int,
         num_decoder_layers: int,
-        d_ff: int,
+        ffn_hidden: int,
         dropout: float = 0.0,
         norm_first: bool = False,
         *,
         activation: str = "relu",
         eps: float = 1e-5,
-        max_len: int = 512,
+        context_length: int = 512,
     ):
         super().__init__()
-        check_positive_int("num_encoder_layers", num_encoder_layers)
         check_positive_int("num_decoder_layers", num_decoder_layers)
         check_heads(d_model, num_heads, "d_model")
-        self.d_model, self.num_heads, self.max_len = d_model, num_heads, max_len
-        self.encoder = Encoder(
-            d_model,
-            d_ff,
-            num_heads,
-            dropout,
-            num_encoder_layers,
-            norm_first=norm_first,
-            activation=activation,
-            final_norm=True,
-            eps=eps,
-        )
+        self.d_model, self.num_heads, self.context_length = d_model, num_heads, context_length
+        sizes, settings = (d_model, ffn_hidden, num_heads, dropout), dict(norm_first=norm_first, activation=activation)
+        self.encoder = Encoder(*sizes, num_encoder_layers, final_norm=True, eps=eps, **settings)
         self.decoder_layers = nn.ModuleList(
-            [
-                DecoderLayer(
-                    d_model,
-                    num_heads,
-                    d_ff,
-                    dropout,
-                    norm_first=norm_first,
-                    activation=activation,
-                    eps=eps,
-                    max_len=max_len,
-                )
-                for _ in range(num_decoder_layers)
-            ]
+            DecoderLayer(*sizes, eps=eps, context_length=context_length, **settings) for _ in range(num_decoder_layers)
         )
         self.decoder_norm = LayerNorm(d_model, eps=eps)
 
-    def _weight(self) -> torch.Tensor:
-        return self.decoder_norm.gamma
+    def _check_sequence(self, name: str, x, what: str) -> None:
+        check_sequence(name, x, self.d_model, f"(batch, {what}, d_model)", self.decoder_norm.gamma, "EncoderDecoder")
+
+    def _check_source(self, src, src_key_padding_mask):
+        self._check_sequence("src", src, "src_len")
+        return check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
-        _check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self._weight())
-        _check_padding("src_key_padding_mask", src_key_padding_mask, src, "src_len")
-        return self.encoder(src, src_key_padding_mask)
-
-    def _check_target(self, tgt, memory, tgt_key_padding_mask=None):
-        _check_sequence("tgt", tgt, self.d_model, "(batch, tgt_len, d_model)", self._weight())
-        if tgt.shape[0] != memory.shape[0]:
-            raise ValueError(
-                f"src and tgt must hold the same number of sequences, got src batch={memory.shape[0]} and "
-                f"tgt {shape_str(tgt.shape)}"
-            )
-        check_same_device("tgt", tgt, "src", memory)
-        _check_padding("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len")
+        return self.encoder.forward_unchecked(src, self._check_source(src, src_key_padding_mask))
 
     def decode(
         self,
@@ -311,16 +305,16 @@ class EncoderDecoder(nn.Module):
         """The decoder stack on ``tgt`` ``(batch, tgt_len, d_model)`` given ``memory`` ``(batch, src_len,
         d_model)``. With ``return_weights``, also every layer's cross-attention weights, stacked as
         ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
-        self._check_target(tgt, memory, tgt_key_padding_mask)
-        if tgt.shape[1] > self.max_len:
-            raise ValueError(f"tgt has tgt_len={tgt.shape[1]} but the model was built with max_len={self.max_len}")
-        x, all_weights = tgt, []
+        masks = _check_decoder_inputs(self, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask)
+        return self._decode(tgt, memory, *masks, return_weights)
+
+    def _decode(self, x, memory, tgt_key_padding_mask, memory_key_padding_mask, return_weights):
+        all_weights = []
         for layer in self.decoder_layers:
-            if return_weights:
-                x, weights = layer(x, memory, tgt_key_padding_mask, memory_key_padding_mask, return_weights=True)
-                all_weights.append(weights)
-            else:
-                x = layer(x, memory, tgt_key_padding_mask, memory_key_padding_mask)
+            x, attn_weights = layer.forward_unchecked(
+                x, memory, tgt_key_padding_mask, memory_key_padding_mask, return_weights
+            )
+            all_weights.append(attn_weights)
         x = self.decoder_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -336,8 +330,10 @@ class EncoderDecoder(nn.Module):
         masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
         always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
         (and the cross-attention weights, as :meth:`decode`)."""
-        memory = self.encode(src, src_key_padding_mask)
-        return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
+        src_mask = self._check_source(src, src_key_padding_mask)
+        tgt_mask, _ = _check_decoder_inputs(self, tgt, src, tgt_key_padding_mask, None)  # each mask checked once
+        memory = self.encoder.forward_unchecked(src, src_mask)
+        return self._decode(tgt, memory, tgt_mask, src_mask, return_weights)
 
     def start_cache(self, memory: torch.Tensor) -> tuple[LayerCache, ...]:
         """An empty self-attention cache and every layer's cross-attention keys and values of ``memory``."""
@@ -369,54 +365,26 @@ class EncoderDecoder(nn.Module):
         if past_key_values is None:
             if memory is None:
                 raise ValueError("the first decode_step needs memory (the encoder's output) to start the cache")
-            _check_sequence("memory", memory, self.d_model, "(batch, src_len, d_model)", self._weight())
+            self._check_sequence("memory", memory, "src_len")
             past_key_values = self.start_cache(memory)
-        if not isinstance(past_key_values, tuple) or len(past_key_values) != len(self.decoder_layers):
-            raise ValueError(
-                f"past_key_values must be the tuple decode_step returned, one entry per decoder layer "
-                f"({len(self.decoder_layers)}), got {type(past_key_values).__name__}"
-            )
-        cross_keys = past_key_values[0][2]  # (batch, num_heads, src_len, head_dim)
-        _check_sequence("tgt", tgt, self.d_model, "(batch, num_new, d_model)", self._weight())
-        if tgt.shape[0] != cross_keys.shape[0]:
-            raise ValueError(f"tgt has batch={tgt.shape[0]} but the cache holds batch={cross_keys.shape[0]}")
-        num_cached = past_key_values[0][0].shape[2]
-        if num_cached + tgt.shape[1] > self.max_len:
-            raise ValueError(
-                f"the cache holds {num_cached} target tokens and tgt adds {tgt.shape[1]}, "
-                f"more than max_len={self.max_len}"
-            )
-        if memory_key_padding_mask is not None:
-            check_bool_mask(
-                "memory_key_padding_mask",
-                memory_key_padding_mask,
-                (tgt.shape[0], cross_keys.shape[2]),
-                "(batch, src_len)",
-                tgt,
-            )
-            memory_key_padding_mask = memory_key_padding_mask.expand(tgt.shape[0], cross_keys.shape[2])
+        memory_key_padding_mask = _check_step(self, tgt, past_key_values, memory_key_padding_mask)
         x, new_cache, all_weights = tgt, [], []
         for layer, cache in zip(self.decoder_layers, past_key_values, strict=True):
-            if return_weights:
-                x, cache, weights = layer.step(x, cache, memory_key_padding_mask, return_weights=True)
-                all_weights.append(weights)
-            else:
-                x, cache = layer.step(x, cache, memory_key_padding_mask)
+            x, cache, *weights = layer.step(x, cache, memory_key_padding_mask, return_weights)
             new_cache.append(cache)
+            all_weights += weights
         x = self.decoder_norm(x)
-        if return_weights:
-            return x, tuple(new_cache), torch.stack(all_weights)
-        return x, tuple(new_cache)
+        return (x, tuple(new_cache), torch.stack(all_weights)) if return_weights else (x, tuple(new_cache))
 
     @classmethod
-    def from_torch(cls, torch_transformer: nn.Transformer, max_len: int = 512) -> EncoderDecoder:
+    def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
         """Copy a ``torch.nn.Transformer`` (its encoder and decoder layers and their final LayerNorms).
 
         Ours is always batch-first: compare with a module built with ``batch_first=True``.
         """
         from . import interop  # interop imports this module
 
-        return interop.from_torch(torch_transformer, into=cls, max_len=max_len)
+        return interop.from_torch(torch_transformer, into=cls, context_length=context_length)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -425,9 +393,9 @@ class Seq2SeqTransformer(nn.Module):
 
     Args:
         src_vocab_size, tgt_vocab_size: number of source and target token ids.
-        d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, norm_first: the
+        d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first: the
             :class:`EncoderDecoder`'s sizes.
-        max_len: the longest source or target.
+        context_length: the longest source or target.
         pad_id: the source id that marks padding (hidden from attention).
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
@@ -442,11 +410,11 @@ class Seq2SeqTransformer(nn.Module):
         num_heads: int,
         num_encoder_layers: int,
         num_decoder_layers: int,
-        d_ff: int,
+        ffn_hidden: int,
         dropout: float = 0.0,
         *,
         norm_first: bool = False,
-        max_len: int = 64,
+        context_length: int = 64,
         pad_id: int = 0,
     ):
         super().__init__()
@@ -455,17 +423,9 @@ class Seq2SeqTransformer(nn.Module):
         self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
         self.src_embedding = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, max_len)
-        self.transformer = EncoderDecoder(
-            d_model,
-            num_heads,
-            num_encoder_layers,
-            num_decoder_layers,
-            d_ff,
-            dropout,
-            norm_first,
-            max_len=max_len,
-        )
+        self.positional_encoding = PositionalEncoding(d_model, context_length)
+        sizes = (d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first)
+        self.transformer = EncoderDecoder(*sizes, context_length=context_length)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(d_model, tgt_vocab_size)
 
@@ -481,7 +441,7 @@ class Seq2SeqTransformer(nn.Module):
         check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
         padding = src_ids == self.pad_id
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
-        return self.transformer.encode(src, padding), padding
+        return self.transformer.encoder.forward_unchecked(src, padding), padding  # padding: made here, boolean
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
         """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights
@@ -522,9 +482,10 @@ def greedy_decode(
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
     check_positive_int("num_tokens", num_tokens)
-    if num_tokens > model.transformer.max_len:
+    if num_tokens > model.transformer.context_length:
         raise ValueError(
-            f"num_tokens={num_tokens} is more than the model's max_len={model.transformer.max_len} target positions"
+            f"num_tokens={num_tokens} is more than the model's context_length={model.transformer.context_length} "
+            "target positions"
         )
     if not 0 <= bos_id < model.tgt_vocab_size:
         raise ValueError(f"bos_id must be a target id from 0 to {model.tgt_vocab_size - 1}, got {bos_id}")

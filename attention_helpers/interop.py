@@ -261,10 +261,10 @@ def _torch_layer_settings(torch_layer: nn.TransformerEncoderLayer | nn.Transform
                 f"torch_layer's attention dropout ({attention.dropout}) differs from its other dropouts "
                 f"({torch_layer.dropout.p}); ours has one drop probability per layer"
             )
-    return dict(
+    return dict(  # our layers' keyword arguments
         d_model=torch_layer.linear1.in_features,
         num_heads=torch_layer.self_attn.num_heads,
-        hidden=torch_layer.linear1.out_features,
+        ffn_hidden=torch_layer.linear1.out_features,
         dropout=torch_layer.dropout.p,
         norm_first=torch_layer.norm_first,
         activation=_activation_name(torch_layer.activation),
@@ -312,53 +312,24 @@ def _mha_from_torch(
 
 
 def _encoder_layer_from_torch(into: type[EncoderLayer], torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
-    s = _torch_layer_settings(torch_layer)
-    return into(
-        s["d_model"],
-        s["hidden"],
-        s["num_heads"],
-        s["dropout"],
-        norm_first=s["norm_first"],
-        activation=s["activation"],
-        eps=s["eps"],
-    )
+    return into(**_torch_layer_settings(torch_layer))
 
 
 def _encoder_from_torch(into: type[Encoder], torch_encoder: nn.TransformerEncoder) -> Encoder:
     if torch_encoder.norm is not None:
         _check_torch_norm(torch_encoder.norm)
-    s = _stack_settings(torch_encoder.layers, "torch_encoder")
-    return into(
-        s["d_model"],
-        s["hidden"],
-        s["num_heads"],
-        s["dropout"],
-        len(torch_encoder.layers),
-        norm_first=s["norm_first"],
-        activation=s["activation"],
-        final_norm=torch_encoder.norm is not None,
-        eps=s["eps"],
-    )
+    settings = _stack_settings(torch_encoder.layers, "torch_encoder")
+    return into(**settings, num_layers=len(torch_encoder.layers), final_norm=torch_encoder.norm is not None)
 
 
 def _decoder_layer_from_torch(
-    into: type[DecoderLayer], torch_layer: nn.TransformerDecoderLayer, *, max_len: int = 512
+    into: type[DecoderLayer], torch_layer: nn.TransformerDecoderLayer, *, context_length: int = 512
 ) -> DecoderLayer:
-    s = _torch_layer_settings(torch_layer)
-    return into(
-        s["d_model"],
-        s["num_heads"],
-        s["hidden"],
-        s["dropout"],
-        norm_first=s["norm_first"],
-        activation=s["activation"],
-        eps=s["eps"],
-        max_len=max_len,
-    )
+    return into(**_torch_layer_settings(torch_layer), context_length=context_length)
 
 
 def _encoder_decoder_from_torch(
-    into: type[EncoderDecoder], torch_transformer: nn.Transformer, *, max_len: int = 512
+    into: type[EncoderDecoder], torch_transformer: nn.Transformer, *, context_length: int = 512
 ) -> EncoderDecoder:
     encoder, decoder = torch_transformer.encoder, torch_transformer.decoder
     if encoder.norm is None or decoder.norm is None:
@@ -375,18 +346,8 @@ def _encoder_decoder_from_torch(
                 f"torch_transformer's encoder has {key}={encoder_settings[key]!r} but its decoder has {key}={value!r}; "
                 "ours builds both stacks with the same settings"
             )
-    return into(
-        s["d_model"],
-        s["num_heads"],
-        len(encoder.layers),
-        len(decoder.layers),
-        s["hidden"],
-        s["dropout"],
-        s["norm_first"],
-        activation=s["activation"],
-        eps=s["eps"],
-        max_len=max_len,
-    )
+    layers = dict(num_encoder_layers=len(encoder.layers), num_decoder_layers=len(decoder.layers))
+    return into(**s, **layers, context_length=context_length)
 
 
 # PyTorch's class -> (our class, the argument's name in our classmethod, the builder)
@@ -405,7 +366,7 @@ def from_torch(torch_module: nn.Module, *, into: type[nn.Module] | None = None, 
     of its weights, on its device and dtype, in its training mode.
 
     Options: ``causal`` (default ``False``: torch's attention has no built-in mask) and ``context_length`` for
-    ``nn.MultiheadAttention``; ``max_len`` (default 512, the longest target) for ``nn.TransformerDecoderLayer``
+    ``nn.MultiheadAttention``; ``context_length`` (default 512, the longest target) for ``nn.TransformerDecoderLayer``
     and ``nn.Transformer``. ``into`` is the class to build (a subclass of ours; each class's ``from_torch``
     passes itself); ``torch_module`` must then be the PyTorch class that converts to it.
 

@@ -102,18 +102,20 @@ class BertEmbeddings(nn.Module):
     one of its segment (``token_type``, 0 for a single sentence), then LayerNorm.
 
     Unlike lesson 07's sinusoidal :class:`PositionalEncoding`, the position vectors are trained
-    parameters, one per position up to ``max_positions``.
+    parameters, one per position up to ``context_length``.
 
     Input ``(batch, num_tokens)`` int64 or int32 token ids; output ``(batch, num_tokens, d_model)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_positions: int, type_vocab_size: int = 2, eps: float = 1e-12):
+    def __init__(
+        self, vocab_size: int, d_model: int, context_length: int, type_vocab_size: int = 2, eps: float = 1e-12
+    ):
         super().__init__()
-        sizes = {"vocab_size": vocab_size, "d_model": d_model, "max_positions": max_positions}
+        sizes = {"vocab_size": vocab_size, "d_model": d_model, "context_length": context_length}
         for name, value in (sizes | {"type_vocab_size": type_vocab_size}).items():
             check_positive_int(name, value)
         self.word_embeddings = nn.Embedding(vocab_size, d_model)
-        self.position_embeddings = nn.Embedding(max_positions, d_model)
+        self.position_embeddings = nn.Embedding(context_length, d_model)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, d_model)
         self.norm = LayerNorm(d_model, eps=eps)
 
@@ -225,15 +227,15 @@ class SentenceEncoder(nn.Module):
         embeddings: BertEmbeddings,
         encoder: Encoder,
         tokenizer,
-        max_length: int,
+        context_length: int,
         normalize: bool = True,
     ):
         super().__init__()
-        check_positive_int("max_length", max_length)
+        check_positive_int("context_length", context_length)
         self.embeddings = embeddings
         self.encoder = encoder
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer
-        self.max_length = max_length
+        self.context_length = context_length
         self.normalize = normalize
 
     @classmethod
@@ -265,7 +267,7 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"only mean pooling is supported, got {pooling}")
         module_types = [m["type"].rsplit(".", 1)[-1] for m in _load_json(folder / "modules.json")]
         # the model's own limit, as sentence-transformers applies it (256 for all-MiniLM-L6-v2, not BERT's 512)
-        max_length = _load_json(folder / "sentence_bert_config.json").get(
+        context_length = _load_json(folder / "sentence_bert_config.json").get(
             "max_seq_length", config["max_position_embeddings"]
         )
 
@@ -282,14 +284,14 @@ class SentenceEncoder(nn.Module):
 
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         # tokenizer.json carries its own settings (for this model: pad every sentence to 128, cut at 128);
-        # sentence-transformers pads to the longest sentence of the batch and cuts at max_length.
-        tokenizer.enable_truncation(max_length)
+        # sentence-transformers pads to the longest sentence of the batch and cuts at context_length.
+        tokenizer.enable_truncation(context_length)
         tokenizer.enable_padding(pad_id=config.get("pad_token_id", 0), pad_token="[PAD]")
-        return cls(embeddings, encoder, tokenizer, max_length, normalize="Normalize" in module_types).eval()
+        return cls(embeddings, encoder, tokenizer, context_length, normalize="Normalize" in module_types).eval()
 
     def tokenize(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> ``(token_ids, key_padding_mask)``, both ``(batch, num_tokens)``: ids padded to the
-        longest sentence and cut at ``max_length``; the mask is True at padding."""
+        longest sentence and cut at ``context_length``; the mask is True at padding."""
         if isinstance(sentences, str):
             raise TypeError(f"sentences must be a list of strings; wrap one sentence in a list: [{sentences!r}]")
         sentences = list(sentences)
@@ -303,10 +305,24 @@ class SentenceEncoder(nn.Module):
         attention_mask = torch.tensor([e.attention_mask for e in encodings])  # 1 = real token
         return token_ids, attention_mask_to_key_padding_mask(attention_mask)
 
-    def forward(self, token_ids: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights=False):
+    def forward(
+        self,
+        token_ids: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        return_weights: bool = False,
+        *,
+        attention_mask: torch.Tensor | None = None,
+    ):
         """``token_ids`` ``(batch, num_tokens)`` -> every token's vector after the last layer,
         ``(batch, num_tokens, d_model)``; with ``return_weights`` also every layer's attention weights
-        ``(num_layers, batch, num_heads, num_tokens, num_tokens)`` from the same pass."""
+        ``(num_layers, batch, num_heads, num_tokens, num_tokens)`` from the same pass.
+
+        Hide padding with ``key_padding_mask`` (True = padding) or a tokenizer's ``attention_mask`` (1 = real
+        token): the one place the package converts Hugging Face's convention."""
+        if attention_mask is not None:
+            if key_padding_mask is not None:
+                raise ValueError("give key_padding_mask or attention_mask, not both")
+            key_padding_mask = attention_mask_to_key_padding_mask(attention_mask)
         return self.encoder(self.embeddings(token_ids), key_padding_mask, return_weights=return_weights)
 
     @torch.no_grad()

@@ -66,6 +66,34 @@ class TaskData:
         return self.train_inputs.shape[1]
 
 
+def _task_function(task) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The name of one of :data:`TASKS`, or a function of the caller's -> the function."""
+    if isinstance(task, str):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {sorted(TASKS)} or a function, got {task!r}")
+        return TASKS[task]
+    if callable(task):
+        return task
+    raise TypeError(f"task must be one of {sorted(TASKS)} or a function, got {type(task).__name__}")
+
+
+def _distinct_sequences(wanted: int, num_tokens: int, vocab_size: int, seed: int) -> torch.Tensor:
+    """``(wanted, num_tokens)`` int64 digits, no two rows equal, drawn by rejection from a seeded generator."""
+    generator = torch.Generator().manual_seed(seed)
+    sequences = torch.empty(0, num_tokens, dtype=torch.int64)
+    seen: set[tuple[int, ...]] = set()
+    while len(sequences) < wanted:
+        # Draw a few more than needed, keep the first occurrence of each new sequence, in the order drawn.
+        draw = torch.randint(0, vocab_size, (wanted - len(sequences) + 16, num_tokens), generator=generator)
+        fresh = []  # row indices in draw
+        for index, key in enumerate(map(tuple, draw.tolist())):
+            if key not in seen:
+                seen.add(key)
+                fresh.append(index)
+        sequences = torch.cat([sequences, draw[fresh]])[:wanted]
+    return sequences
+
+
 def make_task(
     task: str | Callable[[torch.Tensor], torch.Tensor] = "reverse",
     num_train: int = 10_000,
@@ -83,14 +111,7 @@ def make_task(
     Every sequence is different from every other, so a held-out sequence was never seen in training:
     held-out accuracy measures whether the model learned the rule, not whether it memorised examples.
     """
-    if isinstance(task, str):
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {sorted(TASKS)} or a function, got {task!r}")
-        targets_of = TASKS[task]
-    elif callable(task):
-        targets_of = task
-    else:
-        raise TypeError(f"task must be one of {sorted(TASKS)} or a function, got {type(task).__name__}")
+    targets_of = _task_function(task)
     check_positive_int("num_train", num_train)
     check_positive_int("num_heldout", num_heldout)
     check_positive_int("num_tokens", num_tokens)
@@ -105,18 +126,7 @@ def make_task(
             f"num_train + num_heldout = {wanted} sequences are asked for, but there are only {possible} different "
             f"sequences of num_tokens={num_tokens} digits with vocab_size={vocab_size}; ask for at most half of them"
         )
-    generator = torch.Generator().manual_seed(seed)
-    sequences = torch.empty(0, num_tokens, dtype=torch.int64)
-    seen: set[tuple[int, ...]] = set()
-    while len(sequences) < wanted:
-        # Draw a few more than needed, keep the first occurrence of each new sequence, in the order drawn.
-        draw = torch.randint(0, vocab_size, (wanted - len(sequences) + 16, num_tokens), generator=generator)
-        fresh = []  # row indices in draw
-        for index, key in enumerate(map(tuple, draw.tolist())):
-            if key not in seen:
-                seen.add(key)
-                fresh.append(index)
-        sequences = torch.cat([sequences, draw[fresh]])[:wanted]
+    sequences = _distinct_sequences(wanted, num_tokens, vocab_size, seed)
     targets = targets_of(sequences)
     name = task if isinstance(task, str) else getattr(task, "__name__", "custom")
     check_token_ids(f"the targets that task {name!r} returned", targets, vocab_size)
@@ -142,8 +152,8 @@ class TokenClassifier(nn.Module):
 
     Args:
         vocab_size: number of token ids (also the number of classes to predict at each position).
-        d_model, num_heads, num_layers, ffn_hidden, drop_prob: the encoder's sizes (lesson 07).
-        max_len: the longest sequence the positional table covers.
+        d_model, num_heads, num_layers, ffn_hidden, dropout: the encoder's sizes (lesson 07).
+        context_length: the longest sequence the positional table covers.
         positional: add the positional encoding (``False`` shows what attention does without it).
         norm_first: pre-LN layers (with a final LayerNorm, as pre-LN models have) instead of post-LN.
 
@@ -160,22 +170,22 @@ class TokenClassifier(nn.Module):
         num_heads: int,
         num_layers: int,
         ffn_hidden: int,
-        drop_prob: float = 0.0,
+        dropout: float = 0.0,
         *,
-        max_len: int = 64,
+        context_length: int = 64,
         positional: bool = True,
         norm_first: bool = False,
     ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
-        check_positive_int("max_len", max_len)
-        check_probability("drop_prob", drop_prob)
+        check_positive_int("context_length", context_length)
+        check_probability("dropout", dropout)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, max_len) if positional else None
+        self.positional_encoding = PositionalEncoding(d_model, context_length) if positional else None
         self.encoder = Encoder(
-            d_model, ffn_hidden, num_heads, drop_prob, num_layers, norm_first=norm_first, final_norm=norm_first
+            d_model, ffn_hidden, num_heads, dropout, num_layers, norm_first=norm_first, final_norm=norm_first
         )
         self.classifier = nn.Linear(d_model, vocab_size)
 
@@ -251,6 +261,36 @@ def _check_model(model) -> None:
         raise TypeError(f"model must be a TokenClassifier (an nn.Module with vocab_size), got {type(model).__name__}")
 
 
+def _check_training(model, data, num_steps, batch_size, lr, seed, eval_every, log_every) -> None:
+    """:func:`train`'s arguments, each with an error that names it."""
+    _check_model(model)
+    if not isinstance(data, TaskData):
+        raise TypeError(f"data must be a TaskData (from make_task), got {type(data).__name__}")
+    if data.vocab_size != model.vocab_size:
+        raise ValueError(
+            f"data has vocab_size={data.vocab_size} but the model was built with vocab_size={model.vocab_size}"
+        )
+    check_positive_int("num_steps", num_steps)
+    check_positive_int("batch_size", batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    _check_seed(seed)
+    for name, every in (("eval_every", eval_every), ("log_every", log_every)):
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
+            raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {every!r}")
+
+
+def _train_step(model: nn.Module, optimizer, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+    """One optimisation step on a batch, ``(batch_size, num_tokens)`` inputs and targets: per-token
+    cross-entropy, back-propagation, one update. Returns the batch's loss and per-token accuracy."""
+    logits = model(inputs)  # (batch_size, num_tokens, vocab_size)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item(), token_accuracy(logits.detach(), targets)
+
+
 def train(
     model: TokenClassifier,
     data: TaskData,
@@ -290,22 +330,7 @@ def train(
     Returns:
         a :class:`History`. The model is left in train mode, with its trained weights.
     """
-    _check_model(model)
-    if not isinstance(data, TaskData):
-        raise TypeError(f"data must be a TaskData (from make_task), got {type(data).__name__}")
-    if data.vocab_size != model.vocab_size:
-        raise ValueError(
-            f"data has vocab_size={data.vocab_size} but the model was built with vocab_size={model.vocab_size}"
-        )
-    check_positive_int("num_steps", num_steps)
-    check_positive_int("batch_size", batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    _check_seed(seed)
-    for name, every in (("eval_every", eval_every), ("log_every", log_every)):
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
-            raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {every!r}")
-
+    _check_training(model, data, num_steps, batch_size, lr, seed, eval_every, log_every)
     history = History()
     num_train = len(data.train_inputs)
     generator = torch.Generator().manual_seed(seed)
@@ -315,15 +340,9 @@ def train(
         torch.manual_seed(seed)  # dropout's masks
         for step in range(1, num_steps + 1):
             batch = torch.randint(0, num_train, (batch_size,), generator=generator)
-            targets = data.train_targets[batch]  # (batch_size, num_tokens)
-            logits = model(data.train_inputs[batch])  # (batch_size, num_tokens, vocab_size)
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
-            history.loss.append(loss.item())
-            history.accuracy.append(token_accuracy(logits.detach(), targets))
+            loss, accuracy = _train_step(model, optimizer, data.train_inputs[batch], data.train_targets[batch])
+            history.loss.append(loss)
+            history.accuracy.append(accuracy)
             if eval_every and (step % eval_every == 0 or step == num_steps):
                 history.eval_steps.append(step)
                 history.eval_accuracy.append(evaluate(model, data.heldout_inputs, data.heldout_targets))

@@ -68,10 +68,10 @@ CASES = {
         ValueError,
         ["num_tokens=6", "context_length=5"],
     ),
-    "positions longer than max_len": (
-        lambda: ah.PositionalEncoding(3, max_len=4)(X),
+    "positions longer than context_length": (
+        lambda: ah.PositionalEncoding(3, context_length=4)(X),
         ValueError,
-        ["num_tokens=6", "max_len=4"],
+        ["num_tokens=6", "context_length=4"],
     ),
     # masks
     "padding mask of wrong shape": (
@@ -141,7 +141,7 @@ CASES = {
     "dropout of 1": (lambda: mha(dropout=1.0), ValueError, ["dropout", "[0, 1)", "1.0"]),
     "negative dropout": (lambda: ah.CausalAttention(3, 2, 6, -0.1), ValueError, ["dropout", "-0.1"]),
     "dropout given as a string": (lambda: mha(dropout="0.1"), TypeError, ["dropout", "str"]),
-    "encoder drop_prob above 1": (lambda: ah.Encoder(8, 16, 2, 1.5, 2), ValueError, ["drop_prob", "1.5"]),
+    "encoder dropout above 1": (lambda: ah.Encoder(8, 16, 2, 1.5, 2), ValueError, ["dropout", "1.5"]),
     "num_layers of 0": (lambda: ah.Encoder(8, 16, 2, 0.1, 0), ValueError, ["num_layers", "0"]),
     "num_heads of 0": (lambda: mha(num_heads=0), ValueError, ["num_heads", "0"]),
     "float num_heads": (lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2.0), TypeError, ["num_heads", "float"]),
@@ -159,7 +159,7 @@ CASES = {
     "encoder input of the wrong width": (
         lambda: ah.Encoder(8, 16, 2, 0.1, 1)(X),
         ValueError,
-        ["x", "d_in=8", "(2, 6, 3)"],
+        ["x", "d_model=8", "(2, 6, 3)"],
     ),
     # an input whose dtype differs from the module's weights (torch fails inside a matmul)
     **{

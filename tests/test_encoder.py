@@ -1,10 +1,12 @@
 import math
+import sys
 
 import pytest
 import torch
 from conftest import perturb_
 from torch import nn
 
+import attention_helpers as ah
 from attention_helpers import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate, to_torch
 
 
@@ -37,7 +39,7 @@ def test_layer_norm_normalises_each_token_on_its_own():
 
 
 def test_feed_forward_acts_on_each_position_separately():
-    ffn = FeedForward(8, 20, drop_prob=0.0, activation="gelu")
+    ffn = FeedForward(8, 20, dropout=0.0, activation="gelu")
     x = torch.randn(2, 5, 8)
     per_token = torch.stack([torch.stack([ffn(x[b, t]) for t in range(5)]) for b in range(2)])
     close(ffn(x), per_token)
@@ -180,7 +182,7 @@ def test_encoder_without_positions_is_permutation_equivariant_and_positions_brea
 
 @pytest.mark.parametrize("d_model", [8, 7])
 def test_positional_encoding_follows_the_formula(d_model):
-    pe = PositionalEncoding(d_model, max_len=50)
+    pe = PositionalEncoding(d_model, context_length=50)
     for pos in (0, 1, 17, 49):
         for i in range(d_model):
             angle = pos / 10000 ** ((i - i % 2) / d_model)
@@ -305,3 +307,46 @@ def test_encoder_returns_every_layers_weights_from_one_pass_equal_to_torchs(norm
             )
             close(weights, ref)
             layer_input = layer(layer_input, src_key_padding_mask=padding)
+
+
+def _count_mask_checks(monkeypatch) -> list[str]:
+    """Count calls to the boolean-mask validator, wherever the package imported it."""
+    calls = []
+    original = ah._checks.check_bool_mask
+
+    def counting(name, *args, **kwargs):
+        calls.append(name)
+        return original(name, *args, **kwargs)
+
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("attention_helpers") and getattr(module, "check_bool_mask", None) is original:
+            monkeypatch.setattr(module, "check_bool_mask", counting)
+    return calls
+
+
+def test_the_padding_mask_is_checked_once_per_forward_not_in_every_layer(monkeypatch):
+    torch.manual_seed(0)
+    encoder, layer = Encoder(8, 16, 2, 0.0, 3).eval(), EncoderLayer(8, 16, 2, 0.0).eval()
+    model = ah.EncoderDecoder(8, 2, 2, 3, 16).eval()
+    x, padding = torch.randn(2, 5, 8), torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    calls = _count_mask_checks(monkeypatch)
+    with torch.no_grad():
+        checked = encoder(x, padding)
+        assert calls == ["key_padding_mask"]  # three layers, one check
+        calls.clear()
+        layer(x, padding)
+        assert calls == ["key_padding_mask"]
+        calls.clear()
+        model(x, torch.randn(2, 4, 8), padding, torch.zeros(2, 4, dtype=torch.bool))
+        assert sorted(calls) == ["src_key_padding_mask", "tgt_key_padding_mask"]  # five layers, one check a mask
+    by_layer = x
+    with torch.no_grad():
+        for encoder_layer in encoder.layers:  # each layer called alone checks again, and computes the same
+            by_layer = encoder_layer(by_layer, padding)
+    close(checked, by_layer)
+
+
+def test_layer_norm_refuses_a_half_input_to_float32_weights_though_f_layer_norm_takes_it():
+    torch.nn.functional.layer_norm(torch.randn(2, 4).half(), (4,), torch.ones(4), torch.zeros(4))  # torch: no error
+    with pytest.raises(TypeError, match=r"inputs has dtype torch.float16 .* LayerNorm are torch.float32"):
+        LayerNorm(4)(torch.randn(2, 4).half())

@@ -12,7 +12,7 @@ import attention_helpers as ah
 from attention_helpers.dates import FORMATS, format_date, make_dates
 from attention_helpers.encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
 
-D_MODEL, NUM_HEADS, D_FF = 12, 4, 20  # d_ff != 4 * d_model
+D_MODEL, NUM_HEADS, FFN_HIDDEN = 12, 4, 20  # ffn_hidden != 4 * d_model
 SRC_LEN, TGT_LEN = 7, 5
 
 
@@ -41,7 +41,7 @@ def _torch_forward(transformer, src, tgt, src_padding, tgt_padding):
 
 def _model(norm_first, seed=0):
     torch.manual_seed(seed)
-    return EncoderDecoder(D_MODEL, NUM_HEADS, 2, 3, D_FF, 0.0, norm_first).double()
+    return EncoderDecoder(D_MODEL, NUM_HEADS, 2, 3, FFN_HIDDEN, 0.0, norm_first).double()
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -81,7 +81,7 @@ def test_from_torch_copies_an_nn_transformer(norm_first):
     with warnings.catch_warnings():  # nn.Transformer warns that a pre-LN encoder cannot use nested tensors
         warnings.simplefilter("ignore", UserWarning)
         transformer = nn.Transformer(
-            D_MODEL, NUM_HEADS, 2, 2, dim_feedforward=D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+            D_MODEL, NUM_HEADS, 2, 2, dim_feedforward=FFN_HIDDEN, dropout=0.0, batch_first=True, norm_first=norm_first
         ).double()
     model = EncoderDecoder.from_torch(transformer)
     assert model.decoder_layers[0].norm_first is norm_first
@@ -148,7 +148,7 @@ def test_decode_step_with_the_cache_equals_the_full_decoder(chunks):
 
 def _trained_free_seq2seq():
     torch.manual_seed(0)
-    return Seq2SeqTransformer(20, 15, 16, 4, 2, 2, 24, max_len=16)
+    return Seq2SeqTransformer(20, 15, 16, 4, 2, 2, 24, context_length=16)
 
 
 def test_greedy_decoding_with_and_without_the_cache_gives_the_same_tokens():
@@ -245,7 +245,7 @@ def test_bad_construction_and_conversion():
         model(torch.tensor([[25, 1]]), torch.tensor([[1]]))
     with pytest.raises(TypeError, match="int64"):
         greedy_decode(model, torch.ones(1, 3), 1, 4)
-    with pytest.raises(ValueError, match="max_len=16"):
+    with pytest.raises(ValueError, match="context_length=16"):
         greedy_decode(model, torch.ones(1, 3, dtype=torch.long), 1, 17)
     with pytest.raises(TypeError, match="Seq2SeqTransformer"):
         greedy_decode(nn.Linear(2, 2), torch.ones(1, 3, dtype=torch.long), 1, 4)

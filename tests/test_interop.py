@@ -62,14 +62,14 @@ PAIRS = {
         {},
     ),
     "DecoderLayer": (
-        lambda: ah.DecoderLayer(D_MODEL, HEADS, FFN, 0.0, max_len=32),
+        lambda: ah.DecoderLayer(D_MODEL, FFN, HEADS, 0.0, context_length=32),
         lambda: nn.TransformerDecoderLayer(D_MODEL, HEADS, FFN, 0.0, batch_first=True),
-        {"max_len": 32},
+        {"context_length": 32},
     ),
     "EncoderDecoder": (
-        lambda: ah.EncoderDecoder(D_MODEL, HEADS, 2, 3, FFN, 0.0, True, max_len=32),
+        lambda: ah.EncoderDecoder(D_MODEL, HEADS, 2, 3, FFN, 0.0, True, context_length=32),
         lambda: _transformer(D_MODEL, HEADS, 2, 3, FFN, 0.0, batch_first=True, norm_first=True),
-        {"max_len": 32},
+        {"context_length": 32},
     ),
 }
 

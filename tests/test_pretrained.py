@@ -49,7 +49,7 @@ def test_the_model_is_lesson_07s_encoder_with_real_sizes(model):
     layer = model.encoder.layers[0]
     assert layer.attention.num_heads == 12 and layer.attention.d_out == 384 and not layer.norm_first
     assert layer.ffn.linear1.out_features == 1536 and layer.norm1.eps == 1e-12
-    assert model.max_length == 256 and model.normalize
+    assert model.context_length == 256 and model.normalize
 
 
 def test_every_checkpoint_weight_is_used_but_the_pooler(model):
@@ -89,6 +89,21 @@ def test_hidden_states_equal_bert_model(model, bert, hf_batch):
         theirs = bert(input_ids=hf_batch["input_ids"], attention_mask=hf_batch["attention_mask"]).last_hidden_state
     real = ~key_padding_mask
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=0)
+
+
+def test_a_tokenizers_attention_mask_gives_the_same_output_as_the_key_padding_mask(model, hf_batch):
+    """The Hugging Face mask (1 = token) is converted once, at the model's door; the result is the same as the
+    series' mask (True = padding), and giving both is refused."""
+    token_ids, attention_mask = hf_batch["input_ids"], hf_batch["attention_mask"]
+    assert bool((attention_mask == 0).any())  # the batch is padded, so the mask matters
+    with torch.no_grad():
+        from_hf = model(token_ids, attention_mask=attention_mask)
+        from_ours = model(token_ids, attention_mask == 0)
+    assert torch.equal(from_hf, from_ours)
+    with pytest.raises(ValueError, match="not both"):
+        model(token_ids, attention_mask == 0, attention_mask=attention_mask)
+    with pytest.raises(TypeError, match="attention_mask must hold integers"):
+        model(token_ids, attention_mask=attention_mask == 0)
 
 
 def test_embedding_layer_equals_bert_embeddings(model, bert, hf_batch):

@@ -58,7 +58,7 @@ def test_the_smallest_accepted_temperature_works_everywhere(user):
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, max_len=16).eval()
+    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, context_length=16).eval()
 
 
 def _classifier():

@@ -128,20 +128,20 @@ def test_training_is_deterministic_for_a_seed_even_with_dropout():
     data = small_data()
     histories, weights = [], []
     for run in range(2):
-        model = small_model(drop_prob=0.2)  # same weights both times
+        model = small_model(dropout=0.2)  # same weights both times
         if run == 1:
             torch.rand(7)  # the global generator now differs: train must not depend on it
         histories.append(train(model, data, num_steps=20, seed=3, eval_every=10))
         weights.append(model.classifier.weight.detach().clone())
     assert histories[0] == histories[1]
     assert torch.equal(weights[0], weights[1])
-    other = train(small_model(drop_prob=0.2), data, num_steps=20, seed=4)
+    other = train(small_model(dropout=0.2), data, num_steps=20, seed=4)
     assert other.loss != histories[0].loss
 
 
 def test_training_leaves_the_global_generator_alone():
     data = small_data()
-    model = small_model(drop_prob=0.1)
+    model = small_model(dropout=0.1)
     torch.manual_seed(11)
     expected = torch.rand(3)
     torch.manual_seed(11)
@@ -151,8 +151,8 @@ def test_training_leaves_the_global_generator_alone():
 
 def test_train_matches_the_loop_in_its_docstring():
     data, seed, lr, batch_size = small_data(), 2, 1e-3, 16
-    model = small_model(drop_prob=0.1)
-    by_hand = small_model(drop_prob=0.1)
+    model = small_model(dropout=0.1)
+    by_hand = small_model(dropout=0.1)
     history = train(model, data, num_steps=15, batch_size=batch_size, lr=lr, seed=seed)
 
     losses = []
@@ -223,7 +223,7 @@ def test_bad_model_inputs_get_clear_errors():
         model(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match=r"token ids from 0 to 9 \(vocab_size=10\), got values from 0 to 12"):
         model(torch.tensor([[0, 12]]))
-    with pytest.raises(ValueError, match="max_len=64"):
+    with pytest.raises(ValueError, match="context_length=64"):
         model(torch.zeros(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match="d_model=30 must be divisible by num_heads=4"):
         TokenClassifier(10, 30, 4, 1, 16)

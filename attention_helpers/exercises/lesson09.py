@@ -50,7 +50,7 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ..
     model = _model()
     cases = []
     for token_ids, attention_mask in _padded_batches():
-        token_embeddings = model(token_ids, attention_mask == 0)  # key_padding_mask: True at padding
+        token_embeddings = model(token_ids, attention_mask=attention_mask)
         expected = torch.cat(
             [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
         )

@@ -142,10 +142,10 @@ def _layer_cases():
     """(layer, x, memory, memory_key_padding_mask): pre-LN layers with norms that are not the identity."""
     generator = hidden_generator(SEED + 1)
     cases = []
-    for batch, tgt_len, src_len, d_model, num_heads, d_ff in ((2, 5, 7, 12, 3, 20), (1, 3, 6, 8, 2, 10)):
+    for batch, tgt_len, src_len, d_model, num_heads, ffn_hidden in ((2, 5, 7, 12, 3, 20), (1, 3, 6, 8, 2, 10)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
-            layer = DecoderLayer(d_model, num_heads, d_ff, norm_first=True).eval()
+            layer = DecoderLayer(d_model, ffn_hidden, num_heads, norm_first=True).eval()
             with torch.no_grad():
                 for norm in (layer.norm1, layer.norm2, layer.norm3):
                     norm.gamma.uniform_(0.5, 1.5)
