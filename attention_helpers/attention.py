@@ -254,7 +254,7 @@ class MultiHeadAttention(nn.Module):
         ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
         """
         key_padding_mask = self.check_inputs(x, key_padding_mask, context)
-        return self.attend(x, key_padding_mask, return_weights, context=context)
+        return self.forward_unchecked(x, key_padding_mask, return_weights, context=context)
 
     def check_inputs(self, x, key_padding_mask=None, context=None, num_keys: int | None = None):
         """Raise a clear error for a bad input; return ``key_padding_mask`` expanded to ``(batch, num_keys)``."""
@@ -268,7 +268,7 @@ class MultiHeadAttention(nn.Module):
         check_bool_mask("key_padding_mask", key_padding_mask, (x.shape[0], num_keys), "(batch, num_keys)", x)
         return key_padding_mask.expand(x.shape[0], num_keys)  # a (num_keys,) mask serves every sequence
 
-    def attend(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
         """:meth:`forward` without its input checks, for a module that checks its inputs once for all its layers:
         ``key_padding_mask`` must be ``None`` or a boolean ``(batch, num_keys)`` tensor, True at padding."""
         source = x if context is None else context

@@ -106,9 +106,10 @@ class GroupedQueryAttention(MultiHeadAttention):
             past_key_values.check_step(self, *x.shape[:2], x.dtype, x.device)
             num_keys = past_key_values.num_tokens + x.shape[1]
         key_padding_mask = self.check_inputs(x, key_padding_mask, num_keys=num_keys)
-        return self.attend(x, key_padding_mask, return_weights, past_key_values=past_key_values, layer_idx=layer_idx)
+        options = {"past_key_values": past_key_values, "layer_idx": layer_idx}
+        return self.forward_unchecked(x, key_padding_mask, return_weights, **options)
 
-    def attend(self, x, key_padding_mask=None, return_weights=False, *, past_key_values=None, layer_idx=0):
+    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False, *, past_key_values=None, layer_idx=0):
         """:meth:`forward` without its input checks."""
         queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         keys = self.split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
@@ -200,9 +201,9 @@ def generate(
         for step in range(max_new_tokens):
             if cache is not None and token_ids.shape[1] <= context_length:
                 new_ids = token_ids if step == 0 else token_ids[:, -1:]  # the prompt once, then the newest token
-                logits, cache = model.logits(new_ids, cache)
+                logits, cache = model.forward_unchecked(new_ids, cache)
             else:
-                logits = model.logits(token_ids[:, -context_length:])
+                logits = model.forward_unchecked(token_ids[:, -context_length:])
             next_id = sample_next_token(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
             token_ids = torch.cat([token_ids, next_id], dim=1)
     finally:

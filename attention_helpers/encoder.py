@@ -205,7 +205,7 @@ class EncoderLayer(nn.Module):
         None or a boolean ``(batch, num_tokens)`` tensor. Returns ``(x, attn_weights)``, the weights None unless
         ``return_weights``."""
         attn_input = self.norm1(x) if self.norm_first else x
-        out = self.attention.attend(attn_input, key_padding_mask, return_weights)
+        out = self.attention.forward_unchecked(attn_input, key_padding_mask, return_weights)
         attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)

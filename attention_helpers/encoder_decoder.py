@@ -18,7 +18,6 @@ Masks follow the package's convention: ``key_padding_mask`` is ``True`` at paddi
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
@@ -33,7 +32,6 @@ from ._checks import (
 )
 from .attention import MultiHeadAttention
 from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding
-from .functional import scaled_dot_product_attention
 
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """One decoder layer's cache: ``(self_keys, self_values, cross_keys, cross_values)``, each
@@ -66,16 +64,10 @@ def _check_decoder_inputs(module, tgt, memory, tgt_key_padding_mask, memory_key_
 def _attend(mha: MultiHeadAttention, x: torch.Tensor, keys, values, hidden, return_weights: bool = False):
     """``mha``'s attention for the queries of ``x`` ``(batch, num_tokens, d_model)`` over keys and values already
     projected, ``(batch, num_heads, num_keys, head_dim)``; ``hidden`` (True = hide) broadcasts to
-    ``(batch, num_heads, num_tokens, num_keys)``. Returns ``(batch, num_tokens, d_model)`` (and the weights)."""
+    ``(batch, num_heads, num_tokens, num_keys)``. Returns ``(batch, num_tokens, d_model)`` and the weights (or None)."""
     queries = mha.split_heads(mha.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-    if return_weights:
-        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, hidden)
-    else:
-        keep = None if hidden is None else ~hidden  # F.scaled_dot_product_attention: True = may attend
-        context_vec, attn_weights = F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep), None
-    batch, num_tokens = x.shape[:2]
-    context_vec = mha.out_proj(context_vec.transpose(1, 2).reshape(batch, num_tokens, mha.d_out))
-    return context_vec, attn_weights
+    context_vec, attn_weights = mha.attend_heads(queries, keys, values, hidden, return_weights=return_weights)
+    return mha.merge_heads(context_vec, attn_weights, return_weights=True)
 
 
 class DecoderLayer(nn.Module):
@@ -159,13 +151,13 @@ class DecoderLayer(nn.Module):
         weights = [None]
 
         def cross_attn(h):
-            out = self.cross_attention.attend(h, memory_key_padding_mask, return_weights, context=memory)
+            out = self.cross_attention.forward_unchecked(h, memory_key_padding_mask, return_weights, context=memory)
             if not return_weights:
                 return out
             weights[0] = out[1]
             return out[0]
 
-        x = self._sublayers(x, lambda h: self.self_attention.attend(h, tgt_key_padding_mask), cross_attn)
+        x = self._sublayers(x, lambda h: self.self_attention.forward_unchecked(h, tgt_key_padding_mask), cross_attn)
         return x, weights[0]
 
     def cross_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

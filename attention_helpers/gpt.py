@@ -44,8 +44,8 @@ class DecoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, past_key_values: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
-        # attend, not forward: the model checked its input once for all its blocks
-        attn_out = self.attention.attend(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
+        # forward_unchecked: the model checked its input once for all its blocks
+        attn_out = self.attention.forward_unchecked(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
         x = x + self.dropout1(attn_out)
         return x + self.dropout2(self.ffn(self.norm2(x)))
 
@@ -129,9 +129,9 @@ class GPT(nn.Module):
             past_key_values.check_step(
                 self.blocks[0].attention, len(token_ids), num_tokens, weight.dtype, weight.device
             )
-        return self.logits(token_ids, past_key_values)
+        return self.forward_unchecked(token_ids, past_key_values)
 
-    def logits(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
+    def forward_unchecked(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
         """:meth:`forward` without its input checks (``generate`` checks its prompt once, then calls this)."""
         start = 0 if past_key_values is None else past_key_values.num_tokens
         positions = torch.arange(start, start + token_ids.shape[1], device=token_ids.device)  # (num_tokens,)
