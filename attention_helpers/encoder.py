@@ -145,6 +145,10 @@ class FeedForward(nn.Module):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (..., d_model) with d_model={self.d_model}, got {shape_str(x.shape)}")
         check_module_dtype("x", x, self.linear1.weight, "FeedForward")
+        return self.forward_unchecked(x)
+
+    def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` without its input checks, for a layer that checked its input once."""
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
@@ -209,10 +213,10 @@ class EncoderLayer(nn.Module):
         attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
+            x = x + self.dropout2(self.ffn.forward_unchecked(self.norm2(x)))
         else:
             x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
+            x = self.norm2(x + self.dropout2(self.ffn.forward_unchecked(x)))
         return x, attn_weights
 
     @classmethod

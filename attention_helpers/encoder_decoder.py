@@ -125,10 +125,10 @@ class DecoderLayer(nn.Module):
         if self.norm_first:
             x = x + self.dropout1(self_attn(self.norm1(x)))
             x = x + self.dropout2(cross_attn(self.norm2(x)))
-            return x + self.dropout3(self.ffn(self.norm3(x)))
+            return x + self.dropout3(self.ffn.forward_unchecked(self.norm3(x)))
         x = self.norm1(x + self.dropout1(self_attn(x)))
         x = self.norm2(x + self.dropout2(cross_attn(x)))
-        return self.norm3(x + self.dropout3(self.ffn(x)))
+        return self.norm3(x + self.dropout3(self.ffn.forward_unchecked(x)))
 
     def forward(
         self,

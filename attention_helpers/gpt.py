@@ -47,7 +47,7 @@ class DecoderBlock(nn.Module):
         # forward_unchecked: the model checked its input once for all its blocks
         attn_out = self.attention.forward_unchecked(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
         x = x + self.dropout1(attn_out)
-        return x + self.dropout2(self.ffn(self.norm2(x)))
+        return x + self.dropout2(self.ffn.forward_unchecked(self.norm2(x)))
 
 
 class GPT(nn.Module):

@@ -1,4 +1,4 @@
-"""The GPT decoder, generation, the bigram baseline and the tokenizer."""
+"""The GPT decoder (with the KV cache), the bigram baseline and the tokenizer."""
 
 import copy
 import subprocess
@@ -9,22 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import small_gpt
 
 import attention_helpers as ah
 
 
 def close(actual, expected, atol=1e-5):
     torch.testing.assert_close(actual, expected, atol=atol, rtol=1e-4)
-
-
-def small_gpt(dropout=0.0, context_length=12, vocab_size=11):
-    """vocab_size != d_model != context_length, so a mixed-up axis shows as a shape error."""
-    torch.manual_seed(0)
-    model = ah.GPT(vocab_size, context_length, d_model=16, num_heads=4, num_layers=2, dropout=dropout)
-    with torch.no_grad():  # larger than GPT-2's 0.02 initialisation, so that logits differ clearly between tokens
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.3)
-    return model.eval()
 
 
 # --- the model ----------------------------------------------------------------------------------------------
@@ -155,203 +146,6 @@ def test_the_cache_cannot_outgrow_the_context():
         model(torch.zeros(2, 1, dtype=torch.long), cache)
     with pytest.raises(TypeError, match="past_key_values must be a KVCache, got tuple"):
         model(torch.zeros(1, 1, dtype=torch.long), (cache.keys, cache.values))
-
-
-# --- generation ---------------------------------------------------------------------------------------------
-
-
-def test_generate_keeps_the_prompt_and_adds_max_new_tokens():
-    model = small_gpt()
-    prompt = torch.randint(0, 11, (3, 4))
-    out = ah.generate(model, prompt, 6, generator=torch.Generator().manual_seed(0))
-    assert out.shape == (3, 10) and out.dtype == torch.long
-    assert torch.equal(out[:, :4], prompt)
-    assert ((out >= 0) & (out < 11)).all()
-    assert torch.equal(ah.generate(model, prompt, 0), prompt)
-
-
-def test_greedy_generation_follows_the_argmax_and_ignores_the_generator():
-    model = small_gpt()
-    prompt = torch.randint(0, 11, (2, 3))
-    out = ah.generate(model, prompt, 5, temperature=0)
-    for i in range(3, 8):
-        assert torch.equal(out[:, i], model(out[:, :i])[:, -1].argmax(-1))
-    assert torch.equal(ah.generate(model, prompt, 5, temperature=0, generator=torch.Generator().manual_seed(9)), out)
-
-
-@pytest.mark.parametrize("new_tokens", [8, 20], ids=["within the context", "past the context"])
-@pytest.mark.parametrize(("temperature", "top_k"), [(0, None), (1.0, None), (0.8, 3)])
-def test_cached_and_uncached_generation_give_identical_tokens(new_tokens, temperature, top_k):
-    model = small_gpt()
-    prompt = torch.randint(0, 11, (3, 4))
-    outs = [
-        ah.generate(
-            model, prompt, new_tokens, temperature, top_k, use_cache=cache, generator=torch.Generator().manual_seed(5)
-        )
-        for cache in (True, False)
-    ]
-    assert torch.equal(outs[0], outs[1])
-    assert outs[0].shape == (3, 4 + new_tokens)
-
-
-def _record_embedding_inputs(model):
-    """Record the token ids the model is fed at each call (a forward hook on the token embedding)."""
-    fed = []
-    model.token_embedding.register_forward_hook(lambda module, args, output: fed.append(args[0].clone()))
-    return fed
-
-
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_generate_feeds_one_token_per_step_with_the_cache_and_the_window_without(use_cache):
-    """With the cache, each step after the first runs the model on the newest token only, until the sequence
-    outgrows context_length=12; then, and without the cache, on the last (at most) 12 tokens."""
-    model = small_gpt()
-    fed = _record_embedding_inputs(model)
-    prompt = torch.randint(0, 11, (2, 4))
-    out = ah.generate(model, prompt, 12, temperature=0, use_cache=use_cache)
-    assert len(fed) == 12
-    for step, ids in enumerate(fed):
-        length = 4 + step  # tokens before this step
-        if use_cache and step > 0 and length <= 12:
-            assert torch.equal(ids, out[:, length - 1 : length]), f"step {step}: fed {ids.shape[1]} tokens"
-        else:
-            assert torch.equal(ids, out[:, max(0, length - 12) : length]), f"step {step}: fed {ids.shape[1]} tokens"
-
-
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_generate_from_a_prompt_longer_than_the_context_keeps_its_last_tokens(use_cache):
-    model = small_gpt()
-    fed = _record_embedding_inputs(model)
-    prompt = torch.randint(0, 11, (2, 15))  # context_length is 12
-    out = ah.generate(model, prompt, 3, temperature=0, use_cache=use_cache)
-    assert torch.equal(fed[0], prompt[:, -12:])
-    truncated = ah.generate(model, prompt[:, -12:], 3, temperature=0, use_cache=use_cache)
-    assert torch.equal(out[:, :15], prompt) and torch.equal(out[:, 15:], truncated[:, 12:])
-
-
-def _record_sampled_probabilities(monkeypatch):
-    """Record the probabilities handed to torch.multinomial (the name gpt.py looks up)."""
-    seen = []
-    multinomial = torch.multinomial
-
-    def recording(probs, *args, **kwargs):
-        seen.append(probs.clone())
-        return multinomial(probs, *args, **kwargs)
-
-    monkeypatch.setattr(torch, "multinomial", recording)
-    return seen
-
-
-@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.5])
-def test_sampling_divides_the_logits_by_the_temperature(monkeypatch, temperature):
-    seen = _record_sampled_probabilities(monkeypatch)
-    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0], [3.0, -2.0, 0.5, 0.5]])
-    ah.sample_next_token(logits, temperature)
-    close(seen[-1], torch.softmax(logits / temperature, dim=-1))
-    ah.sample_next_token(logits, temperature, top_k=2)
-    cut = float("-inf")
-    top2 = torch.tensor([[cut, 1.0, 2.0, cut], [3.0, cut, 0.5, 0.5]])  # a tie with the 2nd largest is kept
-    close(seen[-1], torch.softmax(top2 / temperature, dim=-1))
-    model = small_gpt()
-    prompt = torch.randint(0, 11, (2, 3))
-    ah.generate(model, prompt, 1, temperature, generator=torch.Generator().manual_seed(0))
-    close(seen[-1], torch.softmax(model(prompt)[:, -1] / temperature, dim=-1))
-
-
-def test_generate_restores_the_training_mode():
-    model = small_gpt(dropout=0.5).train()
-    prompt = torch.randint(0, 11, (2, 3))
-    out = ah.generate(model, prompt, 5, temperature=0)
-    assert model.training
-    assert torch.equal(out, ah.generate(model.eval(), prompt, 5, temperature=0))  # dropout was off while generating
-
-
-def test_sampling_with_a_seeded_generator_repeats_and_follows_the_probabilities():
-    model = small_gpt()
-    prompt = torch.randint(0, 11, (2, 3))
-    first = ah.generate(model, prompt, 10, generator=torch.Generator().manual_seed(1))
-    assert torch.equal(first, ah.generate(model, prompt, 10, generator=torch.Generator().manual_seed(1)))
-    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0]])
-    draws = torch.cat([ah.sample_next_token(logits, generator=torch.Generator().manual_seed(s)) for s in range(4000)])
-    frequencies = torch.bincount(draws.flatten(), minlength=4) / 4000
-    close(frequencies, torch.softmax(logits[0], -1), atol=0.03)
-
-
-def test_top_k_keeps_the_k_largest_logits():
-    logits = torch.randn(5, 30)
-    filtered = ah.top_k_filter(logits, 4)
-    kept = torch.isfinite(filtered)
-    assert (kept.sum(-1) == 4).all()
-    assert torch.equal(kept, torch.zeros_like(kept).scatter(-1, logits.topk(4, dim=-1).indices, True))
-    close(filtered[kept], logits[kept])
-    assert torch.equal(ah.top_k_filter(logits, 100), logits)  # k beyond the vocabulary keeps everything
-    assert torch.equal(ah.sample_next_token(logits, top_k=1), logits.argmax(-1, keepdim=True))
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "fragment"),
-    [
-        ({"max_new_tokens": -1}, ValueError, "max_new_tokens"),
-        ({"temperature": -0.5}, ValueError, "temperature"),
-        ({"top_k": 0}, ValueError, "top_k"),
-    ],
-)
-def test_generate_bad_arguments(kwargs, error, fragment):
-    args = {"max_new_tokens": 3, **kwargs}
-    with pytest.raises(error, match=fragment):
-        ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), **args)
-    with pytest.raises(TypeError, match="GPT"):
-        ah.generate(ah.BigramLanguageModel(11), torch.zeros(1, 2, dtype=torch.long), 3)
-
-
-LOGITS = torch.randn(2, 5, 11)  # (batch, num_tokens, vocab_size)
-
-
-@pytest.mark.parametrize(
-    ("call", "error", "fragments"),
-    [
-        (lambda: ah.language_model_loss(LOGITS, torch.zeros(2, 5)), TypeError, ["targets", "torch.float32", "(2, 5)"]),
-        (
-            lambda: ah.language_model_loss(LOGITS, torch.full((2, 5), 11)),
-            ValueError,
-            ["targets", "vocab_size=11", "from 11 to 11"],
-        ),
-        (lambda: ah.language_model_loss(LOGITS, [[0] * 5] * 2), TypeError, ["targets", "list"]),
-        (
-            lambda: ah.BigramLanguageModel.from_counts(torch.tensor([], dtype=torch.long), 11),
-            ValueError,
-            ["token_ids", "at least 2 tokens", "(0,)"],
-        ),
-        (lambda: ah.sample_next_token(LOGITS), ValueError, ["logits", "(batch, vocab_size)", "(2, 5, 11)"]),
-        (lambda: ah.top_k_filter([[0.5, 1.0, -1.0]], 2), TypeError, ["logits", "torch.Tensor", "list"]),
-        (
-            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2.0),
-            TypeError,
-            ["max_new_tokens", "int", "2.0"],
-        ),
-        (
-            lambda: ah.generate(small_gpt(), torch.zeros(1, 2, dtype=torch.long), 2, top_k=2.0),
-            TypeError,
-            ["top_k", "int", "2.0"],
-        ),
-    ],
-    ids=[
-        "float targets",
-        "out-of-range targets",
-        "list targets",
-        "empty text",
-        "3-D logits to sample",
-        "list to top_k_filter",
-        "max_new_tokens=2.0",
-        "top_k=2.0",
-    ],
-)
-def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragments):
-    with pytest.raises(Exception) as info:
-        call()
-    assert type(info.value) is error, repr(info.value)
-    for fragment in fragments:
-        assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
 
 
 # --- training pieces and the baseline -----------------------------------------------------------------------
