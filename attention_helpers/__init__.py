@@ -6,7 +6,7 @@ Modules, each importable on its own, depend on one another in one direction:
 (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains on) beside
 ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``;
 ``viz`` (figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use),
-``interop`` and ``exercises`` (the notebooks' answer checks) sit on top. The names in ``viz.__all__`` are
+``interop`` and ``lessons`` (the notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
 reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
 ``from attention_helpers import *`` stays light.
 
@@ -28,7 +28,6 @@ from .decoding import GroupedQueryAttention, KVCache, generate, sample_next_toke
 from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate
 from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
-from .exercises import check_answer, check_function
 from .functional import (
     attention_scores_loop,
     causal_mask,
@@ -40,7 +39,8 @@ from .functional import (
 )
 from .gpt import GPT, BigramLanguageModel, DecoderBlock, evaluate_loss, language_model_loss, next_token_batch
 from .interop import from_torch, to_torch
-from .parameters import ParameterError, check_parameter
+from .lessons import check_answer, check_function
+from .lessons.parameters import ParameterError, check_parameter
 from .pretrained import (
     BertEmbeddings,
     SentenceEncoder,

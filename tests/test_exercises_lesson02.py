@@ -4,7 +4,7 @@ answers accepted."""
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson02 as checks
+from attention_helpers.lessons import lesson02 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
 

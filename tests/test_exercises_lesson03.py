@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson03 as checks
+from attention_helpers.lessons import lesson03 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
 

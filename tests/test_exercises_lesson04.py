@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attention_helpers import CausalAttention, causal_mask
-from attention_helpers.exercises import lesson04 as checks
+from attention_helpers.lessons import lesson04 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
 

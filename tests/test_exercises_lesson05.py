@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson05 as checks
+from attention_helpers.lessons import lesson05 as checks
 
 
 def inverted_dropout(x, p, training=True):

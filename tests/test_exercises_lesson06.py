@@ -4,7 +4,7 @@ right answers accepted."""
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson06 as checks
+from attention_helpers.lessons import lesson06 as checks
 
 RIGHT_SHAPES = (4, (2, 3, 5, 4), (2, 3, 5, 5), (2, 5, 12))
 

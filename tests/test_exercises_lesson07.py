@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import attention_helpers as ah
-from attention_helpers.exercises import lesson07 as checks
+from attention_helpers.lessons import lesson07 as checks
 
 
 def test_unanswered(capsys):

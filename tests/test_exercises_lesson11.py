@@ -5,7 +5,7 @@ import copy
 import torch
 
 import attention_helpers as ah
-from attention_helpers.exercises import lesson11 as checks
+from attention_helpers.lessons import lesson11 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
 

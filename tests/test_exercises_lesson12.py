@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attention_helpers.exercises import lesson12 as checks
+from attention_helpers.lessons import lesson12 as checks
 
 
 def _cross(scale_by_d_model=False, use_mask=True, reverse_mask=False, transpose=True, out_proj=True):

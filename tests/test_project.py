@@ -71,10 +71,10 @@ def test_readme_lists_every_notebook():
 
 # The package's modules in the one direction imports may flow: each core module may import only earlier ones;
 # the modules on top (figures, widgets, interop, exercise checks) may import any core module.
-CORE_MODULES = ["_checks", "parameters", "data", "functional", "efficient", "attention", "decoding", "encoder"]
+CORE_MODULES = ["_checks", "data", "functional", "efficient", "attention", "decoding", "encoder"]
 CORE_MODULES += ["training"]
 CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
-TOP_MODULES = ["viz", "interop", "exercises"]
+TOP_MODULES = ["viz", "interop", "lessons"]
 VIZ_MODULES = sorted(p.stem for p in (ROOT / "attention_helpers" / "viz").glob("[!_]*.py"))
 
 

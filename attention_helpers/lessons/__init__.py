@@ -1,5 +1,7 @@
-"""Checks for the notebooks' exercises: each says plainly whether the reader's answer is right, and
-gives a hint fitted to the mistake when it is not.
+"""What the lessons need apart from the model code: their exercise checks and their parameter checks.
+
+``parameters`` checks a notebook's ``parameters`` cell. ``lessonNN`` holds lesson NN's exercise checks: each says
+plainly whether the reader's answer is right, and gives a hint fitted to the mistake when it is not.
 
 Every check prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
 
@@ -11,7 +13,7 @@ Every check prints exactly one line, in one of three forms, and returns ``True``
 A check never raises on a wrong answer, so a notebook with unanswered exercises still runs to its end.
 The expected answer is computed by the check itself, from the package's tested code, on inputs the check
 draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
-lesson's checks live in ``attention_helpers.exercises.lessonNN``; this module holds what they share.
+lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module holds what they share.
 """
 
 from __future__ import annotations
