@@ -24,7 +24,7 @@ from ._checks import (
     check_tensor,
     shape_str,
 )
-from .functional import scaled_dot_product_attention
+from .functional import causal_mask, scaled_dot_product_attention
 
 
 def _check_input(module: nn.Module, x, ndims: tuple[int, ...] = (3,)) -> None:
@@ -142,7 +142,7 @@ class CausalAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
         # True above the diagonal: key j is in query i's future when j > i.
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
+        self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
@@ -241,8 +241,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
         # True above the diagonal: key j is in query i's future when j > i.
-        mask = torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1) if causal else None
-        self.register_buffer("mask", mask)
+        self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
     def forward(self, x, key_padding_mask=None, return_weights=False, *, context=None):
         """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``context`` (cross-attention).

@@ -94,6 +94,9 @@ class LayerNorm(nn.Module):
         self.gamma = nn.Parameter(torch.ones(self.parameters_shape))
         self.beta = nn.Parameter(torch.zeros(self.parameters_shape))
 
+    def extra_repr(self) -> str:
+        return f"{self.parameters_shape}, eps={self.eps}"
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         gamma = self.gamma
         try:  # the checks below cost nothing when the input is right: they run when torch refuses it

@@ -128,10 +128,7 @@ def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> to
     Row ``i`` is query token ``i``; ``mask[i, j]`` is ``True`` when key ``j`` lies in its future
     (``j > i``) and must be hidden.
     """
-    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
-        raise TypeError(f"num_tokens must be an int, got {type(num_tokens).__name__} ({num_tokens!r})")
-    if num_tokens < 1:
-        raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+    check_positive_int("num_tokens", num_tokens)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1)
 
