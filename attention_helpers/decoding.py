@@ -4,7 +4,8 @@ Generating a token runs the model on one new token. Under a causal mask, the key
 do not change when a token is added, so each attention layer can reuse them instead of recomputing the prefix.
 They live in a :class:`KVCache` that :func:`generate` creates, passes to the model and gets back at each step
 (as Hugging Face passes ``past_key_values``): no module keeps hidden state. The cache is preallocated for the
-whole generation, so a step writes its token's keys and values in place and recopies nothing.
+whole generation, so a step writes its token's keys and values in place and copies nothing already cached
+(with grouped heads, attention still repeats each shared head for its query heads).
 """
 
 from __future__ import annotations
@@ -33,32 +34,15 @@ class KVCache:
         self.values = torch.zeros_like(self.keys)
         self.num_tokens = 0
 
-    def check_step(self, attention: GroupedQueryAttention, batch: int, num_new: int, dtype, device) -> None:
-        """Raise a clear error if ``num_new`` tokens of ``batch`` sequences (``dtype`` on ``device``) cannot
-        continue this cache in ``attention``."""
-        _, cache_batch, num_kv_heads, capacity, head_dim = self.keys.shape
-        if (num_kv_heads, head_dim) != (attention.num_kv_heads, attention.head_dim):
-            raise ValueError(
-                f"the cache holds num_kv_heads={num_kv_heads}, head_dim={head_dim} but the attention layer has "
-                f"num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}"
-            )
-        if batch != cache_batch:
-            raise ValueError(f"the cache holds batch={cache_batch} but the input has batch={batch}; start a new cache")
-        if self.num_tokens + num_new > capacity:
-            raise ValueError(
-                f"the cache holds {self.num_tokens} tokens and the input adds {num_new}, more than its "
-                f"capacity={capacity}; start a new cache or keep the input shorter"
-            )
-        if (dtype, torch.device(device)) != (self.keys.dtype, self.keys.device):
-            raise TypeError(
-                f"the cache holds {self.keys.dtype} on {self.keys.device}, the input is {dtype} on {device}"
-            )
-
     def update(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
         after the ``num_tokens`` cached ones; return all of them, ``(batch, num_kv_heads, num_tokens + num_new,
-        head_dim)`` views of the preallocated tensors (nothing is copied)."""
+        head_dim)`` views of the preallocated tensors (nothing already cached is copied, unless autograd records
+        the call: then the cache is copied first, so that gradients flow through every step)."""
         start, end = self.num_tokens, self.num_tokens + keys.shape[2]
+        if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
+            # Autograd keeps the views returned by earlier writes: write into new tensors, not over them.
+            self.keys, self.values = self.keys.clone(), self.values.clone()
         self.keys[layer_idx, :, :, start:end] = keys
         self.values[layer_idx, :, :, start:end] = values
         return self.keys[layer_idx, :, :, :end], self.values[layer_idx, :, :, :end]
@@ -66,6 +50,37 @@ class KVCache:
     def advance(self, num_new: int) -> None:
         """Count ``num_new`` more cached tokens, once every layer has written them."""
         self.num_tokens += num_new
+
+
+def check_kv_cache(cache, attention, batch: int, num_new: int, dtype, device, *, num_layers=None, layer_idx=0) -> None:
+    """Raise a clear error if ``num_new`` tokens of ``batch`` sequences (``dtype`` on ``device``) cannot continue
+    ``cache`` in layer ``layer_idx`` of a stack of ``GroupedQueryAttention`` layers like ``attention`` (a model
+    with ``num_layers`` of them, when given)."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"past_key_values must be a KVCache, got {type(cache).__name__}")
+    cache_layers, cache_batch, num_kv_heads, capacity, head_dim = cache.keys.shape
+    if num_layers is not None and num_layers != cache_layers:
+        raise ValueError(
+            f"the cache holds num_layers={cache_layers} but the model has num_layers={num_layers}; "
+            "make one with model.new_cache(batch)"
+        )
+    if not 0 <= layer_idx < cache_layers:
+        raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache_layers}")
+    if (num_kv_heads, head_dim) != (attention.num_kv_heads, attention.head_dim):
+        raise ValueError(
+            f"the cache holds num_kv_heads={num_kv_heads}, head_dim={head_dim} but the attention layer has "
+            f"num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}"
+        )
+    if batch != cache_batch:
+        raise ValueError(f"the cache holds batch={cache_batch} but the input has batch={batch}; start a new cache")
+    for limit, name in ((capacity, "its capacity"), (attention.context_length, "context_length")):
+        if cache.num_tokens + num_new > limit:
+            raise ValueError(
+                f"the cache holds {cache.num_tokens} tokens and the input adds {num_new}, more than {name}={limit}; "
+                "start a new cache or keep the input shorter"
+            )
+    if (dtype, torch.device(device)) != (cache.keys.dtype, cache.keys.device):
+        raise TypeError(f"the cache holds {cache.keys.dtype} on {cache.keys.device}, the input is {dtype} on {device}")
 
 
 class GroupedQueryAttention(MultiHeadAttention):
@@ -99,15 +114,20 @@ class GroupedQueryAttention(MultiHeadAttention):
         every cached token too (``key_padding_mask`` then covers all of them). The caller calls
         ``past_key_values.advance(x.shape[1])`` once every layer has run.
         """
-        num_keys = None
-        if past_key_values is not None:
-            if not isinstance(past_key_values, KVCache):
-                raise TypeError(f"past_key_values must be a KVCache, got {type(past_key_values).__name__}")
-            past_key_values.check_step(self, *x.shape[:2], x.dtype, x.device)
-            num_keys = past_key_values.num_tokens + x.shape[1]
-        key_padding_mask = self.check_inputs(x, key_padding_mask, num_keys=num_keys)
+        key_padding_mask = self.check_inputs(x, key_padding_mask, past_key_values=past_key_values, layer_idx=layer_idx)
         options = {"past_key_values": past_key_values, "layer_idx": layer_idx}
         return self.forward_unchecked(x, key_padding_mask, return_weights, **options)
+
+    def check_inputs(self, x, key_padding_mask=None, *, past_key_values=None, layer_idx=0):
+        """Raise a clear error for a bad input or cache; return ``key_padding_mask`` expanded to
+        ``(batch, num_keys)``, where ``num_keys`` counts the cached tokens too."""
+        if past_key_values is None:
+            return super().check_inputs(x, key_padding_mask)
+        super().check_inputs(x)  # the input's own mistakes first
+        check_kv_cache(past_key_values, self, *x.shape[:2], x.dtype, x.device, layer_idx=layer_idx)
+        if key_padding_mask is None:
+            return None
+        return super().check_inputs(x, key_padding_mask, num_keys=past_key_values.num_tokens + x.shape[1])
 
     def forward_unchecked(self, x, key_padding_mask=None, return_weights=False, *, past_key_values=None, layer_idx=0):
         """:meth:`forward` without its input checks."""

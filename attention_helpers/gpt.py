@@ -20,7 +20,7 @@ from ._checks import (
     check_token_ids,
     shape_str,
 )
-from .decoding import GroupedQueryAttention, KVCache
+from .decoding import GroupedQueryAttention, KVCache, check_kv_cache
 from .encoder import FeedForward, LayerNorm
 
 
@@ -44,7 +44,12 @@ class DecoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, past_key_values: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
-        # forward_unchecked: the model checked its input once for all its blocks
+        """Check ``x`` (and the cache), then run :meth:`forward_unchecked`."""
+        self.attention.check_inputs(x, past_key_values=past_key_values, layer_idx=layer_idx)
+        return self.forward_unchecked(x, past_key_values, layer_idx)
+
+    def forward_unchecked(self, x, past_key_values: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
+        """:meth:`forward` without its input checks: a GPT checks its input once for all its blocks."""
         attn_out = self.attention.forward_unchecked(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
         x = x + self.dropout1(attn_out)
         return x + self.dropout2(self.ffn.forward_unchecked(self.norm2(x)))
@@ -101,9 +106,12 @@ class GPT(nn.Module):
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` sequences of up to ``capacity``
         tokens (default ``context_length``), with this model's layers, heads, dtype and device."""
-        attention = self.blocks[0].attention
-        weight = self.token_embedding.weight
-        shape = (len(self.blocks), batch, attention.num_kv_heads, capacity or self.context_length, attention.head_dim)
+        capacity = self.context_length if capacity is None else capacity
+        check_positive_int("capacity", capacity)
+        if capacity > self.context_length:
+            raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
+        attention, weight = self.blocks[0].attention, self.token_embedding.weight
+        shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
         return KVCache(*shape, dtype=weight.dtype, device=weight.device)
 
     def forward(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
@@ -114,9 +122,7 @@ class GPT(nn.Module):
         the cached keys and values too, and their own are added. Returns ``(logits, past_key_values)`` then.
         """
         check_token_ids("token_ids", token_ids, self.vocab_size)
-        if past_key_values is not None and not isinstance(past_key_values, KVCache):
-            raise TypeError(f"past_key_values must be a KVCache, got {type(past_key_values).__name__}")
-        start = 0 if past_key_values is None else past_key_values.num_tokens
+        start = past_key_values.num_tokens if isinstance(past_key_values, KVCache) else 0
         num_tokens = token_ids.shape[1]
         if start + num_tokens > self.context_length:
             cached = f"{start} cached tokens + " if start else ""
@@ -125,10 +131,9 @@ class GPT(nn.Module):
                 f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
             )
         if past_key_values is not None:
-            weight = self.token_embedding.weight
-            past_key_values.check_step(
-                self.blocks[0].attention, len(token_ids), num_tokens, weight.dtype, weight.device
-            )
+            weight, first = self.token_embedding.weight, self.blocks[0].attention
+            shape = (len(token_ids), num_tokens, weight.dtype, weight.device)
+            check_kv_cache(past_key_values, first, *shape, num_layers=len(self.blocks))
         return self.forward_unchecked(token_ids, past_key_values)
 
     def forward_unchecked(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
@@ -138,7 +143,7 @@ class GPT(nn.Module):
         x = self.token_embedding(token_ids) + self.position_embedding(positions)  # (batch, num_tokens, d_model)
         x = self.dropout(x)
         for layer_idx, block in enumerate(self.blocks):
-            x = block(x, past_key_values, layer_idx)
+            x = block.forward_unchecked(x, past_key_values, layer_idx)
         logits = self.lm_head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
         if past_key_values is None:
             return logits

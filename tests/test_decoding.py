@@ -53,6 +53,9 @@ def test_grouped_query_attention_equals_repeating_the_kv_heads(num_kv_heads):
         torch.testing.assert_close(gqa(x, padding, return_weights=True)[0], full(x, padding))
 
 
+@pytest.mark.skipif(
+    tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 5), reason="enable_gqa= came in torch 2.5"
+)
 @pytest.mark.parametrize("num_kv_heads", [1, 3])
 def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
     gqa = grouped(num_kv_heads)
@@ -249,9 +252,45 @@ def test_cache_with_a_padding_mask_over_all_keys_matches_the_full_pass():
     padding[1, 2] = True  # a hole in the middle of sequence 1
     full = gqa(x, padding)
     with torch.no_grad():
-        steps, _ = run_in_chunks(gqa, x, [1] * 6, padding)
-    close(torch.cat(steps, dim=1)[:, 3:], full[:, 3:])
-    close(torch.cat(steps, dim=1)[0], full[0])
+        for chunks in ([1] * 6, [2, 3, 1]):  # one token (no causal mask) and several (the mask's rows from start)
+            steps, _ = run_in_chunks(gqa, x, chunks, padding)
+            close(torch.cat(steps, dim=1)[:, 3:], full[:, 3:])
+            close(torch.cat(steps, dim=1)[0], full[0])
+
+
+def tensors_kept(model: torch.nn.Module) -> list[str]:
+    """Names of the tensors a module (or its children) keeps outside parameters and buffers, also inside
+    tuples, lists and dicts."""
+
+    def holds_tensor(value) -> bool:
+        if isinstance(value, torch.Tensor):
+            return True
+        if isinstance(value, (tuple, list)):
+            return any(holds_tensor(v) for v in value)
+        return isinstance(value, dict) and any(holds_tensor(v) for v in value.values())
+
+    internals = set(vars(torch.nn.Module()))  # _parameters, _buffers, _modules, hooks
+    return [
+        name
+        for module in model.modules()
+        for name, value in vars(module).items()
+        if name not in internals and holds_tensor(value)
+    ]
+
+
+def test_gradients_flow_through_the_cache():
+    """With autograd on, each write copies the cache first, so backward through cached steps works and gives the
+    gradients of the full pass (writing over the views autograd kept would fail deep inside backward)."""
+    model = small_gpt()
+    ids = torch.randint(0, 11, (2, 7))
+    model(ids).square().sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    cache = model.new_cache(batch=2)
+    pieces = [model(ids[:, :4], cache)[0]] + [model(ids[:, i : i + 1], cache)[0] for i in range(4, 7)]
+    torch.cat(pieces, dim=1).square().sum().backward()
+    for param, grad in zip(model.parameters(), expected, strict=True):
+        close(param.grad, grad, atol=1e-4)
 
 
 def test_the_modules_keep_no_cache_state():
@@ -264,8 +303,7 @@ def test_the_modules_keep_no_cache_state():
     gqa(x, past_key_values=cache).sum().backward(retain_graph=True)
     cache.advance(4)
     assert list(gqa.state_dict()) == keys_before
-    tensors = [name for name, value in vars(gqa).items() if isinstance(value, torch.Tensor)]
-    assert tensors == [], f"tensors kept on the module: {tensors}"
+    assert tensors_kept(gqa) == []
     clone = copy.deepcopy(gqa)
     close(clone(x), gqa(x))
     second = torch.randn(1, 4, 6)
@@ -307,6 +345,33 @@ def test_cache_bad_use_names_what_is_wrong():
         gqa(torch.randn(2, 1, 6, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.bool), past_key_values=cache)
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         KVCache(1, 2, 3, 0, 4)
+    with pytest.raises(ValueError, match="layer_idx=1 but the cache holds num_layers=1"):
+        gqa.double()(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=cache, layer_idx=1)
+    # cached and new tokens together may not outrun the causal mask, whatever the cache's capacity
+    cache = KVCache(1, 1, 3, 8, 4)
+    cache.advance(3)
+    with pytest.raises(ValueError, match="holds 3 tokens and the input adds 3, more than context_length=5"):
+        GroupedQueryAttention(6, 12, 5, 0.0, 3)(torch.randn(1, 3, 6), past_key_values=cache)
+    # the input's own mistakes are named before the cache's
+    with pytest.raises(ValueError, match=r"x must have 3 dimensions \(batch, num_tokens, d_in\)"):
+        gqa(torch.randn(5, 6), past_key_values=cache)
+
+
+def test_a_model_names_a_cache_that_does_not_fit_it():
+    model = small_gpt()  # 2 layers, 4 heads of 4, context_length 12
+    ids = torch.randint(0, 11, (2, 3))
+    for layers in (1, 3):
+        with pytest.raises(ValueError, match=f"the cache holds num_layers={layers} but the model has num_layers=2"):
+            model(ids, KVCache(layers, 2, 4, 12, 4))
+    with pytest.raises(ValueError, match="capacity must be at least 1"):
+        model.new_cache(1, 0)
+    with pytest.raises(ValueError, match="capacity=20 is more than the model reads: context_length=12"):
+        model.new_cache(1, 20)
+    block = model.blocks[0]
+    with pytest.raises(ValueError, match="x has num_tokens=13 but the module was built with context_length=12"):
+        block(torch.randn(1, 13, 16))
+    with pytest.raises(ValueError, match="d_in=16"):
+        block(torch.randn(1, 3, 8))
 
 
 # --- generation ---------------------------------------------------------------------------------------------
@@ -382,7 +447,7 @@ def test_generate_from_a_prompt_longer_than_the_context_keeps_its_last_tokens(us
 
 
 def _record_sampled_probabilities(monkeypatch):
-    """Record the probabilities handed to torch.multinomial (the name gpt.py looks up)."""
+    """Record the probabilities handed to torch.multinomial (the name decoding.py looks up)."""
     seen = []
     multinomial = torch.multinomial
 
@@ -512,7 +577,7 @@ def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch)
     import attention_helpers.decoding as decoding
     import attention_helpers.gpt as gpt
 
-    calls = {"prompt ids": 0, "model ids": 0, "cache": 0, "attention": 0}
+    calls = {"prompt ids": 0, "model ids": 0, "cache": 0, "attention": 0, "feed-forward": 0}
 
     def counting(key, function):
         def wrapper(*args, **kwargs):
@@ -523,10 +588,14 @@ def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch)
 
     monkeypatch.setattr(decoding, "check_token_ids", counting("prompt ids", decoding.check_token_ids))
     monkeypatch.setattr(gpt, "check_token_ids", counting("model ids", gpt.check_token_ids))
-    monkeypatch.setattr(KVCache, "check_step", counting("cache", KVCache.check_step))
+    monkeypatch.setattr(decoding, "check_kv_cache", counting("cache", decoding.check_kv_cache))
+    monkeypatch.setattr(gpt, "check_kv_cache", counting("cache", gpt.check_kv_cache))
     monkeypatch.setattr(MultiHeadAttention, "check_inputs", counting("attention", MultiHeadAttention.check_inputs))
+    check_grouped = GroupedQueryAttention.check_inputs
+    monkeypatch.setattr(GroupedQueryAttention, "check_inputs", counting("attention", check_grouped))
+    monkeypatch.setattr(ah.FeedForward, "forward", counting("feed-forward", ah.FeedForward.forward))
     model = small_gpt()
     prompt = torch.randint(0, 11, (2, 3))
     out = ah.generate(model, prompt, 8, temperature=0)
-    assert calls == {"prompt ids": 1, "model ids": 0, "cache": 0, "attention": 0}
+    assert calls == {"prompt ids": 1, "model ids": 0, "cache": 0, "attention": 0, "feed-forward": 0}
     assert torch.equal(out, ah.generate(model, prompt, 8, temperature=0, use_cache=False))

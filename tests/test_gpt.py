@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import small_gpt
+from test_decoding import tensors_kept
 
 import attention_helpers as ah
 
@@ -94,7 +95,7 @@ def test_a_gpt_copies_after_a_cached_call_with_gradients():
     assert logits.requires_grad
     clone = copy.deepcopy(model)
     close(clone(ids), model(ids))
-    assert not [name for module in model.modules() for name, v in vars(module).items() if isinstance(v, torch.Tensor)]
+    assert tensors_kept(model) == []
 
 
 def test_the_model_learns_a_repeating_pattern():
