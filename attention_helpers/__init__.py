@@ -8,10 +8,6 @@ widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``
 notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
 reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
 ``from attention_helpers import *`` stays light.
-
-The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
-Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
-reproduces the book's numbers.
 """
 
 # The imports below are re-exports, listed once: __all__ is built from them at the end.

@@ -24,6 +24,7 @@ from ._checks import (
     check_probability,
     check_same_device,
     check_sequence,
+    check_size,
     check_tensor,
     shape_str,
 )
@@ -142,8 +143,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, 1, "(..., d_model)")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (..., d_model) with d_model={self.d_model}, got {shape_str(x.shape)}")
+        check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
         check_module_dtype("x", x, self.linear1.weight, "FeedForward")
         return self.forward_unchecked(x)
 
@@ -317,10 +317,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, (3,), "(batch, num_tokens, d_model)")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (batch, num_tokens, d_model) with d_model={self.d_model}, got {shape_str(x.shape)}"
-            )
+        check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
         if x.shape[1] > self.context_length:
             raise ValueError(
                 f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
@@ -350,8 +347,7 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
             to ``x.shape[:-1]`` (e.g. ``(batch, 1, num_tokens)``); ``None`` means ``0, 1, ..., num_tokens - 1``.
         base: the wavelength scale; ``10000`` in the paper and in Llama 2.
 
-    Returns:
-        A tensor of ``x``'s shape and dtype.
+    Returns a tensor of ``x``'s shape and dtype.
     """
     check_tensor("x", x, 2, "(..., num_tokens, head_dim)")
     head_dim = x.shape[-1]

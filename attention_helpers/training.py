@@ -131,13 +131,9 @@ def make_task(
             f"(one answer per position), got {shape_str(targets.shape)}"
         )
     targets = targets.long()
+    train_rows, heldout_rows = slice(0, num_train), slice(num_train, None)
     return TaskData(
-        task=name,
-        vocab_size=vocab_size,
-        train_inputs=sequences[:num_train],
-        train_targets=targets[:num_train],
-        heldout_inputs=sequences[num_train:],
-        heldout_targets=targets[num_train:],
+        name, vocab_size, sequences[train_rows], targets[train_rows], sequences[heldout_rows], targets[heldout_rows]
     )
 
 
