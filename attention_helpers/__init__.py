@@ -2,18 +2,17 @@
 
 Modules, each importable on its own, depend on one another in one direction:
 ``data -> functional -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``, with
-``efficient``
-(attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains on) beside
-``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``;
-``viz`` (figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use),
-``interop`` and ``lessons`` (the notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
+``efficient`` (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains
+on) beside ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``; ``viz`` (figures, diagrams and
+widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``interop`` and ``lessons`` (the
+notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
 reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
 ``from attention_helpers import *`` stays light.
-
-The attention classes keep the constructor arguments of chapter 3 of Sebastian Raschka's *Build a Large
-Language Model (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed``
-reproduces the book's numbers.
 """
+
+# The imports below are re-exports, listed once: __all__ is built from them at the end.
+# ruff: noqa: F401
+from inspect import ismodule as _ismodule
 
 from . import viz  # light: its names import Matplotlib and ipywidgets on first use
 from .attention import (
@@ -65,9 +64,6 @@ from .training import (
     warmup_cosine_lr,
 )
 
-# Figures and widgets need Matplotlib, IPython and ipywidgets, which take seconds to import and which a training
-# script or a test never uses: ``viz`` imports them the first time one of its names (``viz.__all__``) is used.
-
 
 def __getattr__(name: str):
     if name not in viz.__all__:
@@ -83,69 +79,5 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "GPT",
-    "TASKS",
-    "WORDS",
-    "BertEmbeddings",
-    "BigramLanguageModel",
-    "CausalAttention",
-    "CharTokenizer",
-    "DecoderBlock",
-    "DecoderLayer",
-    "Encoder",
-    "EncoderDecoder",
-    "EncoderLayer",
-    "FeedForward",
-    "GroupedQueryAttention",
-    "History",
-    "KVCache",
-    "LayerNorm",
-    "MultiHeadAttention",
-    "MultiHeadAttentionWrapper",
-    "ParameterError",
-    "PositionalEncoding",
-    "Seq2SeqTransformer",
-    "SelfAttentionV1",
-    "SelfAttentionV2",
-    "SentenceEncoder",
-    "TaskData",
-    "TokenClassifier",
-    "attention_mask_to_key_padding_mask",
-    "attention_scores_loop",
-    "causal_mask",
-    "check_answer",
-    "check_function",
-    "check_parameter",
-    "evaluate",
-    "evaluate_loss",
-    "from_torch",
-    "generate",
-    "greedy_decode",
-    "key_padding_mask_to_attention_mask",
-    "language_model_loss",
-    "load_sentence_transformer",
-    "make_task",
-    "mean_pool",
-    "next_token_batch",
-    "online_softmax",
-    "random_dot_products",
-    "reverse_targets",
-    "rope_rotate",
-    "sample_next_token",
-    "scaled_dot_product_attention",
-    "shakespeare_text",
-    "shipped_model_path",
-    "softmax_naive",
-    "softmax_stable",
-    "softmax_with_temperature",
-    "sort_targets",
-    "tiled_attention",
-    "tiled_attention_blocks",
-    "to_torch",
-    "token_accuracy",
-    "top_k_filter",
-    "toy_embeddings",
-    "train",
-    "warmup_cosine_lr",
-]
+# The names imported above, without the submodules (and without viz's lazy names).
+__all__ = sorted(name for name, value in globals().items() if not name.startswith("_") and not _ismodule(value))

@@ -13,18 +13,10 @@ from collections.abc import Sequence
 
 import torch
 
-
-def is_compiling() -> bool:
-    """True while ``torch.compile`` traces the code (``torch.compiler.is_compiling``, torch >= 2.3).
-
-    A check that reads a tensor's *values* (``ids.max()``, ``mask.any()``) copies them to the host, a
-    synchronisation on a GPU, and breaks the compiled graph. Like ``torch.nn.functional``, the package skips such
-    checks while compiling and keeps them in eager mode; checks on shapes and dtypes always run.
-    """
-    return _torch_is_compiling()
-
-
-_torch_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+# is_compiling(): True while torch.compile traces the code (torch >= 2.3). A check that reads a tensor's *values*
+# (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
+# torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
+is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 def shape_str(shape) -> str:
@@ -35,10 +27,7 @@ def shape_str(shape) -> str:
 
 def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> None:
     """Require a floating-point tensor with one of the ranks in ``ndims`` (a tuple), or at least ``ndims``
-    dimensions (an int).
-
-    ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
-    """
+    dimensions (an int); ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -148,9 +137,8 @@ def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
 
     ``zero_is_greedy``: also accept exactly 0, which a sampling function reads as "take the most likely token".
     """
-    allowed = f"a finite number >= {MIN_TEMPERATURE}" + (
-        " or 0 (greedy: the most likely token)" if zero_is_greedy else ""
-    )
+    greedy = " or 0 (greedy: the most likely token)" if zero_is_greedy else ""
+    allowed = f"a finite number >= {MIN_TEMPERATURE}{greedy}"
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be {allowed}, got {type(temperature).__name__} ({temperature!r})")
     if zero_is_greedy and temperature == 0:

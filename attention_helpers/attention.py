@@ -2,9 +2,8 @@
 
 The classes keep the constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``, ``out_proj``)
 and parameter creation order of the classes in chapter 3 of Sebastian Raschka's *Build a Large Language Model
-(From Scratch)*, so that the same ``torch.manual_seed`` gives the same weights, and therefore the book's numbers.
-
-Inputs are batch-first: ``(batch, num_tokens, d_in)``.
+(From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed`` gives the same weights,
+and therefore the book's numbers. Inputs are batch-first: ``(batch, num_tokens, d_in)``.
 """
 
 from __future__ import annotations
@@ -100,9 +99,8 @@ class SelfAttentionV1(nn.Module):
 class SelfAttentionV2(nn.Module):
     """:class:`SelfAttentionV1` with ``nn.Linear`` projections.
 
-    ``nn.Linear`` stores its weight transposed, ``(d_out, d_in)``, computes ``x @ weight.T (+ bias)``
-    and starts from a better-scaled random initialisation than ``torch.rand``. To copy a V2 into a V1,
-    copy under ``torch.no_grad()``: ``v1.W_query.copy_(v2.W_query.weight.T)`` (likewise for keys and values).
+    ``nn.Linear`` stores its weight transposed, ``(d_out, d_in)``, and starts from a better-scaled random
+    initialisation than ``torch.rand``. Under ``torch.no_grad()``, ``v1.W_query.copy_(v2.W_query.weight.T)``.
     """
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
@@ -123,12 +121,10 @@ class SelfAttentionV2(nn.Module):
 class CausalAttention(nn.Module):
     """Single-head attention in which each token attends only to itself and earlier tokens.
 
-    The causal mask is a buffer (``register_buffer``): it is part of the module's state, so
-    ``module.to(device)`` moves it along with the weights, but it is not a trainable parameter.
-    ``dropout`` is applied to the attention weights during training.
+    The causal mask is a buffer (``register_buffer``): ``module.to(device)`` moves it with the weights, but it
+    is not a trainable parameter. ``dropout`` is applied to the attention weights during training.
 
-    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``;
-    output ``(batch, num_tokens, d_out)``.
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output ``(batch, num_tokens, d_out)``.
     """
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
@@ -150,20 +146,14 @@ class CausalAttention(nn.Module):
         _check_input(self, x)
         num_tokens = x.shape[1]
         _check_context_length(num_tokens, self.context_length)
-        context_vec, attn_weights = scaled_dot_product_attention(
-            self.W_query(x),
-            self.W_key(x),
-            self.W_value(x),
-            mask=self.mask[:num_tokens, :num_tokens],
-            dropout=self.dropout,
-        )
+        mask = self.mask[:num_tokens, :num_tokens]
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
 class MultiHeadAttentionWrapper(nn.Module):
-    """``num_heads`` independent :class:`CausalAttention` heads, outputs concatenated.
-
-    Each head has its own ``d_in -> d_out`` projections, so the output width is ``num_heads * d_out``.
+    """``num_heads`` independent :class:`CausalAttention` heads (each ``d_in -> d_out``), outputs concatenated.
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, num_heads * d_out)``.
     """

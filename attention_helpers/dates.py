@@ -4,8 +4,7 @@
 ``"2026-11-24"``. Every output field comes from a different place in the input, and that place moves with the
 format: the alignment a sequence-to-sequence model's cross-attention has to learn.
 
-Everything is generated from a seed; nothing is downloaded. The held-out examples are drawn from calendar
-dates that never occur in the training set, in any format.
+Everything is generated from a seed; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -19,20 +18,8 @@ import torch
 
 from ._checks import check_positive_int, shape_str
 
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+_MONTH_NAMES = "January February March April May June July August September October November December"
+MONTHS = tuple(_MONTH_NAMES.split())
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 FORMATS = ("day month year", "month day, year", "weekday day mon year", "dd/mm/yyyy")
@@ -175,17 +162,9 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
     src_len = max(map(len, texts))
     src = tokenizer.encode(texts, src_len)
     tgt = tokenizer.encode([BOS + target for target in targets], TARGET_LEN + 1)
-    return DateData(
-        tokenizer,
-        texts[:num_train],
-        targets[:num_train],
-        texts[num_train:],
-        targets[num_train:],
-        src[:num_train],
-        tgt[:num_train],
-        src[num_train:],
-        tgt[num_train:],
-    )
+    train_rows, heldout_rows = slice(0, num_train), slice(num_train, None)
+    text_fields = (texts[train_rows], targets[train_rows], texts[heldout_rows], targets[heldout_rows])
+    return DateData(tokenizer, *text_fields, src[train_rows], tgt[train_rows], src[heldout_rows], tgt[heldout_rows])
 
 
 def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:

@@ -5,12 +5,8 @@ every query against every key: ``num_tokens**2`` numbers per head, 1 GiB in floa
 behind FlashAttention is that softmax does not need all the scores of a row at once: a running maximum and a
 running sum, rescaled whenever the maximum grows, give the same result one block of scores at a time.
 
-- :func:`online_softmax` shows the idea on a plain softmax;
-- :func:`tiled_attention` applies it to attention: one block of queries against one block of keys at a time,
-  with a running maximum, sum and weighted sum of values per query, so that at most one
-  ``(block_size, block_size)`` block of scores exists at any moment.
-
-Both are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
+:func:`online_softmax` shows the idea on a plain softmax, :func:`tiled_attention` applies it to attention. Both
+are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
 """
 
 from __future__ import annotations
@@ -46,17 +42,10 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
     ``s`` of ``exp(score - m)`` becomes ``s * exp(m - m_new) + sum(exp(block - m_new))``: the old terms are
     rescaled to the new maximum. At the end ``softmax(x) = exp(x - m) / s``, equal to ``torch.softmax``.
 
-    A slice whose scores are all ``-inf`` gives ``nan``, as ``torch.softmax`` does (``0 / 0``); masked
-    attention that must return zeros for such rows handles them itself, as
-    :func:`~attention_helpers.functional.scaled_dot_product_attention` does.
+    A slice whose scores are all ``-inf`` gives ``nan`` (``0 / 0``), as ``torch.softmax`` does.
 
-    Args:
-        x: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_queries, num_keys)``.
-        dim: the dimension that sums to one.
-        block_size: how many scores each step of the pass reads.
-
-    Returns:
-        Same shape and dtype as ``x``. float16 and bfloat16 inputs are computed in float32.
+    ``x``: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_queries, num_keys)``; ``block_size``:
+    how many scores each step reads. Returns the same shape and dtype (float16 and bfloat16 computed in float32).
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_positive_int("block_size", block_size)
@@ -104,11 +93,9 @@ def tiled_attention(
 ) -> torch.Tensor:
     """``softmax(Q Kᵀ / sqrt(d_k)) V`` computed block by block, never holding more than one block of scores.
 
-    For each block of queries, the key blocks are visited in order. Each query keeps a running maximum
-    ``m`` of its scores, a running sum ``s`` of ``exp(score - m)`` and an accumulator ``acc`` of
-    ``exp(score - m) * value``; when a block raises the maximum, ``s`` and ``acc`` are multiplied by
-    ``exp(m_old - m_new)`` (online softmax). After the last key block, ``acc / s`` is the context vector.
-    This is the forward pass of FlashAttention, in plain PyTorch.
+    Each query keeps a running maximum ``m``, a running sum ``s`` of ``exp(score - m)`` and an accumulator
+    ``acc`` of ``exp(score - m) * value``, rescaled by ``exp(m_old - m_new)`` when a key block raises the
+    maximum; after the last block, ``acc / s`` is the context vector (FlashAttention's forward pass).
 
     Args:
         queries: ``(..., num_queries, d_k)``.
@@ -124,9 +111,8 @@ def tiled_attention(
         ``(..., num_queries, d_v)`` context vectors, equal to ``F.scaled_dot_product_attention``. float16 and
         bfloat16 inputs are multiplied and accumulated in float32 and the result rounded once.
 
-    Autograd differentiates the loop, but it keeps every block's intermediates for the backward pass: the memory
-    saving holds for the forward pass (inference, ``torch.no_grad()``). FlashAttention's backward pass recomputes
-    the blocks instead.
+    Autograd differentiates the loop but keeps every block's intermediates: the memory saving holds for the
+    forward pass only (FlashAttention's backward pass recomputes the blocks).
     """
     check_positive_int("block_size", block_size)
     leading = check_attention_inputs(queries, keys, values)  # the broadcast leading shape (...)

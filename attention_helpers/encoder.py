@@ -24,6 +24,7 @@ from ._checks import (
     check_probability,
     check_same_device,
     check_sequence,
+    check_size,
     check_tensor,
     shape_str,
 )
@@ -76,9 +77,8 @@ class LayerNorm(nn.Module):
         var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased: divided by d, not d - 1
         out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
 
-    ``forward`` computes exactly that with PyTorch's fused ``F.layer_norm`` and this module's own ``gamma``,
-    ``beta`` and ``eps``, so it costs what ``nn.LayerNorm`` costs; like it, it takes the statistics of
-    float16/bfloat16 inputs in float32 (in float16, ``(300 - 0)**2 = 90000`` overflows 65504).
+    ``forward`` computes that with PyTorch's fused ``F.layer_norm`` (statistics of float16/bfloat16 inputs in
+    float32: in float16, ``300**2 = 90000`` overflows 65504).
 
     Args:
         parameters_shape: the trailing shape to normalise, e.g. ``d_model`` or ``[d_model]``.
@@ -123,10 +123,8 @@ class LayerNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``.
-
-    The same two-layer network is applied to every token separately, widening ``d_model`` to
-    ``hidden`` and back.
+    """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``, applied to every
+    token separately, widening ``d_model`` to ``hidden`` and back.
 
     Input ``(batch, num_tokens, d_model)``; output the same shape.
     """
@@ -145,8 +143,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, 1, "(..., d_model)")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (..., d_model) with d_model={self.d_model}, got {shape_str(x.shape)}")
+        check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
         check_module_dtype("x", x, self.linear1.weight, "FeedForward")
         return self.forward_unchecked(x)
 
@@ -168,8 +165,7 @@ class EncoderLayer(nn.Module):
         x = x + dropout1(attention(norm1(x)))
         x = x + dropout2(ffn(norm2(x)))
 
-    ``dropout`` is used for the attention weights, inside the feed-forward network and on both
-    residual branches, as in ``nn.TransformerEncoderLayer``.
+    ``dropout``: on the attention weights, in the feed-forward network and on both residual branches.
 
     Input ``(batch, num_tokens, d_model)``; output the same shape.
     """
@@ -224,12 +220,8 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer``.
-
-        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
-        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
-        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
-        """
+        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer`` (ours is batch-first: see
+        :func:`~attention_helpers.interop.from_torch`)."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_layer, into=cls)
@@ -264,13 +256,9 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         check_positive_int("num_layers", num_layers)
+        settings = dict(norm_first=norm_first, activation=activation, eps=eps)
         self.layers = nn.ModuleList(
-            [
-                EncoderLayer(
-                    d_model, ffn_hidden, num_heads, dropout, norm_first=norm_first, activation=activation, eps=eps
-                )
-                for _ in range(num_layers)
-            ]
+            EncoderLayer(d_model, ffn_hidden, num_heads, dropout, **settings) for _ in range(num_layers)
         )
         self.norm = LayerNorm(d_model, eps=eps) if final_norm else None
 
@@ -278,8 +266,7 @@ class Encoder(nn.Module):
         """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``.
 
         Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
-        from the same forward pass, stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
-        The inputs are checked once here, not again in every layer.
+        stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``. Checked once here, not per layer.
         """
         first = self.layers[0]
         check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
@@ -296,12 +283,8 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm).
-
-        Ours is always batch-first, ``(batch, num_tokens, d_model)``; a torch module built with
-        ``batch_first=False`` (torch's default) reads ``(num_tokens, batch, d_model)`` and, fed the same tensor,
-        silently attends over the batch axis. Compare with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
-        """
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first: see
+        :func:`~attention_helpers.interop.from_torch`)."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_encoder, into=cls)
@@ -311,11 +294,10 @@ class PositionalEncoding(nn.Module):
     """Add the sinusoidal position signal of "Attention Is All You Need" to a sequence of embeddings.
 
     ``pe[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``pe[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``:
-    each pair of dimensions is a sine/cosine pair turning at its own frequency, so every position gets a
-    distinct pattern. Attention alone is permutation-equivariant (shuffling the tokens shuffles the
-    outputs the same way); adding ``pe`` lets it tell positions apart.
+    each pair of dimensions turns at its own frequency, so every position gets a distinct pattern that lets
+    attention (alone permutation-equivariant) tell positions apart. The table is a buffer ``pe`` of shape
+    ``(context_length, d_model)``.
 
-    The table is a buffer ``pe`` of shape ``(context_length, d_model)``.
     Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= context_length``; output the same shape.
     """
 
@@ -335,10 +317,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, (3,), "(batch, num_tokens, d_model)")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (batch, num_tokens, d_model) with d_model={self.d_model}, got {shape_str(x.shape)}"
-            )
+        check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
         if x.shape[1] > self.context_length:
             raise ValueError(
                 f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
@@ -356,12 +335,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, Su et al. 2021, arXiv 2104.09864): rotate queries or keys by their position.
 
-    Dimension ``i`` and dimension ``i + head_dim / 2`` form a pair (the half-split convention of Hugging Face's
-    Llama, ``rotate_half``; the paper pairs neighbours ``2i, 2i + 1``, which only reorders the dimensions). The
-    pair of a token at position ``m`` turns by the angle ``m * base^(-2i / head_dim)``. Rotations preserve
-    lengths, and the dot product of a query rotated to position ``m`` with a key rotated to position ``n``
-    depends on ``m - n`` only: attention scores see relative positions. Apply it to queries and keys (after
-    their projections, per head), not to the token embeddings and not to the values.
+    Dimensions ``i`` and ``i + head_dim / 2`` form a pair (Llama's half-split ``rotate_half``; the paper pairs
+    ``2i, 2i + 1``, which only reorders the dimensions) that turns by ``m * base^(-2i / head_dim)`` at position
+    ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the projected
+    queries and keys, per head, not to the embeddings or the values.
 
     Args:
         x: ``(..., num_tokens, head_dim)``, floating point, ``head_dim`` even; e.g. ``(batch, num_heads,
@@ -370,8 +347,7 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
             to ``x.shape[:-1]`` (e.g. ``(batch, 1, num_tokens)``); ``None`` means ``0, 1, ..., num_tokens - 1``.
         base: the wavelength scale; ``10000`` in the paper and in Llama 2.
 
-    Returns:
-        A tensor of ``x``'s shape and dtype.
+    Returns a tensor of ``x``'s shape and dtype.
     """
     check_tensor("x", x, 2, "(..., num_tokens, head_dim)")
     head_dim = x.shape[-1]

@@ -7,10 +7,9 @@
 - :class:`Seq2SeqTransformer`: token embeddings, sinusoidal positions, an :class:`EncoderDecoder` and an output
   head; :func:`greedy_decode` writes a target with it, one token at a time.
 
-Generation keeps no state inside the modules: the decoder's keys and values travel in an explicit cache, a
-tuple with one ``(self_keys, self_values, cross_keys, cross_values)`` tuple per decoder layer (the layout of
-Hugging Face's ``past_key_values``), passed in and returned by :meth:`EncoderDecoder.decode_step`. The
-cross-attention keys and values depend on the source only, so they are computed once, at the first step.
+Generation keeps no state inside the modules: the decoder's keys and values travel in an explicit cache, one
+:data:`LayerCache` per decoder layer (the layout of Hugging Face's ``past_key_values``), passed in and returned
+by :meth:`EncoderDecoder.decode_step`.
 
 Masks follow the package's convention: ``key_padding_mask`` is ``True`` at padding.
 """
@@ -235,9 +234,8 @@ class EncoderDecoder(nn.Module):
 
     The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
     :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
-    ``nn.Transformer``, each stack ends with a LayerNorm of its own, whether post-LN or pre-LN.
-    ``to_torch(model)`` builds the equal ``nn.Transformer(..., batch_first=True)``; :meth:`from_torch` goes the
-    other way. Each public method checks its inputs once; the layers run unchecked.
+    ``nn.Transformer``, each stack ends with a LayerNorm of its own, whether post-LN or pre-LN. Each public
+    method checks its inputs once; the layers run unchecked.
 
     Args:
         d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
@@ -352,7 +350,7 @@ class EncoderDecoder(nn.Module):
         then be None) and only the new tokens. Returns ``(output, past_key_values)`` with output ``(batch,
         num_new, d_model)``, equal to the last ``num_new`` rows of :meth:`decode` on the whole target; with
         ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_new,
-        src_len)``. Nothing is stored in the modules.
+        src_len)``.
         """
         if past_key_values is None:
             if memory is None:
@@ -370,10 +368,7 @@ class EncoderDecoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
-        """Copy a ``torch.nn.Transformer`` (its encoder and decoder layers and their final LayerNorms).
-
-        Ours is always batch-first: compare with a module built with ``batch_first=True``.
-        """
+        """Copy a ``torch.nn.Transformer`` (its layers and final LayerNorms; ours is batch-first)."""
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_transformer, into=cls, context_length=context_length)
@@ -462,10 +457,8 @@ def greedy_decode(
 ):
     """Write ``num_tokens`` target tokens for each source, always taking the most likely next token.
 
-    Starts every target with ``bos_id``. Without the cache, each step runs the decoder on the whole target
-    so far and keeps the last row. With it, the encoder's output and every layer's cross-attention keys and
-    values are computed once, and each step feeds only the newest token, passing the cache in and getting
-    it back (:meth:`EncoderDecoder.decode_step`). Both give the same tokens.
+    Starts every target with ``bos_id``. Without the cache, each step runs the decoder on the whole target so
+    far; with it, each step feeds only the newest token to :meth:`EncoderDecoder.decode_step`. Same tokens.
 
     ``src_ids`` ``(batch, src_len)``; returns ``(batch, num_tokens)`` int64 ids (without ``bos_id``), and with
     ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens,

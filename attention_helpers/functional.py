@@ -28,14 +28,9 @@ from ._checks import (
 def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
     """Dot product of ``query`` with every row of ``inputs``, one Python loop step per token.
 
-    The slow, obvious version, for teaching; ``inputs @ query`` computes the same thing.
-
-    Args:
-        inputs: ``(num_tokens, d)`` one embedding per row.
-        query: ``(d,)`` the vector every token is compared with.
-
-    Returns:
-        ``(num_tokens,)`` attention scores, ``scores[i] = inputs[i] · query``.
+    The slow, obvious version, for teaching; ``inputs @ query`` computes the same thing. ``inputs``
+    ``(num_tokens, d)``, one embedding per row, and ``query`` ``(d,)`` -> ``(num_tokens,)`` attention scores,
+    ``scores[i] = inputs[i] · query``.
     """
     check_tensor("inputs", inputs, (2,), "(num_tokens, d)")
     check_tensor("query", query, (1,), "(d,)")
@@ -52,11 +47,8 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Overflows for large scores: ``exp(100.)`` is ``inf`` in float32 and ``exp(12.)`` in float16, and
     ``inf / inf`` is ``nan``. Use :func:`softmax_stable` (or ``torch.softmax``) instead.
 
-    Args:
-        x: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_tokens, num_tokens)``.
-
-    Returns:
-        Same shape as ``x``; slices along ``dim`` sum to 1 when no overflow occurred.
+    ``x``: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_tokens, num_tokens)``; returns the same
+    shape, slices along ``dim`` summing to 1 when no overflow occurred.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     exp_x = torch.exp(x)
@@ -66,18 +58,12 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax that subtracts the maximum first, so that ``exp`` cannot overflow.
 
-    ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m``
-    (the ``exp(-m)`` factors cancel). With ``m = max(x)`` no exponent exceeds 0, so no term exceeds
-    ``exp(0) = 1``, and the sum is at least 1 (the maximum's own term). In float16 and bfloat16 the
-    arithmetic runs in float32 and the result is cast back, as ``torch.softmax`` does: a float16 sum of
-    70,000 terms of 1 would overflow to ``inf``. A slice that is entirely ``-inf`` has no maximum to
-    subtract and gives ``nan``, as ``torch.softmax`` does.
+    ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m`` (the ``exp(-m)``
+    factors cancel); with ``m = max(x)`` no term exceeds 1 and the sum is at least 1. As ``torch.softmax``,
+    float16 and bfloat16 are computed in float32, and a slice of only ``-inf`` gives ``nan``.
 
-    Args:
-        x: scores of any shape, with at least one score along ``dim``.
-
-    Returns:
-        Same shape and dtype as ``x``; slices along ``dim`` sum to 1.
+    ``x``: scores of any shape, at least one along ``dim``; returns the same shape and dtype, slices along ``dim``
+    summing to 1.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_dim("dim", dim, x)
@@ -92,13 +78,9 @@ def softmax_with_temperature(x: torch.Tensor, temperature: float, dim: int = -1)
     """``softmax(x / temperature)``: below 1 sharpens the weights towards the largest score, above 1
     flattens them towards uniform. ``temperature = 1`` is the ordinary softmax.
 
-    Args:
-        x: scores of any shape.
-        temperature: a finite number, at least ``MIN_TEMPERATURE`` (0.01). 0 is refused: ``x / 0`` has no softmax
-            (sampling functions read 0 as "take the most likely token" instead).
-
-    Returns:
-        Same shape as ``x``; slices along ``dim`` sum to 1.
+    ``x``: scores of any shape; returns the same shape, slices along ``dim`` summing to 1. ``temperature``: a
+    finite number, at least ``MIN_TEMPERATURE`` (0.01); 0 is refused, ``x / 0`` has no softmax (sampling
+    functions read 0 as "take the most likely token" instead).
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_temperature(temperature)
@@ -109,11 +91,8 @@ def random_dot_products(d_k: int, num_pairs: int = 2000, generator: torch.Genera
     """Dot products ``q · k`` of ``num_pairs`` random query/key pairs whose ``d_k`` entries are
     independent standard normal numbers.
 
-    Each product is a sum of ``d_k`` terms of variance 1, so its variance is ``d_k`` and its standard
-    deviation ``sqrt(d_k)``: the reason scaled dot-product attention divides the scores by ``sqrt(d_k)``.
-
-    Returns:
-        ``(num_pairs,)`` float32 tensor.
+    Each is a sum of ``d_k`` terms of variance 1, so its standard deviation is ``sqrt(d_k)``: the reason
+    scaled dot-product attention divides the scores by ``sqrt(d_k)``. Returns a ``(num_pairs,)`` float32 tensor.
     """
     check_positive_int("d_k", d_k)
     check_positive_int("num_pairs", num_pairs)
@@ -163,17 +142,13 @@ def scaled_dot_product_attention(
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
 
     d_k = queries.shape[-1]
-    # Scale the queries, then multiply: dividing the product afterwards gives the same scores in exact
-    # arithmetic, but in float16 Q·Kᵀ itself can overflow 65504 (64 entries of 40 · 40 = 102400) before
-    # the division would bring it back. F.scaled_dot_product_attention scales first too.
+    # Scale the queries first (as F.scaled_dot_product_attention does): in float16, Q·Kᵀ itself can overflow.
     attn_scores = (queries / math.sqrt(d_k)) @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
     fully_masked = None
     if mask is not None:
         check_bool_mask("mask", mask, tuple(attn_scores.shape), "(..., num_queries, num_keys)", queries)
         attn_scores.masked_fill_(mask, float("-inf"))
-        # A row with every key hidden would be softmax(-inf, ..., -inf) = nan. Such rows get plain zero
-        # scores instead (a harmless uniform softmax) and zero weights afterwards: no nan appears, not
-        # even in the backward pass.
+        # Fully masked rows get zero scores (no nan, not even in the backward pass), then zero weights.
         fully_masked = mask.all(dim=-1, keepdim=True)
         # In eager mode the fills are skipped when no row is fully masked; reading that from the tensor is a host
         # synchronisation that breaks a compiled graph, so under torch.compile they always run (a no-op then).

@@ -13,7 +13,7 @@ ours                       PyTorch's
 
 :func:`to_torch` goes from ours to PyTorch's, :func:`from_torch` the other way (each class's ``from_torch``
 classmethod calls it). Both build the target module once, with the source's settings, then copy the weights
-through one table of parameter names per pair. Ours are always batch-first, ``(batch, num_tokens, d_model)``.
+through one table of parameter names per pair.
 """
 
 from __future__ import annotations
@@ -163,8 +163,7 @@ def _decoder_layer_to_torch(layer: DecoderLayer) -> nn.TransformerDecoderLayer:
 def _encoder_to_torch(module: Encoder) -> nn.TransformerEncoder:
     norm = None if module.norm is None else _layer_norm_to_torch(module.norm)
     # enable_nested_tensor=False: the nested-tensor fast path zeroes padded positions' outputs instead of
-    # computing them, which would make padded comparisons differ for a reason unrelated to the maths.
-    # nn.TransformerEncoder copies the layer it is given num_layers times.
+    # computing them. nn.TransformerEncoder copies the layer it is given num_layers times.
     layer = _encoder_layer_to_torch(module.layers[0])
     return nn.TransformerEncoder(layer, len(module.layers), norm=norm, enable_nested_tensor=False)
 
@@ -174,19 +173,12 @@ def _encoder_decoder_to_torch(module: EncoderDecoder) -> nn.Transformer:
     decoder = nn.TransformerDecoder(
         _decoder_layer_to_torch(first), len(module.decoder_layers), norm=_layer_norm_to_torch(module.decoder_norm)
     )
-    settings = _layer_settings(first, first.self_attention)
     return nn.Transformer(
-        settings["d_model"],
-        settings["nhead"],
-        len(module.encoder.layers),
-        len(module.decoder_layers),
-        dim_feedforward=settings["dim_feedforward"],
-        dropout=settings["dropout"],
+        **_layer_settings(first, first.self_attention),
+        num_encoder_layers=len(module.encoder.layers),
+        num_decoder_layers=len(module.decoder_layers),
         custom_encoder=_encoder_to_torch(module.encoder),  # ours: without nested tensors
         custom_decoder=decoder,
-        layer_norm_eps=settings["layer_norm_eps"],
-        batch_first=True,
-        norm_first=settings["norm_first"],
     )
 
 

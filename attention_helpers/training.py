@@ -6,9 +6,6 @@ so a per-token classifier on top of an encoder can learn them:
 - ``"reverse"``: ``[3, 1, 4, 1] -> [1, 4, 1, 3]`` (output position ``i`` copies input position
   ``num_tokens - 1 - i``: the attention pattern to learn is the anti-diagonal);
 - ``"sort"``: ``[3, 1, 4, 1] -> [1, 1, 3, 4]`` (where to look depends on the digits, not on the position).
-
-Everything here is deterministic for a seed: the data come from a ``torch.Generator``, the batches from
-another, and :func:`train` seeds the generator that dropout draws from without disturbing the caller's.
 """
 
 from __future__ import annotations
@@ -106,10 +103,8 @@ def make_task(
     ``[0, vocab_size)``, compute their targets and split them into a training set and a held-out set.
 
     ``task`` is the name of one of :data:`TASKS` or a function of your own that maps ``(batch, num_tokens)``
-    digits to ``(batch, num_tokens)`` answers in ``[0, vocab_size)``.
-
-    Every sequence is different from every other, so a held-out sequence was never seen in training:
-    held-out accuracy measures whether the model learned the rule, not whether it memorised examples.
+    digits to ``(batch, num_tokens)`` answers in ``[0, vocab_size)``. No two sequences are equal, so held-out
+    accuracy measures whether the model learned the rule, not whether it memorised examples.
     """
     targets_of = _task_function(task)
     check_positive_int("num_train", num_train)
@@ -136,13 +131,9 @@ def make_task(
             f"(one answer per position), got {shape_str(targets.shape)}"
         )
     targets = targets.long()
+    train_rows, heldout_rows = slice(0, num_train), slice(num_train, None)
     return TaskData(
-        task=name,
-        vocab_size=vocab_size,
-        train_inputs=sequences[:num_train],
-        train_targets=targets[:num_train],
-        heldout_inputs=sequences[num_train:],
-        heldout_targets=targets[num_train:],
+        name, vocab_size, sequences[train_rows], targets[train_rows], sequences[heldout_rows], targets[heldout_rows]
     )
 
 
@@ -305,13 +296,8 @@ def train(
 ) -> History:
     """Train ``model`` on ``data``'s training set with Adam and per-token cross-entropy.
 
-    Each step draws ``batch_size`` training sequences at random (with a ``torch.Generator`` seeded with
-    ``seed``), runs the model, computes the cross-entropy of every position's logits against its target,
-    back-propagates and takes one Adam step. Dropout draws from torch's global generator, which is seeded
-    with ``seed`` for the duration of the call and then restored, so two calls with the same model weights
-    and the same seed give the same history.
-
-    The hand-written equivalent (which this function must match, step for step)::
+    Dropout draws from torch's global generator, seeded with ``seed`` for the call and then restored, so the
+    same weights and seed give the same history. Step for step, it runs::
 
         generator = torch.Generator().manual_seed(seed)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)

@@ -20,11 +20,13 @@ from ..functional import random_dot_products, softmax_with_temperature
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 
 
-def _as_2d(name: str, values) -> torch.Tensor:
+def _as_2d(name: str, values, columns: int | None = None) -> torch.Tensor:
     if not isinstance(values, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
     if values.dim() != 2:
         raise ValueError(f"{name} must have 2 dimensions, got shape {shape_str(values.shape)}")
+    if columns is not None and values.shape[1] != columns:
+        raise ValueError(f"{name} must have shape (num_words, {columns}), got {shape_str(values.shape)}")
     return values.detach().float().cpu()
 
 
@@ -37,17 +39,12 @@ def _twin_side(points: torch.Tensor, i: int, near: float = 0.1) -> int:
 
 
 def _name_point_3d(ax, xyz, text: str, side: int, gap: float, **text_kwargs) -> None:
-    """Write ``text`` beside a 3D point, ``gap`` points away from it on screen, whatever the camera angle.
-
-    A lone point (``side`` 0) is named on its right. Of two points almost on top of each other, the first
-    (``side`` 1) is named above right and the second (``side`` -1) below left, so the two names never overlap
-    each other or the other point's marker.
-    """
+    """Write ``text`` beside a 3D point, ``gap`` points away from it on screen, whatever the camera angle:
+    on its right (``side`` 0), above right (1) or below left (-1, the second of two near twins)."""
     from matplotlib.transforms import offset_copy
 
-    dx, dy, ha, va = {0: (gap, 0, "left", "center"), 1: (gap, gap, "left", "bottom"), -1: (-gap, -gap, "right", "top")}[
-        side
-    ]
+    places = {0: (gap, 0, "left", "center"), 1: (gap, gap, "left", "bottom"), -1: (-gap, -gap, "right", "top")}
+    dx, dy, ha, va = places[side]
     shifted = offset_copy(ax.transData, fig=ax.figure, x=dx, y=dy, units="points")
     ax.text(*xyz, text, ha=ha, va=va, transform=shifted, **text_kwargs)
 
@@ -65,14 +62,10 @@ def plot_embeddings_3d(
 ):
     """Scatter ``(num_words, 3)`` vectors in 3D, each point named by its word; all three axes labelled.
 
-    Every word gets its own colour and marker, listed in a legend, so that two points almost on top of
-    each other ("journey" and "starts" in the running example) can still be told apart.
-    ``elev`` and ``azim`` (degrees) turn the camera: elevation above the x-y plane and rotation about
-    the vertical axis (Matplotlib's defaults, 30 and -60, when None).
+    Every word gets its own colour and marker, listed in a legend, so that near twins ("journey" and "starts")
+    can be told apart. ``elev`` and ``azim`` (degrees) turn the camera (Matplotlib's 30 and -60 when None).
     """
-    points = _as_2d("vectors", vectors)
-    if points.shape[1] != 3:
-        raise ValueError(f"vectors must have shape (num_words, 3), got {shape_str(points.shape)}")
+    points = _as_2d("vectors", vectors, columns=3)
     check_labels("labels", labels, points.shape[0], "vectors")
     if ax is None:
         ax = plt.figure(figsize=(6.5, 5)).add_subplot(projection="3d")
@@ -164,9 +157,7 @@ def plot_context_vector(
     size proportional to its ``(num_words,)`` attention weight (written next to it), the context vector
     ``weights @ vectors`` (a star) and the plain mean of the vectors, equal weights (a cross).
     """
-    points = _as_2d("vectors", vectors)
-    if points.shape[1] != 3:
-        raise ValueError(f"vectors must have shape (num_words, 3), got {shape_str(points.shape)}")
+    points = _as_2d("vectors", vectors, columns=3)
     if not isinstance(weights, torch.Tensor):
         raise TypeError(f"weights must be a torch.Tensor of shape (num_words,), got {type(weights).__name__}")
     if weights.shape != (points.shape[0],):
@@ -186,16 +177,9 @@ def plot_context_vector(
     for i, ((x, y, z), word, share) in enumerate(zip(points.tolist(), labels, shares.tolist(), strict=True)):
         ax.scatter(x, y, z, s=600 * share, color=f"C{i % 10}", alpha=0.7, marker=_MARKERS[i % len(_MARKERS)])
         gap = 0.5 * math.sqrt(600 * share) + 3  # the marker's radius (points) and a little room
-        _name_point_3d(
-            ax,
-            (x, y, z),
-            f"{word} ({share:.2f})",
-            _twin_side(points, i),
-            gap=gap,
-            fontsize=9,
-            color=f"C{i % 10}",
-            zorder=len(points) + 10,  # above every point: Matplotlib stacks 3D points by depth from zorder 1 up
-        )
+        # zorder: above every point (Matplotlib stacks 3D points by depth from zorder 1 up)
+        text_style = dict(fontsize=9, color=f"C{i % 10}", zorder=len(points) + 10)
+        _name_point_3d(ax, (x, y, z), f"{word} ({share:.2f})", _twin_side(points, i), gap=gap, **text_style)
     star = {"s": 260, "marker": "*", "color": "crimson", "edgecolors": "white", "linewidths": 0.8}
     ax.scatter(*context.tolist(), **star, label=f"context vector of {query_label!r}")
     ax.scatter(*mean.tolist(), s=80, marker="x", linewidths=2, color="black", label="plain mean (equal weights)")
@@ -247,11 +231,10 @@ def plot_scores(
 def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     """Why attention divides by ``sqrt(d_k)``, for random queries and keys with ``d_k`` entries.
 
-    Left: the spread of raw dot products ``q · k`` (standard deviation about ``sqrt(d_k)``) next to
-    the scaled ones ``q · k / sqrt(d_k)`` (about 1). Right: one query's softmax weights over
-    ``num_keys`` random keys, raw and scaled: the raw weights pile onto one key as ``d_k`` grows.
-    Draws from a ``torch.Generator`` seeded with ``seed``, leaving the global random state alone.
-    Returns the figure.
+    Left: the spread of raw dot products ``q · k`` (standard deviation about ``sqrt(d_k)``) next to the scaled
+    ones (about 1). Right: one query's softmax weights over ``num_keys`` random keys, raw and scaled: the raw
+    weights pile onto one key as ``d_k`` grows. Draws from its own generator seeded with ``seed``. Returns the
+    figure.
     """
     check_positive_int("num_keys", num_keys)
     generator = torch.Generator().manual_seed(seed)
@@ -286,11 +269,8 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
 
 
 def _annotate(ax, matrix: torch.Tensor, dark_from: float, dark_is_high: bool, decimals: int = 2) -> None:
-    """Write each entry of ``matrix`` in its cell, white on dark cells and black on light ones.
-
-    ``dark_is_high``: the colour map is dark for high values (``Blues``) or for low ones (``viridis``);
-    ``dark_from`` is the value where cells turn dark.
-    """
+    """Write each entry of ``matrix`` in its cell, white on dark cells (from ``dark_from`` up if ``dark_is_high``,
+    as in ``Blues``, else down, as in ``viridis``) and black on light ones."""
     for i in range(matrix.shape[0]):
         for j in range(matrix.shape[1]):
             value = float(matrix[i, j])
@@ -302,10 +282,8 @@ def _annotate(ax, matrix: torch.Tensor, dark_from: float, dark_is_high: bool, de
 def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     """Heatmap of ``nn.Dropout(p)`` (training mode) applied to a ``(size, size)`` matrix of ones.
 
-    Dropped entries are 0; the survivors are scaled to ``1 / (1 - p)`` so that the expected value of
-    every entry stays 1. Every kept cell has the same colour (white = dropped), with its value written
-    in it. The title counts the survivors and gives the matrix's mean. The draw is made
-    with ``torch.manual_seed(seed)`` inside ``torch.random.fork_rng``, so it repeats for a seed and
+    Dropped entries are 0; the survivors are scaled to ``1 / (1 - p)`` so that the expected value of every
+    entry stays 1. The title counts the survivors and gives the mean. The draw repeats for a ``seed`` and
     leaves the caller's random state alone.
     """
     check_probability("p", p)
@@ -317,8 +295,7 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
         ax = plt.figure(figsize=(1 + 0.75 * size, 0.9 + 0.65 * size)).add_subplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
-    # One colour for every survivor, whatever its value (written in the cell), so panels for different
-    # rates read alike: white = dropped, blue = kept. Survivors are at least 1 / (1 - p) >= 1.
+    # One colour for every survivor, whatever its value (written in the cell): white = dropped, blue = kept.
     kept_colours = ListedColormap(["white", "#2c6fad"])
     ax.imshow(dropped.numpy(), cmap=kept_colours, norm=BoundaryNorm([-1.0, 0.5, float("inf")], 2))
     _annotate(ax, dropped, dark_from=0.5, dark_is_high=True)
@@ -386,11 +363,9 @@ def plot_attention(
     """Heatmap of a ``(num_queries, num_keys)`` attention matrix with the words as tick labels.
 
     Rows are the queries (the token doing the attending), columns the keys (the tokens attended to).
-    The colour bar is labelled ``value_label`` (pass ``"score"`` for raw scores; default ``"weight"``). A
-    matrix of zeros and ones only (a mask, boolean or not) gets two colours and a colour bar with just the
-    two values, labelled ``"mask"`` by default. ``vmin`` and ``vmax`` fix the colour scale (pass 0 and 1 so
-    that several heads' figures can be compared); by default it runs from ``min(0, smallest)`` to the largest
-    value of this matrix.
+    The colour bar is labelled ``value_label`` (``"score"`` for raw scores; default ``"weight"``, or ``"mask"``
+    for a matrix of zeros and ones only, which gets two colours). ``vmin`` and ``vmax`` fix the colour scale
+    (0 and 1 to compare heads); by default it runs from ``min(0, smallest)`` to the largest value.
     """
     matrix = _check_weights_matrix(weights)
     col_labels = row_labels if col_labels is None else col_labels
@@ -465,14 +440,9 @@ def diagram_path(name: str) -> Path:
 def show_diagram(name: str, width: int | None = None):
     """Display the diagram ``<name>.png`` (see :func:`diagram_path`) in a notebook (an ``IPython.display.Image``).
 
-    By default the diagram is shown at its own pixel width, the size ``tools/make_diagrams.py`` draws
-    its text for (a notebook column narrower than that shrinks it, and the diagrams keep their text
-    legible down to 1000 pixels wide); ``width`` (pixels) overrides it.
-
-    Diagrams are shown from a code cell rather than a Markdown image link so that they render
-    everywhere: the PNG is stored in the cell's output (GitHub and Colab show it before anything
-    runs), and re-running finds the file in the installed package (JupyterLab locally; on Colab, the
-    setup cell's install).
+    By default at its own pixel width (legible down to 1000 pixels); ``width`` (pixels) overrides it. From a code
+    cell rather than a Markdown image link, the PNG is stored in the cell's output, so GitHub and Colab show it
+    before anything runs.
     """
     from IPython.display import Image
 

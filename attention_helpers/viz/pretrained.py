@@ -1,7 +1,5 @@
 """Figures and a widget for a pretrained encoder: one head of one layer, the attention each token
-receives layer by layer, and the cosine similarities of sentence embeddings.
-
-Each plotting function draws into a Matplotlib ``Axes`` (a new figure when ``ax`` is None) and returns it.
+receives layer by layer, and the cosine similarities of sentence embeddings (drawn as in ``plotting``).
 """
 
 from __future__ import annotations
@@ -43,15 +41,8 @@ def plot_layer_head(
     _check_index("head", head, attn_weights.shape[1])
     if ax is None:
         ax = plt.figure(figsize=(7, 6)).add_subplot()
-    plot_attention(
-        attn_weights[layer, head],
-        tokens,
-        ax=ax,
-        title=f"Layer {layer}, head {head}",
-        annotate=annotate,
-        vmin=0.0,
-        vmax=1.0,
-    )
+    title = f"Layer {layer}, head {head}"
+    plot_attention(attn_weights[layer, head], tokens, ax=ax, title=title, annotate=annotate, vmin=0.0, vmax=1.0)
     ax.images[0].colorbar.set_label("attention weight")
     return ax
 
@@ -98,9 +89,8 @@ def plot_similarities(similarities: torch.Tensor, labels: Sequence[str], ax=None
     for i in range(size):
         for j in range(size):
             value = float(matrix[i, j])
-            ax.text(
-                j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color="black" if value > 0.6 else "white"
-            )
+            color = "black" if value > 0.6 else "white"
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color=color)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04).set_label("cosine similarity")
     return ax
 

@@ -1,8 +1,4 @@
-"""Figures for lesson 08: the training curves, and every head's attention in every layer.
-
-Imported on first use (it needs Matplotlib); each function returns the figure, and the notebook cell ends
-with ``plt.show()``.
-"""
+"""Figures for lesson 08: the training curves, and every head's attention in every layer (each returns the figure)."""
 
 from __future__ import annotations
 
@@ -16,11 +12,8 @@ from ..training import History
 
 
 def plot_history(history: History, title: str = "Training"):
-    """Loss (left) and per-token accuracy (right) against the training step, in one figure.
-
-    The accuracy panel shows the accuracy on each step's training batch and, when the history has them,
-    the held-out accuracy at ``history.eval_steps``.
-    """
+    """Loss (left) and per-token accuracy (right) against the training step: on each step's training batch
+    and, when the history has them, on the held-out set at ``history.eval_steps``."""
     if not isinstance(history, History):
         raise TypeError(f"history must be a History (what train returns), got {type(history).__name__}")
     if not history.loss:
@@ -69,16 +62,9 @@ def plot_attention_layers(
     check_labels("labels", labels, num_queries, "query rows in weights")
     check_labels("col_labels", col_labels, num_keys, "key columns in weights")
     matrices = weights.detach().float().cpu()
-    fig, axes = plt.subplots(
-        num_layers,
-        num_heads,
-        figsize=(
-            0.25 * num_keys * num_heads + 1.6 * num_heads + 0.8,
-            0.25 * num_queries * num_layers + 1.2 * num_layers,
-        ),
-        squeeze=False,
-        layout="constrained",
-    )
+    width = 0.25 * num_keys * num_heads + 1.6 * num_heads + 0.8
+    height = 0.25 * num_queries * num_layers + 1.2 * num_layers
+    fig, axes = plt.subplots(num_layers, num_heads, figsize=(width, height), squeeze=False, layout="constrained")
     for layer in range(num_layers):
         for head in range(num_heads):
             ax = axes[layer, head]

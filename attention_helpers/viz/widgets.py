@@ -6,10 +6,6 @@ PNG bytes whenever a control moves. An ``Image`` rather than an ``Output`` area:
 the cell's output, so a batch run (nbval, papermill) stores the same output as a live kernel, and nbclient
 has no output-capture messages to route (its ``Output`` handling can hang under load). A stored notebook
 (GitHub) shows no figure for a widget, so each notebook also draws the same figure statically.
-
-The returned box is a :class:`WidgetPanel`, whose text form (what a viewer without a live kernel shows in
-place of the controls: GitHub, Colab before running, the website) is one readable sentence, the same in
-every run, instead of ``VBox(children=(HBox(...``.
 """
 
 from __future__ import annotations
@@ -32,8 +28,8 @@ PANEL_TEXT = "Interactive figure (needs a live kernel: run the notebook). The le
 class WidgetPanel(widgets.VBox):
     """A ``VBox`` of controls over an ``Image``, whose text form says what it is instead of listing its children.
 
-    Notebook viewers without a kernel show a widget's ``text/plain`` form; this one is a sentence that never
-    changes between runs, so strict nbval compares it like any other output.
+    Viewers without a kernel (GitHub, Colab before running) show a widget's ``text/plain`` form; this one is a
+    sentence that never changes between runs (not ``VBox(children=(HBox(...``), so strict nbval compares it.
     """
 
     def __repr__(self) -> str:
