@@ -1,11 +1,10 @@
 """What generation needs: grouped-query attention, an explicit KV cache, sampling and ``generate``.
 
-Generating a token runs the model on one new token. Under a causal mask, the keys and values of earlier tokens
-do not change when a token is added, so each attention layer can reuse them instead of recomputing the prefix.
-They live in a :class:`KVCache` that :func:`generate` creates, passes to the model and gets back at each step
-(as Hugging Face passes ``past_key_values``): no module keeps hidden state. The cache is preallocated for the
-whole generation, so a step writes its token's keys and values in place and copies nothing already cached
-(with grouped heads, attention still repeats each shared head for its query heads).
+Under a causal mask, earlier tokens' keys and values do not change when a token is added, so a generation step
+can run the new token alone and reuse them. They live in a :class:`KVCache` that :func:`generate` creates, passes
+to the model and gets back at each step (as Hugging Face passes ``past_key_values``): no module keeps hidden
+state. Preallocated for the whole generation, the cache takes each step's keys and values in place and copies
+nothing already cached (with grouped heads, attention still repeats each shared head for its query heads).
 """
 
 from __future__ import annotations
@@ -26,11 +25,10 @@ class KVCache:
     """
 
     def __init__(self, num_layers, batch, num_kv_heads, capacity, head_dim, *, dtype=torch.float32, device=None):
-        for name, value in (("num_layers", num_layers), ("batch", batch), ("num_kv_heads", num_kv_heads)):
+        shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
+        for name, value in zip(("num_layers", "batch", "num_kv_heads", "capacity", "head_dim"), shape, strict=True):
             check_positive_int(name, value)
-        check_positive_int("capacity", capacity)
-        check_positive_int("head_dim", head_dim)
-        self.keys = torch.zeros(num_layers, batch, num_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros_like(self.keys)
         self.num_tokens = 0
 
@@ -198,8 +196,7 @@ def generate(
     """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens of a :class:`~attention_helpers.GPT`.
 
     Returns ``(batch, num_tokens + max_new_tokens)`` int64 ids, the prompt first. ``temperature`` and ``top_k``
-    are those of :func:`sample_next_token` (``temperature=0``: greedy); pass a seeded ``torch.Generator`` for
-    a repeatable sample.
+    are those of :func:`sample_next_token` (0: greedy); a seeded ``torch.Generator`` repeats a sample.
 
     Without the cache, every step runs the model on the whole sequence (its last ``context_length`` tokens)
     and keeps only the last row of logits. With ``use_cache=True`` the prompt is run once into a new

@@ -131,9 +131,9 @@ class GPT(nn.Module):
                 f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
             )
         if past_key_values is not None:
-            weight, first = self.token_embedding.weight, self.blocks[0].attention
-            shape = (len(token_ids), num_tokens, weight.dtype, weight.device)
-            check_kv_cache(past_key_values, first, *shape, num_layers=len(self.blocks))
+            weight = self.token_embedding.weight  # the cache must hold the model's dtype, on its device
+            step = (len(token_ids), num_tokens, weight.dtype, weight.device)
+            check_kv_cache(past_key_values, self.blocks[0].attention, *step, num_layers=len(self.blocks))
         return self.forward_unchecked(token_ids, past_key_values)
 
     def forward_unchecked(self, token_ids: torch.Tensor, past_key_values: KVCache | None = None):
