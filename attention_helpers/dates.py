@@ -3,7 +3,6 @@
 ``"24 November 2026"``, ``"November 24, 2026"``, ``"Tuesday 24 Nov 2026"`` and ``"24/11/2026"`` all become
 ``"2026-11-24"``. Every output field comes from a different place in the input, and that place moves with the
 format: the alignment a sequence-to-sequence model's cross-attention has to learn.
-
 Everything is generated from a seed; nothing is downloaded.
 """
 

@@ -4,9 +4,7 @@ The explicit path (:func:`~attention_helpers.functional.scaled_dot_product_atten
 every query against every key: ``num_tokens**2`` numbers per head, 1 GiB in float32 at 16k tokens. The idea
 behind FlashAttention is that softmax does not need all the scores of a row at once: a running maximum and a
 running sum, rescaled whenever the maximum grows, give the same result one block of scores at a time.
-
-:func:`online_softmax` shows the idea on a plain softmax, :func:`tiled_attention` applies it to attention. Both
-are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
+Both functions here are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
 """
 
 from __future__ import annotations

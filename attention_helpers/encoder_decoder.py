@@ -1,17 +1,7 @@
 """The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target.
 
-- :class:`DecoderLayer`: causal self-attention, *cross-attention* over the encoder's output, feed-forward, each
-  with its residual connection and LayerNorm (post-LN or pre-LN);
-- :class:`EncoderDecoder`: the series' :class:`~attention_helpers.encoder.Encoder` and a stack of decoder layers,
-  each stack followed by a final LayerNorm, like ``nn.Transformer``, on already-embedded sequences;
-- :class:`Seq2SeqTransformer`: token embeddings, sinusoidal positions, an :class:`EncoderDecoder` and an output
-  head; :func:`greedy_decode` writes a target with it, one token at a time.
-
 Generation keeps no state inside the modules: the decoder's keys and values travel in an explicit cache, one
-:data:`LayerCache` per decoder layer (the layout of Hugging Face's ``past_key_values``), passed in and returned
-by :meth:`EncoderDecoder.decode_step`.
-
-Masks follow the package's convention: ``key_padding_mask`` is ``True`` at padding.
+:data:`LayerCache` per decoder layer (the layout of Hugging Face's ``past_key_values``). Masks are True at padding.
 """
 
 from __future__ import annotations
@@ -327,11 +317,10 @@ class EncoderDecoder(nn.Module):
 
     def start_cache(self, memory: torch.Tensor) -> tuple[LayerCache, ...]:
         """An empty self-attention cache and every layer's cross-attention keys and values of ``memory``."""
-        batch = memory.shape[0]
         cache = []
         for layer in self.decoder_layers:
             mha = layer.self_attention
-            empty = memory.new_zeros(batch, mha.num_heads, 0, mha.head_dim)
+            empty = memory.new_zeros(memory.shape[0], mha.num_heads, 0, mha.head_dim)
             cache.append((empty, empty, *layer.cross_keys_values(memory)))
         return tuple(cache)
 
@@ -345,12 +334,11 @@ class EncoderDecoder(nn.Module):
     ):
         """Decode the target tokens ``tgt`` ``(batch, num_new, d_model)`` that follow those in ``past_key_values``.
 
-        The first call passes ``memory`` (the encoder's output) and ``past_key_values=None``: the cache starts
-        with every layer's cross-attention keys and values. Later calls pass the returned cache (``memory`` may
-        then be None) and only the new tokens. Returns ``(output, past_key_values)`` with output ``(batch,
-        num_new, d_model)``, equal to the last ``num_new`` rows of :meth:`decode` on the whole target; with
-        ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_new,
-        src_len)``.
+        The first call passes ``memory`` (the encoder's output) and ``past_key_values=None``: the cache starts with
+        every layer's cross-attention keys and values. Later calls pass the returned cache (``memory`` may then be None)
+        and only the new tokens. Returns ``(output, past_key_values)`` with output ``(batch, num_new, d_model)``, equal
+        to the last ``num_new`` rows of :meth:`decode` on the whole target; with ``return_weights`` also the
+        cross-attention weights ``(num_decoder_layers, batch, num_heads, num_new, src_len)``.
         """
         if past_key_values is None:
             if memory is None:
@@ -441,9 +429,7 @@ class Seq2SeqTransformer(nn.Module):
                 f"and {shape_str(tgt_ids.shape)}"
             )
         out = self.transformer.decode(self.embed_target(tgt_ids), memory, None, padding, return_weights=return_weights)
-        if return_weights:
-            return self.head(out[0]), out[1]
-        return self.head(out)
+        return (self.head(out[0]), out[1]) if return_weights else self.head(out)
 
 
 @torch.no_grad()
@@ -483,10 +469,8 @@ def greedy_decode(
         for step in range(num_tokens):
             if use_cache:
                 x = model.embed_target(tokens[:, -1:], start=step)  # only the newest token
-                out = model.transformer.decode_step(x, memory, cache, padding, return_weights=return_weights)
-                hidden, cache = out[0], out[1]
-                if return_weights:
-                    step_weights.append(out[2])
+                hidden, cache, *weights = model.transformer.decode_step(x, memory, cache, padding, return_weights)
+                step_weights += weights
             else:
                 out = model.transformer.decode(model.embed_target(tokens), memory, None, padding, return_weights)
                 hidden = out[0] if return_weights else out
@@ -496,6 +480,4 @@ def greedy_decode(
             tokens = torch.cat([tokens, next_id], dim=1)
     finally:
         model.train(was_training)
-    if return_weights:
-        return tokens[:, 1:], torch.cat(step_weights, dim=3)
-    return tokens[:, 1:]
+    return (tokens[:, 1:], torch.cat(step_weights, dim=3)) if return_weights else tokens[:, 1:]

@@ -1,10 +1,6 @@
 """Figures, diagrams and widgets for the notebooks: the part of the package that needs Matplotlib, IPython
 and ipywidgets.
 
-``plotting`` draws the lessons' figures and shows the diagrams in ``images/``, ``training`` draws a training
-run, ``widgets`` puts controls (ipywidgets) over the plotting functions, and ``pretrained`` draws (and adds a
-widget for) the attention of a pretrained encoder.
-
 Importing this subpackage is light: a submodule, and Matplotlib or ipywidgets with it, is imported the first
 time one of its names is used. ``attention_helpers`` re-exports every name in ``__all__`` the same way, so a
 notebook calls ``ah.plot_attention(...)``.

@@ -72,10 +72,7 @@ def plot_embeddings_3d(
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
         ax.scatter(x, y, z, s=45, marker=_MARKERS[i % len(_MARKERS)], color=f"C{i % 10}", label=word)
         _name_point_3d(ax, (x, y, z), word, _twin_side(points, i), gap=6, fontsize=10, color=f"C{i % 10}")
-    ax.set_xlabel("dimension 1")
-    ax.set_ylabel("dimension 2")
-    ax.set_zlabel("dimension 3")
-    ax.set_title(title)
+    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3", title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=9, title="word")  # clear of the z label
     ax.view_init(elev=elev, azim=azim)
     return ax
@@ -103,13 +100,9 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     reach = 1.35 * max(len_a, len_b)
     _draw_named_arrows(ax, a, b, a_label, b_label, reach)
     _draw_angle(ax, a, b, 0.3 * min(len_a, len_b), f"θ = {angle:.0f}°")
-    ax.set_xlim(-reach, reach)
-    ax.set_ylim(-reach, reach)
-    ax.set_aspect("equal")
+    ax.set(xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal", xlabel="dimension 1", ylabel="dimension 2")
     ax.axhline(0.0, color="black", lw=0.5)
     ax.axvline(0.0, color="black", lw=0.5)
-    ax.set_xlabel("dimension 1")
-    ax.set_ylabel("dimension 2")
     ax.set_title(f"{a_label} · {b_label} = {len_a:.2f} × {len_b:.2f} × cos {angle:.0f}° = {dot:+.2f}", fontsize=10)
     return ax
 
@@ -183,9 +176,7 @@ def plot_context_vector(
     star = {"s": 260, "marker": "*", "color": "crimson", "edgecolors": "white", "linewidths": 0.8}
     ax.scatter(*context.tolist(), **star, label=f"context vector of {query_label!r}")
     ax.scatter(*mean.tolist(), s=80, marker="x", linewidths=2, color="black", label="plain mean (equal weights)")
-    ax.set_xlabel("dimension 1")
-    ax.set_ylabel("dimension 2")
-    ax.set_zlabel("dimension 3")
+    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3")
     ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
     ax.legend(loc="upper left", fontsize=9)
     ax.view_init(elev=elev, azim=azim)
@@ -213,9 +204,7 @@ def plot_scores(
     bars = ax.bar(range(len(heights)), heights, color="#4c72b0")
     ax.bar_label(bars, labels=[f"{h:.2f}" for h in heights], fontsize=9)
     ax.set_xticks(range(len(heights)), labels=list(labels))
-    ax.set_xlabel("word")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel="word", ylabel=ylabel, title=title)
     bottom, top = ylim if ylim is not None else ax.get_ylim()
     # room above the tallest bar (and below the lowest) for its value, clear of the frame
     span = top - bottom
@@ -231,10 +220,9 @@ def plot_scores(
 def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     """Why attention divides by ``sqrt(d_k)``, for random queries and keys with ``d_k`` entries.
 
-    Left: the spread of raw dot products ``q · k`` (standard deviation about ``sqrt(d_k)``) next to the scaled
-    ones (about 1). Right: one query's softmax weights over ``num_keys`` random keys, raw and scaled: the raw
-    weights pile onto one key as ``d_k`` grows. Draws from its own generator seeded with ``seed``. Returns the
-    figure.
+    Left: the spread of raw dot products ``q · k`` (standard deviation about ``sqrt(d_k)``) next to the scaled ones
+    (about 1). Right: one query's softmax weights over ``num_keys`` random keys, raw and scaled: the raw weights pile
+    onto one key as ``d_k`` grows. Draws from its own generator seeded with ``seed``. Returns the figure.
     """
     check_positive_int("num_keys", num_keys)
     generator = torch.Generator().manual_seed(seed)
@@ -250,8 +238,7 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     bins = torch.linspace(-limit, limit, 61).tolist()
     ax_spread.hist(raw.tolist(), bins=bins, alpha=0.6, label=f"q · k  (std {raw.std():.2f})")
     ax_spread.hist(scaled.tolist(), bins=bins, alpha=0.6, label=f"q · k / √d_k  (std {scaled.std():.2f})")
-    ax_spread.set_xlabel("score")
-    ax_spread.set_ylabel("number of query/key pairs")
+    ax_spread.set(xlabel="score", ylabel="number of query/key pairs")
     ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}")
     ax_spread.legend(fontsize=8)
 
@@ -259,9 +246,7 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     ax_weights.bar((positions - 0.2).tolist(), raw_weights.tolist(), width=0.4, label="softmax(q · k)")
     ax_weights.bar((positions + 0.2).tolist(), scaled_weights.tolist(), width=0.4, label="softmax(q · k / √d_k)")
     ax_weights.set_xticks(positions.tolist(), labels=[f"key {j}" for j in range(num_keys)])
-    ax_weights.set_ylim(0, 1)
-    ax_weights.set_xlabel("key")
-    ax_weights.set_ylabel("attention weight")
+    ax_weights.set(ylim=(0, 1), xlabel="key", ylabel="attention weight")
     ax_weights.set_title(f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled")
     ax_weights.legend(fontsize=8)
     fig.tight_layout()
@@ -299,10 +284,7 @@ def plot_dropout(p: float, size: int = 6, seed: int = 123, ax=None):
     kept_colours = ListedColormap(["white", "#2c6fad"])
     ax.imshow(dropped.numpy(), cmap=kept_colours, norm=BoundaryNorm([-1.0, 0.5, float("inf")], 2))
     _annotate(ax, dropped, dark_from=0.5, dark_is_high=True)
-    ax.set_xticks(range(size))
-    ax.set_yticks(range(size))
-    ax.set_xlabel("column")
-    ax.set_ylabel("row")
+    ax.set(xticks=range(size), yticks=range(size), xlabel="column", ylabel="row")
     kept = int((dropped != 0).sum())
     ax.set_title(f"Dropout p = {p:.2f}: {kept} of {size * size} kept (blue), mean {float(dropped.mean()):.2f}")
     return ax
@@ -378,8 +360,7 @@ def plot_attention(
     vmax = float(matrix.max()) if vmax is None else float(vmax)
     mask = _is_mask(matrix)
     image = _heatmap(ax, matrix, row_labels, col_labels, title, annotate, vmin, vmax, mask=mask)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
+    ax.set(xlabel="key (attended to)", ylabel="query (attending)")
     if value_label is None:
         value_label = "mask" if mask else "weight"
     colorbar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=value_label)
@@ -411,9 +392,8 @@ def plot_attention_heads(
     vmin, vmax = min(0.0, float(matrices.min())), float(matrices.max())
     ncols = min(ncols, num_heads)
     nrows = -(-num_heads // ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(3.2 * ncols + 0.8, 3.0 * nrows + 0.4), squeeze=False, layout="constrained"
-    )
+    figsize = (3.2 * ncols + 0.8, 3.0 * nrows + 0.4)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, layout="constrained")
     image = None
     for head, ax in enumerate(axes.flat):
         if head < num_heads:

@@ -60,9 +60,7 @@ def plot_attention_received(attn_weights: torch.Tensor, tokens: Sequence[str], a
         ax = plt.figure(figsize=(1.5 + 0.55 * num_tokens, 1.5 + 0.45 * num_layers)).add_subplot()
     image = ax.imshow(received.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_xticks(range(num_tokens), labels=list(tokens), rotation=45, ha="right")
-    ax.set_yticks(range(num_layers))
-    ax.set_xlabel("token (attended to)")
-    ax.set_ylabel("layer")
+    ax.set(yticks=range(num_layers), xlabel="token (attended to)", ylabel="layer")
     ax.set_title("Attention each token receives (mean over heads and queries)")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04).set_label("mean attention weight")
     return ax
@@ -83,9 +81,7 @@ def plot_similarities(similarities: torch.Tensor, labels: Sequence[str], ax=None
     image = ax.imshow(matrix.numpy(), cmap="magma", vmin=min(0.0, float(matrix.min())), vmax=1.0)
     ax.set_xticks(range(size), labels=list(labels), rotation=45, ha="right")
     ax.set_yticks(range(size), labels=list(labels))
-    ax.set_xlabel("sentence")
-    ax.set_ylabel("sentence")
-    ax.set_title(title)
+    ax.set(xlabel="sentence", ylabel="sentence", title=title)
     for i in range(size):
         for j in range(size):
             value = float(matrix[i, j])

@@ -22,17 +22,12 @@ def plot_history(history: History, title: str = "Training"):
     fig, (loss_ax, accuracy_ax) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
     loss_ax.plot(steps, history.loss, color="#4c72b0")
     loss_ax.set_yscale("log")  # the last steps' small losses would be flat at zero on a linear scale
-    loss_ax.set_xlabel("training step")
-    loss_ax.set_ylabel("cross-entropy loss (log scale)")
-    loss_ax.set_title("Loss on each training batch")
+    loss_ax.set(xlabel="training step", ylabel="cross-entropy loss (log scale)", title="Loss on each training batch")
 
     accuracy_ax.plot(steps, history.accuracy, color="#4c72b0", label="training batch")
     if history.eval_steps:
         accuracy_ax.plot(history.eval_steps, history.eval_accuracy, "o-", color="#dd8452", label="held-out set")
-    accuracy_ax.set_ylim(0, 1.02)
-    accuracy_ax.set_xlabel("training step")
-    accuracy_ax.set_ylabel("per-token accuracy")
-    accuracy_ax.set_title("Accuracy")
+    accuracy_ax.set(ylim=(0, 1.02), xlabel="training step", ylabel="per-token accuracy", title="Accuracy")
     accuracy_ax.legend(loc="lower right")
     fig.suptitle(title)
     return fig
@@ -71,9 +66,7 @@ def plot_attention_layers(
             image = ax.imshow(matrices[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
             ax.set_xticks(range(num_keys), labels=list(col_labels))
             ax.set_yticks(range(num_queries), labels=list(labels))
-            ax.set_xlabel("key (attended to)")
-            ax.set_ylabel("query (attending)")
-            ax.set_title(f"layer {layer}, head {head}")
+            ax.set(xlabel="key (attended to)", ylabel="query (attending)", title=f"layer {layer}, head {head}")
     fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
     fig.suptitle(title)
     return fig
