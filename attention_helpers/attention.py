@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
-    check_bool_mask,
     check_heads,
     check_module_dtype,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_device,
@@ -252,10 +252,7 @@ class MultiHeadAttention(nn.Module):
         if context is not None:
             _check_context(self, x, context)
         num_keys = num_keys or (x if context is None else context).shape[1]
-        if key_padding_mask is None:
-            return None
-        check_bool_mask("key_padding_mask", key_padding_mask, (x.shape[0], num_keys), "(batch, num_keys)", x)
-        return key_padding_mask.expand(x.shape[0], num_keys)  # a (num_keys,) mask serves every sequence
+        return check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
 
     def forward_unchecked(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
         """:meth:`forward` without its input checks, for a module that checks its inputs once for all its layers:
