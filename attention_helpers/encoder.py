@@ -98,17 +98,21 @@ class LayerNorm(nn.Module):
         return f"{self.parameters_shape}, eps={self.eps}"
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        gamma = self.gamma
+        try:  # the checks below cost nothing when the input is right: they run when torch refuses it
+            if inputs.dtype == gamma.dtype:  # torch would take float16 inputs to float32 weights
+                return F.layer_norm(inputs, self.parameters_shape, gamma, self.beta, self.eps)
+        except (AttributeError, RuntimeError):
+            pass
         n = len(self.parameters_shape)
-        fits = isinstance(inputs, torch.Tensor) and inputs.dtype == self.gamma.dtype
-        if not (fits and inputs.shape[-n:] == self.parameters_shape):  # a right input skips the checks below
-            check_tensor("inputs", inputs, n, f"(..., {', '.join(map(str, self.parameters_shape))})")
-            if tuple(inputs.shape[-n:]) != self.parameters_shape:
-                raise ValueError(
-                    f"inputs of shape {shape_str(inputs.shape)} must end with parameters_shape "
-                    f"{shape_str(self.parameters_shape)}"
-                )
-            check_module_dtype("inputs", inputs, self.gamma, "LayerNorm")  # F.layer_norm would take float16 inputs
-        return F.layer_norm(inputs, self.parameters_shape, self.gamma, self.beta, self.eps)
+        check_tensor("inputs", inputs, n, f"(..., {', '.join(map(str, self.parameters_shape))})")
+        if tuple(inputs.shape[-n:]) != self.parameters_shape:
+            raise ValueError(
+                f"inputs of shape {shape_str(inputs.shape)} must end with parameters_shape "
+                f"{shape_str(self.parameters_shape)}"
+            )
+        check_module_dtype("inputs", inputs, self.gamma, "LayerNorm")
+        return F.layer_norm(inputs, self.parameters_shape, self.gamma, self.beta, self.eps)  # torch's own error
 
     @classmethod
     def from_torch(cls, torch_norm: nn.LayerNorm) -> LayerNorm:
