@@ -156,8 +156,11 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """
     check_tensor("logits", logits, 1, "(..., vocab_size)")
     check_positive_int("k", k)
-    k = min(k, logits.shape[-1])
-    kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
+    return _keep_top_k(logits, k)
+
+
+def _keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    kth_largest = torch.topk(logits, min(k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
@@ -174,16 +177,20 @@ def sample_next_token(
     check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
+    return _sample(logits, temperature, top_k, generator)
+
+
+def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
+    """:func:`sample_next_token` without its checks: ``generate`` checks its arguments once, not at every step."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
     if top_k is not None:
-        logits = top_k_filter(logits, top_k)
+        logits = _keep_top_k(logits, top_k)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
 
-@torch.no_grad()
 def generate(
     model: nn.Module,
     token_ids: torch.Tensor,
@@ -215,17 +222,18 @@ def generate(
     was_training = model.training
     model.eval()
     try:
-        for step in range(max_new_tokens):
-            if cache is not None and token_ids.shape[1] <= context_length:
-                new_ids = token_ids if step == 0 else token_ids[:, -1:]  # the prompt once, then the newest token
-                logits, cache = model.forward_unchecked(new_ids, cache)
-            else:
-                logits = model.forward_unchecked(token_ids[:, -context_length:])
-            next_id = sample_next_token(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
-            token_ids = torch.cat([token_ids, next_id], dim=1)
+        with torch.inference_mode():  # no_grad, and no autograd bookkeeping (version counters) on any tensor either
+            for step in range(max_new_tokens):
+                if cache is not None and token_ids.shape[1] <= context_length:
+                    new_ids = token_ids if step == 0 else token_ids[:, -1:]  # the prompt once, then the newest token
+                    logits, cache = model.forward_unchecked(new_ids, cache)
+                else:
+                    logits = model.forward_unchecked(token_ids[:, -context_length:])
+                next_id = _sample(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
+                token_ids = torch.cat([token_ids, next_id], dim=1)
     finally:
         model.train(was_training)
-    return token_ids
+    return token_ids.clone()  # a normal tensor again: autograd refuses the tensors made in inference mode
 
 
 def _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k) -> None:

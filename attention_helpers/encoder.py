@@ -33,6 +33,12 @@ from .attention import MultiHeadAttention
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
+def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    """``dropout(x)`` in training mode; in eval mode, where dropout is the identity, ``x`` itself without the
+    module call (a generation step would otherwise make a dozen calls per token that change nothing)."""
+    return dropout(x) if dropout.training else x
+
+
 def _check_activation(activation) -> None:
     if not isinstance(activation, str):
         raise TypeError(f"activation must be one of {sorted(ACTIVATIONS)} as a string, got {type(activation).__name__}")
@@ -149,7 +155,7 @@ class FeedForward(nn.Module):
 
     def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` without its input checks, for a layer that checked its input once."""
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.linear2(dropout_if_training(self.dropout, self.activation(self.linear1(x))))
 
 
 class EncoderLayer(nn.Module):

@@ -21,7 +21,7 @@ from ._checks import (
     shape_str,
 )
 from .decoding import GroupedQueryAttention, KVCache, check_kv_cache
-from .encoder import FeedForward, LayerNorm
+from .encoder import FeedForward, LayerNorm, dropout_if_training
 
 
 class DecoderBlock(nn.Module):
@@ -51,8 +51,8 @@ class DecoderBlock(nn.Module):
     def forward_unchecked(self, x, past_key_values: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
         """:meth:`forward` without its input checks: a GPT checks its input once for all its blocks."""
         attn_out = self.attention.forward_unchecked(self.norm1(x), past_key_values=past_key_values, layer_idx=layer_idx)
-        x = x + self.dropout1(attn_out)
-        return x + self.dropout2(self.ffn.forward_unchecked(self.norm2(x)))
+        x = x + dropout_if_training(self.dropout1, attn_out)
+        return x + dropout_if_training(self.dropout2, self.ffn.forward_unchecked(self.norm2(x)))
 
 
 class GPT(nn.Module):
@@ -141,7 +141,7 @@ class GPT(nn.Module):
         start = 0 if past_key_values is None else past_key_values.num_tokens
         positions = torch.arange(start, start + token_ids.shape[1], device=token_ids.device)  # (num_tokens,)
         x = self.token_embedding(token_ids) + self.position_embedding(positions)  # (batch, num_tokens, d_model)
-        x = self.dropout(x)
+        x = dropout_if_training(self.dropout, x)
         for layer_idx, block in enumerate(self.blocks):
             x = block.forward_unchecked(x, past_key_values, layer_idx)
         logits = self.lm_head(self.final_norm(x))  # (batch, num_tokens, vocab_size)

@@ -572,12 +572,13 @@ def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragm
 
 
 def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch):
-    """The per-step path re-validates nothing: the token ids are checked once (the prompt), and neither the model's
-    forward (with its host-synchronising id check), the cache's check nor the attention's input check runs per step."""
+    """The per-step path re-validates nothing: the token ids and the temperature are checked once, and neither the
+    model's forward (with its host-synchronising id check), the cache's check, the attention's input check nor
+    sample_next_token's checks run per step."""
     import attention_helpers.decoding as decoding
     import attention_helpers.gpt as gpt
 
-    calls = {"prompt ids": 0, "model ids": 0, "cache": 0, "attention": 0, "feed-forward": 0}
+    calls = dict.fromkeys(["prompt ids", "model ids", "cache", "attention", "feed-forward", "logits", "temperature"], 0)
 
     def counting(key, function):
         def wrapper(*args, **kwargs):
@@ -594,8 +595,21 @@ def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch)
     check_grouped = GroupedQueryAttention.check_inputs
     monkeypatch.setattr(GroupedQueryAttention, "check_inputs", counting("attention", check_grouped))
     monkeypatch.setattr(ah.FeedForward, "forward", counting("feed-forward", ah.FeedForward.forward))
+    monkeypatch.setattr(decoding, "check_tensor", counting("logits", decoding.check_tensor))
+    monkeypatch.setattr(decoding, "check_temperature", counting("temperature", decoding.check_temperature))
     model = small_gpt()
     prompt = torch.randint(0, 11, (2, 3))
-    out = ah.generate(model, prompt, 8, temperature=0)
-    assert calls == {"prompt ids": 1, "model ids": 0, "cache": 0, "attention": 0, "feed-forward": 0}
-    assert torch.equal(out, ah.generate(model, prompt, 8, temperature=0, use_cache=False))
+    out = ah.generate(model, prompt, 8, temperature=1.0, top_k=3, generator=torch.Generator().manual_seed(0))
+    once = {"prompt ids": 1, "temperature": 1}
+    assert calls == {key: once.get(key, 0) for key in calls}
+    uncached = ah.generate(model, prompt, 8, 1.0, 3, use_cache=False, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, uncached)
+
+
+def test_generated_ids_can_feed_a_training_step():
+    """generate runs in inference mode; what it returns must still be a normal tensor that autograd accepts."""
+    model = small_gpt().train()
+    ids = ah.generate(model, torch.randint(0, 11, (2, 3)), 5, temperature=0)
+    assert not ids.is_inference()
+    ah.language_model_loss(model(ids[:, :-1]), ids[:, 1:]).backward()  # the embedding saves the ids for backward
+    assert model.token_embedding.weight.grad is not None

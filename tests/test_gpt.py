@@ -49,6 +49,21 @@ def test_no_logit_depends_on_a_later_token(mode):
         assert not torch.allclose(new_logits[:, i + 1], logits[:, i + 1])  # the later rows do see the change
 
 
+@pytest.mark.parametrize(
+    "site", ["dropout", "blocks.1.attention.dropout", "blocks.1.dropout1", "blocks.1.dropout2", "blocks.1.ffn.dropout"]
+)
+def test_every_dropout_drops_in_training_and_none_in_eval(site):
+    """Only the dropout at ``site`` is on (p = 0.5, the others 0): in train mode two passes differ, so that site
+    drops; in eval mode they agree with the model without any dropout (eval mode skips the dropout calls)."""
+    model, ids = small_gpt(), torch.randint(0, 11, (2, 6))
+    expected = model(ids)
+    model.get_submodule(site).p = 0.5
+    model.train()
+    assert not torch.allclose(model(ids), model(ids))
+    model.eval()
+    torch.testing.assert_close(model(ids), expected, atol=0, rtol=0)
+
+
 def test_output_head_is_tied_to_the_token_embedding():
     model = small_gpt()
     assert model.lm_head.weight is model.token_embedding.weight
