@@ -33,12 +33,6 @@ from .attention import MultiHeadAttention
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
-def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """``dropout(x)`` in training mode; in eval mode, where dropout is the identity, ``x`` itself without the
-    module call (a generation step would otherwise make a dozen calls per token that change nothing)."""
-    return dropout(x) if dropout.training else x
-
-
 def _check_activation(activation) -> None:
     if not isinstance(activation, str):
         raise TypeError(f"activation must be one of {sorted(ACTIVATIONS)} as a string, got {type(activation).__name__}")
@@ -126,6 +120,12 @@ class LayerNorm(nn.Module):
         from . import interop  # interop imports this module
 
         return interop.from_torch(torch_norm, into=cls)
+
+
+def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    """``dropout(x)`` in training mode; in eval mode, where dropout is the identity, ``x`` itself without the
+    module call (a generation step would otherwise make a dozen calls per token that change nothing)."""
+    return dropout(x) if dropout.training else x
 
 
 class FeedForward(nn.Module):
