@@ -24,7 +24,13 @@ from .attention import (
 )
 from .data import WORDS, toy_embeddings
 from .decoding import GroupedQueryAttention, KVCache, generate, sample_next_token, top_k_filter
-from .efficient import online_softmax, tiled_attention, tiled_attention_blocks
+from .efficient import (
+    merge_partial_attention,
+    online_softmax,
+    partial_attention,
+    tiled_attention,
+    tiled_attention_blocks,
+)
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate
 from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
 from .functional import (

@@ -150,3 +150,87 @@ def _query_block_pass(q_block, keys, values, leading, q_start, key_ranges, causa
         running_sum = running_sum * rescale + weights.sum(dim=-1, keepdim=True)
         acc = acc * rescale + weights @ v_block  # (..., bq, d_v)
     return acc / running_sum
+
+
+def partial_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    causal: bool = False,
+    query_offset: int = 0,
+    key_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of every query over one block of keys, with what a later merge needs: the block's log-sum-exp.
+
+    ``out = softmax(scores) @ values`` over this block alone, and ``lse = log(sum(exp(scores)))`` per query,
+    where ``scores = Q Kᵀ / sqrt(d_k)``. Blocks of keys attended to separately give the same result as all keys
+    at once once merged by :func:`merge_partial_attention`: this is what split-KV decoding and ring attention
+    (each process holding one block) rely on.
+
+    Args:
+        queries: ``(..., num_queries, d_k)``.
+        keys: ``(..., num_keys, d_k)``: one block of the keys.
+        values: ``(..., num_keys, d_v)``.
+        causal: mask keys after each query; positions are ``query_offset + i`` for query ``i`` and
+            ``key_offset + j`` for key ``j``, so a block taken from the middle of a sequence is masked right.
+        query_offset, key_offset: positions of the first query and the first key in the whole sequence.
+
+    Returns:
+        ``out`` ``(..., num_queries, d_v)`` and ``lse`` ``(..., num_queries)``, both in float32 for float16 and
+        bfloat16 inputs (merging in low precision would lose digits). A query that sees no key of this block
+        gets ``out = 0`` and ``lse = -inf``, which a merge weighs by zero.
+    """
+    check_attention_inputs(queries, keys, values)
+    for name, offset in (("query_offset", query_offset), ("key_offset", key_offset)):
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {offset!r}")
+    compute_dtype = _accumulation_dtype(queries.dtype)
+    q = queries.to(compute_dtype) * (1.0 / math.sqrt(queries.shape[-1]))  # (..., num_queries, d_k)
+    attn_scores = q @ keys.to(compute_dtype).transpose(-2, -1)  # (..., num_queries, num_keys)
+    if causal:
+        query_pos = torch.arange(query_offset, query_offset + queries.shape[-2], device=q.device)
+        key_pos = torch.arange(key_offset, key_offset + keys.shape[-2], device=q.device)
+        attn_scores = attn_scores.masked_fill(key_pos[None, :] > query_pos[:, None], float("-inf"))
+    lse = torch.logsumexp(attn_scores, dim=-1)  # (..., num_queries); -inf where every key is hidden
+    # Subtracting 0 instead of -inf for such rows keeps their weights exp(-inf) = 0 rather than nan.
+    attn_weights = torch.exp(attn_scores - lse.masked_fill(lse == float("-inf"), 0.0)[..., None])
+    return attn_weights @ values.to(compute_dtype), lse
+
+
+def merge_partial_attention(outs, lses) -> torch.Tensor:
+    """Merge the results of :func:`partial_attention` over disjoint blocks of keys into attention over them all.
+
+    Block ``b`` normalised its weights by its own sum ``exp(lse_b)``; the whole softmax divides by
+    ``sum_b exp(lse_b) = exp(lse)``, so each block's output is re-weighted by ``exp(lse_b - lse)`` and the
+    results are added. The order of the blocks does not matter.
+
+    Args:
+        outs: a sequence of ``(..., num_queries, d_v)`` tensors, one per block of keys.
+        lses: the matching sequence of ``(..., num_queries)`` log-sum-exps.
+
+    Returns:
+        ``(..., num_queries, d_v)``: equal to attention over the concatenated keys (``nan`` for a query that
+        sees no key in any block, as a softmax over nothing).
+    """
+    outs, lses = list(outs), list(lses)
+    if not outs or len(outs) != len(lses):
+        raise ValueError(f"need one lse per output and at least one block, got {len(outs)} outs and {len(lses)} lses")
+    for i, (out, lse) in enumerate(zip(outs, lses, strict=True)):
+        check_tensor(f"outs[{i}]", out, 2, "(..., num_queries, d_v)")
+        check_tensor(f"lses[{i}]", lse, 1, "(..., num_queries)")
+        if out.dtype != outs[0].dtype or lse.dtype != outs[0].dtype:
+            raise TypeError(
+                f"every block's outs and lses must share one dtype, got outs[0] {outs[0].dtype}, "
+                f"outs[{i}] {out.dtype} and lses[{i}] {lse.dtype}"
+            )
+        if out.shape != outs[0].shape or lse.shape != out.shape[:-1]:
+            raise ValueError(
+                f"every block must give outs of shape {tuple(outs[0].shape)} and lses of shape "
+                f"{tuple(outs[0].shape[:-1])}, got outs[{i}] {tuple(out.shape)} and lses[{i}] {tuple(lse.shape)}"
+            )
+    lse_all = torch.logsumexp(torch.stack(lses), dim=0)  # (..., num_queries)
+    merged = torch.zeros_like(outs[0])
+    for out, lse in zip(outs, lses, strict=True):
+        merged = merged + out * torch.exp(lse - lse_all)[..., None]
+    return merged

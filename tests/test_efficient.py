@@ -5,7 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from attention_helpers import online_softmax, scaled_dot_product_attention, tiled_attention, tiled_attention_blocks
+from attention_helpers import (
+    merge_partial_attention,
+    online_softmax,
+    partial_attention,
+    scaled_dot_product_attention,
+    tiled_attention,
+    tiled_attention_blocks,
+)
 
 # --- online softmax ---------------------------------------------------------------------------------
 
@@ -218,3 +225,75 @@ def test_tiled_attention_rejects_bad_dtypes_and_block_sizes():
         tiled_attention(q.tolist(), q, q)
     with pytest.raises(ValueError, match="num_queries must be at least 1"):
         tiled_attention_blocks(0, 5)
+
+
+# --- partial attention and its merge -----------------------------------------------------------------
+
+
+def _split_points(num_keys, num_blocks, generator):
+    """num_blocks - 1 distinct cut points in 1..num_keys-1, drawn at random: blocks of uneven sizes."""
+    return sorted(torch.randperm(num_keys - 1, generator=generator)[: num_blocks - 1].add(1).tolist())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_blocks", [1, 2, 3, 5])
+def test_merged_partial_attention_equals_sdpa_over_all_keys(num_blocks, causal):
+    gen = torch.Generator().manual_seed(num_blocks)
+    q, k = torch.randn(2, 3, 11, 8, generator=gen), torch.randn(2, 3, 11, 8, generator=gen)
+    v = torch.randn(2, 3, 11, 5, generator=gen)  # d_v != d_k
+    cuts = [0, *_split_points(11, num_blocks, gen), 11]
+    outs, lses = [], []
+    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+        out, lse = partial_attention(q, k[..., start:end, :], v[..., start:end, :], causal=causal, key_offset=start)
+        outs.append(out)
+        lses.append(lse)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    torch.testing.assert_close(merge_partial_attention(outs, lses), expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        merge_partial_attention(outs[::-1], lses[::-1]), expected, atol=1e-6, rtol=1e-5
+    )  # any order
+
+
+def test_partial_attention_of_a_middle_block_of_queries_is_masked_by_position():
+    # queries 4..7 of a causal sequence of 10 against keys 6..9: query 6 sees key 6 only, query 4 none
+    q, k, v = torch.randn(1, 10, 4), torch.randn(1, 10, 4), torch.randn(1, 10, 3)
+    out, lse = partial_attention(q[:, 4:8], k[:, 6:], v[:, 6:], causal=True, query_offset=4, key_offset=6)
+    assert torch.isneginf(lse[0, :2]).all() and (out[0, :2] == 0).all(), "queries before every key see nothing"
+    torch.testing.assert_close(out[0, 2], v[0, 6])  # one visible key: its value, weight 1
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, 4:8]
+    head, head_lse = partial_attention(q[:, 4:8], k[:, :6], v[:, :6], causal=True, query_offset=4, key_offset=0)
+    torch.testing.assert_close(merge_partial_attention([head, out], [head_lse, lse]), full)
+
+
+def test_partial_attention_lse_is_the_log_of_the_softmax_denominator():
+    q, k, v = torch.randn(5, 6), torch.randn(9, 6), torch.randn(9, 2)
+    _, lse = partial_attention(q, k, v)
+    torch.testing.assert_close(lse, torch.logsumexp(q @ k.T / 6**0.5, dim=-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_partial_attention_in_half_precision_is_no_worse_than_sdpa(dtype):
+    q, k, v = (1000 * torch.rand(1, 2, 16, 8) for _ in range(3))  # entries up to 1e3
+    reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    parts = [
+        partial_attention(q.to(dtype), k[..., s, :].to(dtype), v[..., s, :].to(dtype))
+        for s in (slice(0, 7), slice(7, 16))
+    ]
+    ours = merge_partial_attention([o for o, _ in parts], [lse for _, lse in parts]).to(dtype)
+    torch_half = F.scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype))
+    assert torch.isfinite(ours).all()
+    our_err = (ours.double() - reference).abs().max()
+    torch_err = (torch_half.double() - reference).abs().max()
+    assert our_err <= torch_err + 1e-3 * reference.abs().max(), (our_err, torch_err)
+
+
+def test_merge_partial_attention_rejects_mismatched_blocks():
+    out, lse = partial_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2))
+    with pytest.raises(ValueError, match="one lse per output"):
+        merge_partial_attention([out, out], [lse])
+    with pytest.raises(ValueError, match="outs\\[1\\]"):
+        merge_partial_attention([out, out[:2]], [lse, lse[:2]])
+    with pytest.raises(TypeError, match="dtype"):
+        merge_partial_attention([out, out.double()], [lse, lse.double()])
+    with pytest.raises(ValueError, match="key_offset"):
+        partial_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2), causal=True, key_offset=-1)
