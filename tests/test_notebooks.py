@@ -279,3 +279,42 @@ def test_a_parameter_out_of_range_stops_the_notebook_with_one_sentence():
         client.execute()
     assert info.value.ename == "ParameterError"
     assert info.value.evalue.startswith("Parameter short_length must be from 1 to 6, got 7")
+
+
+MAIN_PATH_LESSONS = [p for p in NOTEBOOKS if "01" <= p.name[:2] <= "07"]
+EXERCISES_HEADING = re.compile(r"^## Exercise", re.M)
+
+
+def main_path(nb):
+    """The cells a learner reads before the exercises: everything before the first `## Exercise...` heading."""
+    cells = nb["cells"]
+    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and EXERCISES_HEADING.search(source(c)))
+    return cells[:first]
+
+
+def test_lessons_01_to_07_keep_their_main_path_short():
+    """The main path of lessons 01-07 together: at most 5,500 words of prose and 110 code cells (detours go to
+    `## Going further`, after the exercises)."""
+    words = codes = 0
+    for path in MAIN_PATH_LESSONS:
+        cells = main_path(load(path))
+        words += sum(len(source(c).split()) for c in cells if c["cell_type"] == "markdown")
+        codes += sum(c["cell_type"] == "code" for c in cells)
+    assert words <= 5500, f"lessons 01-07 hold {words} words before their exercises (at most 5,500)"
+    assert codes <= 110, f"lessons 01-07 hold {codes} code cells before their exercises (at most 110)"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_going_further_comes_after_the_exercises_and_before_the_summary(path):
+    headings = [
+        (i, line)
+        for i, c in enumerate(load(path)["cells"])
+        if c["cell_type"] == "markdown"
+        for line in source(c).splitlines()
+        if line.startswith("## ")
+    ]
+    exercises_at = min(i for i, line in headings if line.startswith("## Exercise"))
+    summary_at = min(i for i, line in headings if line.startswith("## Summary"))
+    for i, line in headings:
+        if line.startswith("## Going further"):
+            assert exercises_at < i <= summary_at, f"{line!r} must sit between the exercises and the summary"
