@@ -98,7 +98,7 @@ notebooks: $(STAMP)
 diagrams: $(STAMP)
 	$(BIN)/python tools/make_diagrams.py
 
-# bench_attention_memory.py rewrites benchmarks/results/attention_memory.json, which lesson 11 plots (refresh it
+# bench_attention_memory.py rewrites attention_helpers/results/attention_memory.json, which lesson 11 plots (refresh it
 # afterwards with make notebooks); one thread makes its many small operations independent of the machine's load.
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py

@@ -21,7 +21,8 @@ whose cores are busy with other work, every operation waits for a thread to be s
 far more than the fused kernel. --threads 1 gives all three implementations one thread, which makes the ratios
 less sensitive to the rest of the machine.
 
-Writes the results to benchmarks/results/attention_memory.json (--output), which lesson 11 plots.
+Writes the results to attention_helpers/results/attention_memory.json (--output), which lesson 11 plots: package
+data, so that a plain `pip install` (Colab's) has them too.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 
 from attention_helpers import scaled_dot_product_attention, tiled_attention
 
-RESULTS = Path(__file__).resolve().parent / "results" / "attention_memory.json"
+RESULTS = Path(__file__).resolve().parent.parent / "attention_helpers" / "results" / "attention_memory.json"
 IMPLEMENTATIONS = ("explicit", "tiled", "fused")
 MIB = 2**20
 

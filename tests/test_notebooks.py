@@ -16,6 +16,10 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 REPO_URL = re.search(r'Repository = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
 
 
+# Set once per notebook, in the cell that checks the parameters (the six-line setup cell has no room for it).
+PRINT_OPTIONS = "torch.set_printoptions(precision=4, sci_mode=False)"
+
+
 def load(path):
     return json.loads(path.read_text())
 
@@ -92,8 +96,9 @@ class TestNotebook:
         assert badge in first, "the Colab badge must open this notebook from the one repository URL"
         setup = source(code_cells(nb)[0])
         assert setup == repo_url.setup_cell(REPO_URL), "every setup cell comes from tools/repo_url.py"
-        assert '"google.colab" in sys.modules' in setup and f'REPO_URL = "{REPO_URL}"' in setup
-        assert "%matplotlib inline" in setup and "import attention_helpers" in setup
+        assert '"google.colab" in sys.modules' in setup and f'"{REPO_URL}"' in setup
+        assert "import attention_helpers as ah" in setup
+        assert len(setup.splitlines()) <= 6, "the setup cell is the first code a learner reads: at most 6 lines"
 
     def test_has_a_parameters_cell_after_setup(self, path):
         cells = code_cells(load(path))
@@ -108,6 +113,7 @@ class TestNotebook:
         names = set(re.findall(r"^(\w+)\s*=", source(cells[1]), re.M))
         checked = set(re.findall(r"""check_parameter\(\s*["'](\w+)["']""", source(cells[2])))
         assert names and names <= checked, f"parameters not checked in the next cell: {sorted(names - checked)}"
+        assert PRINT_OPTIONS in source(cells[2]), f"the cell after the parameters sets {PRINT_OPTIONS}"
 
     def test_few_ignored_outputs_and_no_skipped_cells(self, path):
         cells = code_cells(load(path))

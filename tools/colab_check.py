@@ -6,7 +6,7 @@
 2. A snapshot of this working tree becomes a local git repository that stands in for GitHub, and a fake
    `google.colab` module is imported at kernel start (an IPython startup file), as on Colab.
 3. papermill runs each notebook in a fresh kernel from an empty folder, as Colab's /content: its setup cell
-   clones the snapshot, installs the package from the clone and imports it from there.
+   installs the package with pip from the snapshot (pip clones it) and imports it in the running kernel.
 4. Afterwards IPython, traitlets, ipywidgets and torch must still have the versions they started with: the setup
    cell's install must not have upgraded anything under a running kernel.
 """
@@ -108,7 +108,6 @@ def main() -> int:
             env=env,
         )
         print(f"{notebook.name}: ran in the Colab-like environment in {time.monotonic() - start:.0f} s")
-    clone = content / "attention-from-scratch"
     where = run(
         python,
         "-c",
@@ -122,11 +121,11 @@ def main() -> int:
     if after != before:
         print(f"colab-check FAILED: the setup cell changed versions {before} -> {after}")
         return 1
-    if not Path(where).is_relative_to(clone):
-        print(f"colab-check FAILED: the package was imported from {where}, not from the clone {clone}")
+    if not Path(where).resolve().is_relative_to(VENV.resolve()):
+        print(f"colab-check FAILED: the package was imported from {where}, not from the Colab-like environment {VENV}")
         return 1
     print(
-        f"colab-check passed: {len(notebooks)} notebooks ran with the package installed from a clone, and "
+        f"colab-check passed: {len(notebooks)} notebooks ran with the package installed by their setup cell, and "
         f"{', '.join(f'{k} {v}' for k, v in after.items())} were left as they were"
     )
     return 0

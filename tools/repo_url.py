@@ -27,41 +27,17 @@ SITE_URL = re.compile(r"https://[\w-]+\.github\.io/[\w.-]+/")
 # GitHub repositories the README and lessons cite that are not this series: never rewritten.
 EXTERNAL_REPOSITORIES = ("https://github.com/rasbt/LLMs-from-scratch",)
 
+# Six lines, the same in every notebook: on Colab (where nothing is installed yet) pip fetches the package from the
+# repository; IPython prints a `_render_traceback_` in place of a traceback, so a failure reads as one sentence
+# under pip's own reason. Locally `make lab` has installed everything and the `if` does nothing. Notebooks are
+# linted without E401/I001 so that the imports fit on one line; `{url}` is the one placeholder.
 SETUP_CELL = """\
-# Setup: on Colab, fetch the series and install its package (about a minute); locally, `make lab` did both.
-import os
-import subprocess
-import sys
+import os, sys, matplotlib.pyplot as plt, torch  # Setup: on Colab, install the package (a minute); `make lab` did it.
 
-REPO_URL = "{url}"
-if "google.colab" in sys.modules:
-
-    class SetupError(Exception):
-        def _render_traceback_(self):  # IPython shows this one sentence instead of a traceback
-            return [str(self)]
-
-    repo_dir, url = os.path.abspath("{name}"), os.environ.get("SERIES_REPO_URL", REPO_URL)
-    if not os.path.isdir(repo_dir):
-        clone = subprocess.run(["git", "clone", "-q", "--depth", "1", url, repo_dir], capture_output=True, text=True)
-        if clone.returncode != 0:
-            reason = clone.stderr.strip().splitlines()[-1:] or ["no message"]
-            raise SetupError(
-                f"Could not download the series from {{url}} ({{reason[0]}}): check the internet "
-                "connection and the address, then run this cell again."
-            )
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", repo_dir], capture_output=True)
-    if install.returncode != 0:
-        raise SetupError("Could not install the series' package: run this cell again.")
-    sys.path.insert(0, repo_dir)  # a running kernel sees a new editable install only after a restart
-    os.chdir(os.path.join(repo_dir, "notebooks"))
-
-%matplotlib inline
-import matplotlib.pyplot as plt
-import torch
-
-import attention_helpers as ah
-
-torch.set_printoptions(precision=4, sci_mode=False)"""
+REPO_URL = os.environ.get("SERIES_REPO_URL", "{url}")
+if "google.colab" in sys.modules and os.system(f"{sys.executable} -m pip install -q git+{REPO_URL}"):
+    raise type("SetupError", (OSError,), {"_render_traceback_": lambda e: e.args})("Setup failed: run this cell again.")
+import attention_helpers as ah"""
 
 
 def read_url() -> str:
@@ -85,7 +61,8 @@ def site_url(url: str) -> str:
 
 
 def setup_cell(url: str) -> str:
-    return SETUP_CELL.format(url=url, name=parts(url)[1])
+    parts(url)
+    return SETUP_CELL.replace("{url}", url)
 
 
 def badge(url: str, notebook: str, folder: str = "notebooks") -> str:
