@@ -501,7 +501,9 @@ def why_attention(path: Path) -> None:
         if i:
             _arrow(ax, (outputs[i - 1] + wide / 2, up + 3.45), (x - wide / 2, up + 3.45))
     _arrow(ax, (last - box / 2, up + 2.45), (outputs[0] + 0.1, up + 3.45 - box / 2))
-    ax.text(left + 2.5 * step, up + 2.1, "encoder (recurrent):\none word at a time", ha="center", va="center", fontsize=font)
+    ax.text(
+        left + 2.5 * step, up + 2.1, "encoder (recurrent):\none word at a time", ha="center", va="center", fontsize=font
+    )
     ax.text(left - 0.3, up + 3.45, "decoder", ha="right", va="center", fontsize=font)
     ax.text(left + 2.5 * step, up + 4.1, "1. Without attention: one vector for the sentence", ha="center", fontsize=12)
 

@@ -464,7 +464,9 @@ def plot_attention_steps(scores: torch.Tensor, vectors: torch.Tensor, labels: Se
         ax.text(d, total, f"{total:.2f}", ha="center", va="bottom", fontsize=9)
     ax.set_xticks(range(points.shape[1]), labels=[f"dimension {d + 1}" for d in range(points.shape[1])])
     ax.set_ylim(0, 1.15 * max(float(bottom.max()), 1e-6))
-    ax.set(xlabel="dimension", ylabel="weight × word vector", title=f"3. weighted sum: context vector of {query_label!r}")
+    ax.set(
+        xlabel="dimension", ylabel="weight × word vector", title=f"3. weighted sum: context vector of {query_label!r}"
+    )
     ax.legend(fontsize=8, ncols=2, loc="upper left")
     return fig
 
