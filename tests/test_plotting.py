@@ -332,3 +332,14 @@ def test_query_and_keys_2d_names_every_key_with_its_score():
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     with pytest.raises(ValueError, match="query must have shape"):
         ah.plot_query_and_keys_2d(torch.ones(3), keys, ["a", "b", "c"], query_label="q")
+
+
+def test_score_gradients_draws_both_curves_on_log_axes():
+    d_k_values = [1, 4, 16]
+    ax = ah.plot_score_gradients(d_k_values, [0.3, 0.1, 1e-3], [0.3, 0.3, 0.3])
+    assert [list(line.get_xdata()) for line in ax.lines] == [d_k_values, d_k_values]
+    assert list(ax.lines[0].get_ydata()) == [0.3, 0.1, 1e-3]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    with pytest.raises(ValueError, match="same non-zero length"):
+        ah.plot_score_gradients(d_k_values, [0.3], [0.3, 0.3, 0.3])

@@ -30,6 +30,7 @@ __all__ = [
     "plot_query_and_keys_2d",
     "plot_layer_head",
     "plot_scaling",
+    "plot_score_gradients",
     "plot_scores",
     "plot_similarities",
     "query_scores_widget",

@@ -493,12 +493,33 @@ def plot_query_and_keys_2d(query: torch.Tensor, keys: torch.Tensor, labels: Sequ
     for rank, j in enumerate(scores.argsort().tolist()):  # lowest score first: names stacked bottom to top
         tip, color = keys[j].tolist(), f"C{j % 10}"
         ax.annotate("", xy=tip, xytext=(0, 0), arrowprops={**arrow, "color": color})
-        label_y = float(low[1]) + float(high[1] - low[1]) * (0.1 + 0.8 * rank / max(len(labels) - 1, 1))
+        label_y = float(low[1]) + float(high[1] - low[1]) * (0.05 + 0.7 * rank / max(len(labels) - 1, 1))
         ax.plot([tip[0], label_x], [tip[1], label_y], ":", color=color, lw=1)  # from the key's tip to its name
         ax.text(label_x, label_y, f" key of {labels[j]!r}: q · k = {scores[j]:.2f}", color=color, va="center")
     width = label_x - float(low[0])
-    ax.set_xlim(float(low[0]) - 0.05 * width, label_x + 1.3 * width)
+    ax.set_xlim(float(low[0]) - 0.05 * width, label_x + 1.7 * width)
     ax.set_ylim(float(low[1]) - 0.1 * float(high[1] - low[1]) - 0.05, 1.1 * float(high[1]) + 0.05)
     ax.set_aspect("equal")
     ax.set(xlabel="dimension 1", ylabel="dimension 2", title=f"The query of {query_label!r} and every key")
+    return ax
+
+
+def plot_score_gradients(d_k_values: Sequence[int], unscaled: Sequence[float], scaled: Sequence[float], ax=None):
+    """The typical gradient at the scores, one point per query/key width in ``d_k_values``, for
+    ``softmax(q · k)`` (``unscaled``) and ``softmax(q · k / sqrt(d_k))`` (``scaled``), on log-log axes."""
+    if not len(d_k_values) == len(unscaled) == len(scaled) > 0:
+        raise ValueError(
+            "d_k_values, unscaled and scaled must have the same non-zero length, got "
+            f"{len(d_k_values)}, {len(unscaled)} and {len(scaled)}"
+        )
+    if ax is None:
+        ax = plt.figure(figsize=(6.5, 4)).add_subplot()
+    ax.plot(d_k_values, unscaled, "o-", label="softmax(q · k)")
+    ax.plot(d_k_values, scaled, "s-", label="softmax(q · k / √d_k)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(d_k_values), labels=[str(d) for d in d_k_values])
+    ax.set(xlabel="d_k (width of queries and keys)", ylabel="median gradient norm at the scores")
+    ax.set_title("Without scaling, the gradient vanishes as d_k grows")
+    ax.legend()
     return ax
