@@ -299,3 +299,47 @@ def test_word_names_in_3d_cover_no_other_name_and_no_point(view):
             marker = Bbox.from_extents(*(centre - radius), *(centre + radius))
             covered = [ah.WORDS[i] for i, name in enumerate(names) if name.overlaps(marker)]
             assert not covered, f"{covered} covers a point's marker"
+
+
+def test_attention_steps_draws_scores_weights_on_a_fixed_scale_and_the_weighted_sum():
+    vectors = ah.toy_embeddings()
+    scores = vectors @ vectors[1]
+    fig = ah.plot_attention_steps(scores, vectors, ah.WORDS, query_label="journey")
+    bars_scores, bars_weights, stacked = fig.axes
+    assert [p.get_height() for p in bars_scores.patches] == pytest.approx(scores.tolist())
+    weights = torch.softmax(scores, dim=-1)
+    assert [p.get_height() for p in bars_weights.patches] == pytest.approx(weights.tolist())
+    assert bars_weights.get_ylim()[0] == 0 and bars_weights.get_ylim()[1] >= 1  # a 0-1 scale, not zoomed in
+    # the stacked bars of dimension d add up to the context vector's entry d (weights @ vectors)
+    context = weights @ vectors
+    tops = [
+        max(p.get_y() + p.get_height() for p in stacked.patches if round(p.get_x() + p.get_width() / 2) == d)
+        for d in range(3)
+    ]
+    assert tops == pytest.approx(context.tolist(), abs=1e-6)
+    assert all(ax.get_title() and ax.get_ylabel() and ax.get_xlabel() for ax in fig.axes)
+    with pytest.raises(ValueError, match="vectors must have one row per score"):
+        ah.plot_attention_steps(scores, vectors[:5], ah.WORDS[:6], query_label="journey")
+
+
+def test_query_and_keys_2d_names_every_key_with_its_score():
+    keys = torch.tensor([[1.0, 0.5], [-0.5, 1.0], [2.0, 0.1]])
+    query = torch.tensor([1.0, 2.0])
+    ax = ah.plot_query_and_keys_2d(query, keys, ["a", "b", "c"], query_label="q")
+    texts = [t.get_text() for t in ax.texts]
+    for word, key in zip("abc", keys, strict=True):
+        assert any(f"key of {word!r}: q · k = {torch.dot(query, key):.2f}" in text for text in texts)
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    with pytest.raises(ValueError, match="query must have shape"):
+        ah.plot_query_and_keys_2d(torch.ones(3), keys, ["a", "b", "c"], query_label="q")
+
+
+def test_score_gradients_draws_both_curves_on_log_axes():
+    d_k_values = [1, 4, 16]
+    ax = ah.plot_score_gradients(d_k_values, [0.3, 0.1, 1e-3], [0.3, 0.3, 0.3])
+    assert [list(line.get_xdata()) for line in ax.lines] == [d_k_values, d_k_values]
+    assert list(ax.lines[0].get_ydata()) == [0.3, 0.1, 1e-3]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    with pytest.raises(ValueError, match="same non-zero length"):
+        ah.plot_score_gradients(d_k_values, [0.3], [0.3, 0.3, 0.3])

@@ -444,12 +444,14 @@ def three_attentions(path: Path) -> None:
 
 
 def why_attention(path: Path) -> None:
-    """Left: a recurrent encoder squeezes the sentence into one vector that the decoder reads.
-    Right: with attention, every output looks back at every input."""
-    fig, ax = _inch_axes(11.0, 4.4)
+    """Top left: a recurrent encoder squeezes the sentence into one vector that the decoder reads.
+    Top right: with attention, every output looks back at every input.
+    Bottom: self-attention, where every word's new vector looks at every word of its own sentence."""
+    fig, ax = _inch_axes(11.0, 8.6)
     step, box, wide, font = 0.8, 0.42, 0.62, 11
     state = "#c6dbef"
     fixed = "#fdae6b"
+    up = 4.2  # the two top panels sit this far above the bottom one
 
     def words_row(left, y):
         for i, word in enumerate(WORDS):
@@ -460,55 +462,85 @@ def why_attention(path: Path) -> None:
         if text:
             ax.text(x, y, text, ha="center", va="center", fontsize=font)
 
-    # left: the encoder reads one word at a time; only its last state reaches the decoder
+    def look(start, end, strong=True):
+        ax.add_patch(
+            FancyArrowPatch(
+                start,
+                end,
+                arrowstyle="-|>",
+                mutation_scale=9 if strong else 6,
+                lw=0.8 if strong else 0.5,
+                color="#6a51a3",
+                alpha=0.6 if strong else 0.25,
+            )
+        )
+
+    # top left: the encoder reads one word at a time; only its last state reaches the decoder
     left = 0.6
-    words_row(left, 0.5)
+    words_row(left, up + 0.5)
     for i in range(len(WORDS)):
         x = left + i * step
-        square(x, 1.45, state)
-        _arrow(ax, (x, 0.72), (x, 1.45 - box / 2 - 0.02))
+        square(x, up + 1.45, state)
+        _arrow(ax, (x, up + 0.72), (x, up + 1.45 - box / 2 - 0.02))
         if i:
-            _arrow(ax, (x - step + box / 2, 1.45), (x - box / 2, 1.45))
+            _arrow(ax, (x - step + box / 2, up + 1.45), (x - box / 2, up + 1.45))
     last = left + (len(WORDS) - 1) * step
-    square(last, 2.45, fixed)
-    _arrow(ax, (last, 1.45 + box / 2), (last, 2.45 - box / 2))
+    square(last, up + 2.45, fixed)
+    _arrow(ax, (last, up + 1.45 + box / 2), (last, up + 2.45 - box / 2))
     ax.text(
-        last + box / 2 + 0.08, 2.45, "one fixed vector:\nall the decoder\nsees", ha="left", va="center", fontsize=font
+        last + box / 2 + 0.08,
+        up + 2.45,
+        "one fixed vector:\nall the decoder\nsees",
+        ha="left",
+        va="center",
+        fontsize=font,
     )
     outputs = [left + (0.75 + 1.1 * i) * step for i in range(3)]
     for i, x in enumerate(outputs):
-        square(x, 3.45, state, f"out {i + 1}", width=wide)
+        square(x, up + 3.45, state, f"out {i + 1}", width=wide)
         if i:
-            _arrow(ax, (outputs[i - 1] + wide / 2, 3.45), (x - wide / 2, 3.45))
-    _arrow(ax, (last - box / 2, 2.45), (outputs[0] + 0.1, 3.45 - box / 2))
-    ax.text(left + 2.5 * step, 2.1, "encoder (recurrent):\none word at a time", ha="center", va="center", fontsize=font)
-    ax.text(left - 0.3, 3.45, "decoder", ha="right", va="center", fontsize=font)
+            _arrow(ax, (outputs[i - 1] + wide / 2, up + 3.45), (x - wide / 2, up + 3.45))
+    _arrow(ax, (last - box / 2, up + 2.45), (outputs[0] + 0.1, up + 3.45 - box / 2))
     ax.text(
-        left + 2.5 * step, 4.1, "Without attention: the sentence squeezed into one vector", ha="center", fontsize=12
+        left + 2.5 * step, up + 2.1, "encoder (recurrent):\none word at a time", ha="center", va="center", fontsize=font
     )
+    ax.text(left - 0.3, up + 3.45, "decoder", ha="right", va="center", fontsize=font)
+    ax.text(left + 2.5 * step, up + 4.1, "1. Without attention: one vector for the sentence", ha="center", fontsize=12)
 
-    # right: every output looks back at every input
+    # top right: every output of the decoder looks back at every input word
     left = 6.1
+    words_row(left, up + 0.5)
+    for i in range(len(WORDS)):
+        square(left + i * step, up + 1.45, state)
+        _arrow(ax, (left + i * step, up + 0.72), (left + i * step, up + 1.45 - box / 2 - 0.02))
+    outputs = [left + (1.0 + 1.5 * i) * step for i in range(3)]
+    for i, x in enumerate(outputs):
+        for j in range(len(WORDS)):
+            look((x, up + 3.45 - box / 2), (left + j * step, up + 1.45 + box / 2))
+        square(x, up + 3.45, state, f"out {i + 1}", width=wide)
+    ax.text(left + 2.5 * step, up + 4.1, "2. Attention: every output looks at every input", ha="center", fontsize=12)
+
+    # bottom: self-attention; every word's new vector looks at every word of the same sentence
+    left = 3.5
     words_row(left, 0.5)
     for i in range(len(WORDS)):
         square(left + i * step, 1.45, state)
         _arrow(ax, (left + i * step, 0.72), (left + i * step, 1.45 - box / 2 - 0.02))
-    outputs = [left + (1.0 + 1.5 * i) * step for i in range(3)]
-    for i, x in enumerate(outputs):
+    for i in range(len(WORDS)):
+        x = left + i * step
         for j in range(len(WORDS)):
-            ax.add_patch(
-                FancyArrowPatch(
-                    (x, 3.45 - box / 2),
-                    (left + j * step, 1.45 + box / 2),
-                    arrowstyle="-|>",
-                    mutation_scale=9,
-                    lw=0.8,
-                    color="#6a51a3",
-                    alpha=0.6,
-                )
-            )
-        square(x, 3.45, state, f"out {i + 1}", width=wide)
-    ax.text(left + 2.5 * step, 4.1, "With attention: every output looks at every input", ha="center", fontsize=12)
+            look((x, 3.0 - box / 2), (left + j * step, 1.45 + box / 2), strong=i == 1)
+    for i in range(len(WORDS)):
+        square(left + i * step, 3.0, COLORS["out"], "new" if i == 1 else "")
+    ax.text(left - 0.4, 1.45, "word vectors", ha="right", va="center", fontsize=font)
+    ax.text(left - 0.4, 3.0, "new (context) vectors", ha="right", va="center", fontsize=font)
+    ax.text(
+        left + 2.5 * step,
+        3.75,
+        "3. Self-attention (this series): each word looks at every word of its own sentence",
+        ha="center",
+        fontsize=12,
+    )
     _save(fig, path)
 
 

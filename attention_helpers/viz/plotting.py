@@ -429,3 +429,97 @@ def show_diagram(name: str, width: int | None = None):
     if width is not None:
         check_positive_int("width", width)
     return Image(filename=str(diagram_path(name)), width=width)
+
+
+def plot_attention_steps(scores: torch.Tensor, vectors: torch.Tensor, labels: Sequence[str], query_label: str):
+    """One query's attention in three numbered panels: (1) its ``(num_words,)`` scores, (2) the softmax of the
+    scores, on a fixed 0-1 scale with the even share ``1 / num_words`` marked, (3) the weighted sum
+    ``weights @ vectors`` of the ``(num_words, d)`` vectors, one stacked bar per dimension: each word's share
+    ``weight * vector`` is one segment, and the bar's height (written on top) is the context vector's entry.
+    Returns the figure.
+    """
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 1:
+        shape = shape_str(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a tensor of shape (num_words,), got {shape}")
+    points = _as_2d("vectors", vectors)
+    if points.shape[0] != scores.shape[0]:
+        raise ValueError(
+            f"vectors must have one row per score: scores {shape_str(scores.shape)}, vectors {shape_str(points.shape)}"
+        )
+    check_labels("labels", labels, scores.shape[0], "scores")
+    scores = scores.detach().float().cpu()
+    weights = torch.softmax(scores, dim=-1)
+    parts = weights[:, None] * points  # (num_words, d): each word's share of every dimension
+    fig, axes = plt.subplots(1, 3, figsize=(16, 3.9), layout="constrained")
+    plot_scores(scores, labels, ax=axes[0], title=f"1. scores: query {query_label!r} · each word")
+    plot_scores(weights, labels, ax=axes[1], title="2. softmax: weights that sum to 1", ylabel="weight", ylim=(0, 1))
+    axes[1].axhline(1 / len(labels), color="gray", ls="--", lw=1, label=f"even share 1/{len(labels)}")
+    axes[1].legend(loc="upper right", fontsize=9)
+    ax = axes[2]
+    bottom = torch.zeros(points.shape[1])
+    for i, word in enumerate(labels):
+        ax.bar(range(points.shape[1]), parts[i].tolist(), bottom=bottom.tolist(), color=f"C{i % 10}", label=word)
+        bottom += parts[i]
+    for d, total in enumerate(bottom.tolist()):
+        ax.text(d, total, f"{total:.2f}", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(range(points.shape[1]), labels=[f"dimension {d + 1}" for d in range(points.shape[1])])
+    ax.set_ylim(0, 1.15 * max(float(bottom.max()), 1e-6))
+    ax.set(
+        xlabel="dimension", ylabel="weight × word vector", title=f"3. weighted sum: context vector of {query_label!r}"
+    )
+    ax.legend(fontsize=8, ncols=2, loc="upper left")
+    return fig
+
+
+def plot_query_and_keys_2d(query: torch.Tensor, keys: torch.Tensor, labels: Sequence[str], query_label: str, ax=None):
+    """A ``(2,)`` query and ``(num_words, 2)`` keys as arrows from the origin, each key named with its score
+    ``query · key``: the key that reaches farthest along the query's direction gets the largest score."""
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(f"query must be a torch.Tensor of shape (2,), got {type(query).__name__}")
+    if query.shape != (2,):
+        raise ValueError(f"query must have shape (2,), got {shape_str(query.shape)}")
+    query = query.detach().float().cpu()
+    keys = _as_2d("keys", keys, columns=2)
+    check_labels("labels", labels, keys.shape[0], "keys")
+    scores = keys @ query  # (num_words,)
+    if ax is None:
+        ax = plt.figure(figsize=(7, 6)).add_subplot()
+    arrow = {"arrowstyle": "-|>", "lw": 1.5, "shrinkA": 0, "shrinkB": 0}
+    ax.annotate("", xy=query.tolist(), xytext=(0, 0), arrowprops={**arrow, "color": "crimson", "lw": 3})
+    ax.text(*query.tolist(), f"  query of {query_label!r}", color="crimson", va="center")
+    points = torch.cat([keys, query[None], torch.zeros(1, 2)])
+    low, high = points.min(dim=0).values, points.max(dim=0).values
+    label_x = float(high[0]) + 0.1 * float(high[0] - low[0]) + 0.05
+    for rank, j in enumerate(scores.argsort().tolist()):  # lowest score first: names stacked bottom to top
+        tip, color = keys[j].tolist(), f"C{j % 10}"
+        ax.annotate("", xy=tip, xytext=(0, 0), arrowprops={**arrow, "color": color})
+        label_y = float(low[1]) + float(high[1] - low[1]) * (0.05 + 0.7 * rank / max(len(labels) - 1, 1))
+        ax.plot([tip[0], label_x], [tip[1], label_y], ":", color=color, lw=1)  # from the key's tip to its name
+        ax.text(label_x, label_y, f" key of {labels[j]!r}: q · k = {scores[j]:.2f}", color=color, va="center")
+    width = label_x - float(low[0])
+    ax.set_xlim(float(low[0]) - 0.05 * width, label_x + 1.7 * width)
+    ax.set_ylim(float(low[1]) - 0.1 * float(high[1] - low[1]) - 0.05, 1.1 * float(high[1]) + 0.05)
+    ax.set_aspect("equal")
+    ax.set(xlabel="dimension 1", ylabel="dimension 2", title=f"The query of {query_label!r} and every key")
+    return ax
+
+
+def plot_score_gradients(d_k_values: Sequence[int], unscaled: Sequence[float], scaled: Sequence[float], ax=None):
+    """The typical gradient at the scores, one point per query/key width in ``d_k_values``, for
+    ``softmax(q · k)`` (``unscaled``) and ``softmax(q · k / sqrt(d_k))`` (``scaled``), on log-log axes."""
+    if not len(d_k_values) == len(unscaled) == len(scaled) > 0:
+        raise ValueError(
+            "d_k_values, unscaled and scaled must have the same non-zero length, got "
+            f"{len(d_k_values)}, {len(unscaled)} and {len(scaled)}"
+        )
+    if ax is None:
+        ax = plt.figure(figsize=(6.5, 4)).add_subplot()
+    ax.plot(d_k_values, unscaled, "o-", label="softmax(q · k)")
+    ax.plot(d_k_values, scaled, "s-", label="softmax(q · k / √d_k)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(d_k_values), labels=[str(d) for d in d_k_values])
+    ax.set(xlabel="d_k (width of queries and keys)", ylabel="median gradient norm at the scores")
+    ax.set_title("Without scaling, the gradient vanishes as d_k grows")
+    ax.legend()
+    return ax
