@@ -343,3 +343,56 @@ def test_score_gradients_draws_both_curves_on_log_axes():
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     with pytest.raises(ValueError, match="same non-zero length"):
         ah.plot_score_gradients(d_k_values, [0.3], [0.3, 0.3, 0.3])
+
+
+def test_heads_side_by_side_share_a_fixed_0_to_1_scale_with_the_words_as_ticks():
+    """A nearly even head must look pale: its colours are not stretched to its own largest weight."""
+    even = torch.full((6, 6), 1 / 6)
+    sharp = torch.eye(6)
+    fig = ah.plot_heads_side_by_side(torch.stack((even, sharp)), ah.WORDS, titles=["even", "sharp"], title="two")
+    heads = [ax for ax in fig.axes if ax.images]
+    heads = [ax for ax in heads if ax.get_title() in ("even", "sharp")]
+    assert [ax.get_title() for ax in heads] == ["even", "sharp"]
+    for ax in heads:
+        assert ax.images[0].get_clim() == (0.0, 1.0)
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(ah.WORDS)
+        assert len(ax.texts) == 36  # the weights written in the cells
+    assert fig.get_suptitle() == "two" and fig.supxlabel and fig.supylabel
+    with pytest.raises(ValueError, match="titles"):
+        ah.plot_heads_side_by_side(torch.stack((even, sharp)), ah.WORDS, titles=["only one"])
+    with pytest.raises(ValueError, match="num_heads"):
+        ah.plot_heads_side_by_side(even, ah.WORDS)
+
+
+def test_dropout_average_draws_the_running_average_and_the_row_sums():
+    torch.manual_seed(0)
+    weights = torch.softmax(torch.randn(4, 4), dim=-1)
+    draws = torch.stack([torch.nn.Dropout(0.5).train()(weights) for _ in range(50)])
+    fig = ah.plot_dropout_average(draws, weights, ["a", "b", "c", "d"], query=2, key=0, p=0.5)
+    ax_mean, ax_rows = fig.axes
+    scaled = ax_mean.lines[0].get_ydata()
+    assert len(scaled) == 50 and abs(scaled[-1] - draws[:, 2, 0].mean().item()) < 1e-6  # the running average
+    assert abs(ax_mean.lines[1].get_ydata()[-1] - 0.5 * scaled[-1]) < 1e-6  # without the 1 / (1 - p) scaling
+    heights = [bar.get_height() for bar in ax_rows.patches]
+    assert torch.allclose(torch.tensor(heights[:4]).float(), draws[0].sum(dim=-1))  # one mask's row sums
+    assert all(ax.get_title() and ax.get_xlabel() and ax.get_ylabel() for ax in (ax_mean, ax_rows))
+    with pytest.raises(ValueError, match="query"):
+        ah.plot_dropout_average(draws, weights, ["a", "b", "c", "d"], query=4, key=0, p=0.5)
+    with pytest.raises(ValueError, match="draws"):
+        ah.plot_dropout_average(draws[:, :3], weights, ["a", "b", "c", "d"], query=0, key=0, p=0.5)
+
+
+def test_positional_encoding_plot_shows_sines_cosines_and_their_dot_products():
+    pe = ah.PositionalEncoding(64, context_length=50).pe
+    fig = ah.plot_positional_encoding(pe, num_shown=20)
+    sines, cosines, dots = (ax for ax in fig.axes if ax.images)
+    assert sines.images[0].get_clim() == (-1.0, 1.0)
+    assert torch.allclose(torch.tensor(sines.images[0].get_array()[:, 0]), pe[:20, 0].double())  # the sine of pair 0
+    assert torch.allclose(torch.tensor(cosines.images[0].get_array()[:, 0]), pe[:20, 1].double())
+    dot_products = torch.tensor(dots.images[0].get_array())
+    assert dot_products.shape == (20, 20)
+    assert torch.allclose(dot_products, dot_products.T)  # symmetric: it depends on |i - j|
+    assert torch.allclose(dot_products.diagonal(3), dot_products[0, 3].expand(17), atol=1e-6)
+    assert all(ax.get_title() and ax.get_xlabel() and ax.get_ylabel() for ax in (sines, cosines, dots))
+    with pytest.raises(ValueError, match="pe"):
+        ah.plot_positional_encoding(pe[:, :1])

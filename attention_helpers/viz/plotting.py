@@ -523,3 +523,116 @@ def plot_score_gradients(d_k_values: Sequence[int], unscaled: Sequence[float], s
     ax.set_title("Without scaling, the gradient vanishes as d_k grows")
     ax.legend()
     return ax
+
+
+def plot_heads_side_by_side(
+    weights: torch.Tensor,
+    labels: Sequence[str],
+    titles: Sequence[str] | None = None,
+    title: str = "Attention weights per head",
+    annotate: bool = True,
+):
+    """One heatmap per head, in one row, from ``(num_heads, num_tokens, num_tokens)`` attention weights, on a
+    fixed 0-1 colour scale (an even share looks as pale as it is) with the words as ticks and each head's
+    weights written in its cells. ``titles`` names each head (default ``"head <n>"``). Returns the figure."""
+    if not isinstance(weights, torch.Tensor):
+        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    if weights.dim() != 3 or weights.shape[0] == 0:
+        raise ValueError(
+            f"weights must have shape (num_heads, num_tokens, num_tokens) with num_heads >= 1, "
+            f"got {shape_str(weights.shape)}"
+        )
+    num_heads = weights.shape[0]
+    check_labels("labels", labels, weights.shape[1], "query tokens in weights")
+    check_labels("labels", labels, weights.shape[2], "key tokens in weights")
+    titles = [f"head {head}" for head in range(num_heads)] if titles is None else list(titles)
+    check_labels("titles", titles, num_heads, "heads in weights")
+    matrices = weights.detach().float().cpu()
+    fig, axes = plt.subplots(1, num_heads, figsize=(4.6 * num_heads + 0.8, 4.6), squeeze=False, layout="constrained")
+    image = None
+    for ax, matrix, head_title in zip(axes[0], matrices, titles, strict=True):
+        image = _heatmap(ax, matrix, labels, labels, head_title, annotate, 0.0, 1.0)
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight (fixed 0-1 scale)", shrink=0.9)
+    fig.supxlabel("key (attended to)")
+    fig.supylabel("query (attending)")
+    fig.suptitle(title, fontsize="large")
+    return fig
+
+
+def plot_dropout_average(
+    draws: torch.Tensor, weights: torch.Tensor, labels: Sequence[str], query: int, key: int, p: float
+):
+    """Two panels on dropout applied ``num_draws`` times to ``(num_tokens, num_tokens)`` attention ``weights``;
+    ``draws`` is ``(num_draws, num_tokens, num_tokens)``, the outputs of ``nn.Dropout(p)`` in training mode.
+
+    Left: the running average of one dropped weight (row ``query``, column ``key``) as more masks are averaged,
+    with and without the ``1 / (1 - p)`` scaling, against the original weight. Right: the row sums of one mask
+    and of the average of all masks, against 1. Returns the figure."""
+    if not isinstance(draws, torch.Tensor) or draws.dim() != 3:
+        raise ValueError(
+            f"draws must be a (num_draws, num_tokens, num_tokens) tensor, got {getattr(draws, 'shape', draws)!r}"
+        )
+    matrix = _check_weights_matrix(weights)
+    if draws.shape[1:] != matrix.shape:
+        raise ValueError(
+            f"draws {shape_str(draws.shape)} must be (num_draws, *weights.shape) with weights {shape_str(matrix.shape)}"
+        )
+    check_labels("labels", labels, matrix.shape[0], "rows in weights")
+    check_probability("p", p)
+    for name, index in (("query", query), ("key", key)):
+        if not isinstance(index, int) or not 0 <= index < matrix.shape[0]:
+            raise ValueError(f"{name} must be a row index from 0 to {matrix.shape[0] - 1}, got {index!r}")
+    draws = draws.detach().float().cpu()
+    counts = torch.arange(1, draws.shape[0] + 1)
+    running = draws[:, query, key].cumsum(dim=0) / counts
+    original = float(matrix[query, key])
+    fig, (ax_mean, ax_rows) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    ax_mean.plot(counts.numpy(), running.numpy(), label="dropout with 1/(1-p) scaling")
+    ax_mean.plot(counts.numpy(), (running * (1 - p)).numpy(), label="dropout without scaling")
+    ax_mean.axhline(original, color="black", linestyle="--", label=f"original weight {original:.4f}")
+    ax_mean.axhline((1 - p) * original, color="gray", linestyle=":", label="(1 - p) × original")
+    ax_mean.set(xscale="log", xlabel="number of masks averaged", ylabel="average of the dropped weight")
+    ax_mean.set_title(f'"{labels[query]}" → "{labels[key]}": running average, p = {p:.2f}')
+    ax_mean.legend(fontsize=8)
+    positions = torch.arange(matrix.shape[0]).double()
+    one_mask, average = draws[0].sum(dim=-1), draws.mean(dim=0).sum(dim=-1)
+    ax_rows.bar((positions - 0.2).numpy(), one_mask.numpy(), width=0.4, label="one mask")
+    ax_rows.bar((positions + 0.2).numpy(), average.numpy(), width=0.4, label=f"average of {len(draws)} masks")
+    ax_rows.axhline(1.0, color="black", linestyle="--", label="without dropout: 1")
+    ax_rows.set_xticks(range(matrix.shape[0]), labels=list(labels))
+    ax_rows.set(
+        xlabel="query token (row of the weights)", ylabel="sum of the row's weights", title="Row sums after dropout"
+    )
+    ax_rows.legend(fontsize=8)
+    return fig
+
+
+def plot_positional_encoding(pe: torch.Tensor, num_shown: int = 40):
+    """Three panels on a sinusoidal positional-encoding table ``pe``, ``(num_positions, d_model)``, whose even
+    dimensions hold sines and odd ones cosines: the sines and the cosines of the first ``num_shown`` positions
+    (at most 32 of the pairs, fast to slow, on a fixed -1 to 1 scale), and the dot products ``PE[i] · PE[j]``,
+    which depend only on the distance ``|i - j|``. Returns the figure."""
+    pe = _as_2d("pe", pe).detach().double().cpu()
+    check_positive_int("num_shown", num_shown)
+    num_shown = min(num_shown, pe.shape[0])
+    d_model = pe.shape[1]
+    if d_model < 2:
+        raise ValueError(f"pe must have at least 2 columns (one sine and one cosine), got shape {shape_str(pe.shape)}")
+    shown = pe[:num_shown]
+    pairs = torch.arange(0, d_model // 2, max(1, d_model // 64))  # at most 32 pairs, from fast to slow
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5), layout="constrained")
+    for ax, columns, kind in (
+        (axes[0], shown[:, 0::2][:, pairs], "sines: dimension 2i"),
+        (axes[1], shown[:, 1::2][:, pairs], "cosines: dimension 2i + 1"),
+    ):
+        image = ax.imshow(columns.numpy(), cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest", aspect="auto")
+        ticks = range(0, len(pairs), max(1, len(pairs) // 4))
+        ax.set_xticks(ticks, [str(pairs[t].item()) for t in ticks])
+        ax.set(xlabel="pair index i", ylabel="position in the sequence", title=kind)
+    fig.colorbar(image, ax=axes[:2].tolist(), label="value", shrink=0.8)
+    paired = shown[:, : 2 * (d_model // 2)]  # an odd d_model's lone last sine has no cosine to turn with
+    dots = axes[2].imshow((paired @ paired.T).numpy(), cmap="viridis", interpolation="nearest")
+    axes[2].set(xlabel="position j", ylabel="position i", title="PE[i] · PE[j]: depends on |i - j| only")
+    fig.colorbar(dots, ax=axes[2], label="dot product", shrink=0.8)
+    fig.suptitle(f"Sinusoidal positional encoding, first {num_shown} positions, {len(pairs)} of {d_model // 2} pairs")
+    return fig
