@@ -11,7 +11,11 @@ autosave is off in the server's private settings, and the notebook files must be
 
 Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
 load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
-outside the site (the Colab badge, cited papers) are not fetched: the check runs offline.
+outside the site (cited papers) are not fetched: the check runs offline. Then each page again, on a desktop
+and at a phone's 390 px (check_site_accessibility): axe-core's accessibility rules (it prints "accessibility:
+N serious or critical violations", and fails unless N is 0), no page wider than the screen, every formula
+typeset by the site's own MathJax, alt text on every figure. `--site build/site` without notebooks (make
+site-check) runs only the site's part.
 
 JupyterLab is started directly (its pid is the server's) in its own process group, and stopped on every
 path: normal exit, failure, Ctrl-C (SIGINT) and SIGTERM.
@@ -467,6 +471,12 @@ AXE_OPTIONS = {
     "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]},
     "resultTypes": ["violations"],
 }
+# At a phone's width the content is the same and only the layout changes: there, the rules that depend on it (axe
+# takes seconds a page; all of its rules run at the desktop's width).
+AXE_PHONE_OPTIONS = {
+    "runOnly": {"type": "rule", "values": ["meta-viewport", "scrollable-region-focusable"]},
+    "resultTypes": ["violations"],
+}
 SERIOUS = ("serious", "critical")
 JS_AXE = """
 const done = arguments[arguments.length - 1];
@@ -554,7 +564,7 @@ def check_site_accessibility(chromium: str, site: Path, pages: list[str] | None 
                     for source in driver.execute_script(JS_ALT):
                         problems.append(f"{page}: a figure without alt text: {source}")
                 driver.execute_script(script)
-                result = driver.execute_async_script(JS_AXE, AXE_OPTIONS)
+                result = driver.execute_async_script(JS_AXE, AXE_PHONE_OPTIONS if width else AXE_OPTIONS)
                 if "error" in result:
                     problems.append(f"{page} ({label}): axe-core failed: {result['error']}")
                     continue

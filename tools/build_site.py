@@ -95,9 +95,9 @@ def first_title(notebook: dict) -> str | None:
 
 
 def close_heading_gaps(cells: list[dict]) -> None:
-    """Move up each heading that is more than one level below the heading before it (an "### Exercise" right
-    under the "# Title" becomes "## Exercise")."""
-    previous = 0  # the level of the heading before, on the site
+    """Move up each heading that is more than one level below the heading it belongs under (an "### Exercise"
+    right under the "# Title" becomes "## Exercise", and the "####" inside it "###")."""
+    above: list[tuple[int, int]] = []  # (level in the notebook, level on the site) of the enclosing headings
     for cell in cells:
         if cell["cell_type"] != "markdown":
             continue
@@ -105,8 +105,12 @@ def close_heading_gaps(cells: list[dict]) -> None:
         for index, line, fenced in markdown_lines(source_of(cell)):
             match = HEADING.match(line)
             if match and not fenced:
-                previous = min(len(match.group(1)), previous + 1)
-                lines[index] = "#" * previous + match.group(2)
+                level = len(match.group(1))
+                while above and above[-1][0] >= level:
+                    above.pop()
+                new = above[-1][1] + 1 if above else 1
+                above.append((level, new))
+                lines[index] = "#" * new + match.group(2)
         cell["source"] = "\n".join(lines)
 
 
@@ -160,7 +164,7 @@ def first_sentence(markdown: str) -> str:
     text = " ".join(line for _index, line, fenced in markdown_lines(markdown) if not fenced and not HEADING.match(line))
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links and images: their text
     text = " ".join(re.sub(r"[`*$\\]", "", text).split())
-    match = re.match(r"(.+?[.:!?])(\s|$)", text)
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
     return (match.group(1) if match else text)[:300]
 
 
