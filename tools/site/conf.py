@@ -48,7 +48,10 @@ html_context = {"default_mode": "light"}  # without a mode, the theme logs an er
 # Maths without a CDN: MathJax 3 ships in the sphinx-mathjax-offline package (requirements-dev.txt). The site
 # serves its combined TeX-to-HTML script and what that script loads on demand (TeX extensions, fonts, the
 # accessibility menu's speech rules) from _static/mathjax/.
-MATHJAX = Path(importlib.util.find_spec("sphinx-mathjax-offline").origin).parent / "static" / "mathjax"
+_MATHJAX_PACKAGE = importlib.util.find_spec("sphinx-mathjax-offline")
+if _MATHJAX_PACKAGE is None:
+    raise ImportError("sphinx-mathjax-offline is missing: build the site with make site (requirements-dev.txt)")
+MATHJAX = Path(_MATHJAX_PACKAGE.origin).parent / "static" / "mathjax"
 MATHJAX_PARTS = ["tex-chtml.js", "a11y", "input", "output/chtml", "sre", "ui"]
 mathjax_path = "mathjax/tex-chtml.js"  # relative: Sphinx serves it from _static/
 
