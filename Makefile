@@ -27,7 +27,7 @@ LAB_ARGS ?=
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test lint unit nbval nbval-portability papermill-check run notebooks diagrams benchmark colab-check \
-	repo-url clean browser-check site
+	repo-url clean browser-check site site-check
 
 CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
 
@@ -56,9 +56,10 @@ test: lint unit nbval papermill-check
 
 LINTED := attention_helpers tests benchmarks tools notebooks solutions
 
-lint: $(STAMP)
+lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Actions workflows
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/actionlint
 
 unit: $(STAMP) $(DEV_STAMP)  # selenium: the browser check's own tests
 	$(BIN)/pytest tests
@@ -124,6 +125,11 @@ browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.
 site: $(DEV_STAMP)
 	$(BIN)/python tools/build_site.py $(BUILD)/site
+
+# The site part of make browser-check alone (build it first: make site): links, images, console errors, axe-core's
+# accessibility rules, every page at a phone's 390 px width, the maths typeset offline.
+site-check: $(DEV_STAMP)
+	nice -n 5 $(BIN)/python tools/browser_check.py --site $(BUILD)/site
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache

@@ -271,3 +271,162 @@ def test_site_check_finds_broken_images_links_and_anchors_and_console_errors(tmp
     assert "broken image missing.png" in text and "broken link to gone.html" in text
     assert "missing anchor other.html#nowhere" in text and "boom" in text
     assert "other.html#there" not in text and "#top" not in text
+
+
+def _notebook(*cells: tuple[str, str], outputs: list | None = None) -> dict:
+    made = []
+    for kind, source in cells:
+        cell = {"cell_type": kind, "metadata": {}, "source": source}
+        if kind == "code":
+            cell |= {"execution_count": 1, "outputs": outputs or []}
+        made.append(cell)
+    return {"cells": made, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+PNG_OUTPUT = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}
+
+
+def test_site_copy_of_a_solutions_notebook_has_its_lessons_title_no_heading_gaps_and_a_local_badge():
+    build_site = _load_tool("build_site")
+    badge = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.x/y.ipynb)"
+    original = _notebook(
+        ("markdown", f"# Solutions · 08 Training\n\nSee [the README](../README.md).\n\n{badge}"),
+        ("markdown", "### Exercise 1: a loop\n\n```python\n# not a heading\n```\n#### A detail"),
+        ("markdown", "### Exercise 2: a matrix"),
+        ("markdown", "## Summary\n\n###### Deep"),
+    )
+    before = json.dumps(original)
+    site = build_site.for_the_site(original, lesson_title="08 · Training a transformer on a CPU")
+    assert json.dumps(original) == before  # a copy: the notebook itself is left alone
+    text = "\n".join(cell["source"] for cell in site["cells"])
+    headings = [line for line in text.splitlines() if line.startswith("#") and not line.startswith("# not")]
+    assert headings == [
+        "# Solutions · 08 · Training a transformer on a CPU",
+        "## Exercise 1: a loop",
+        "### A detail",
+        "## Exercise 2: a matrix",
+        "## Summary",
+        "### Deep",
+    ]
+    assert "# not a heading" in text  # a comment in a code block is no heading
+    assert "colab.research.google.com/assets" not in text and "](../images/colab-badge.svg)" in text
+    assert "](../index.md)" in text and "README" in text  # the README is the site's landing page
+    lesson = build_site.for_the_site(_notebook(("markdown", "# 01 · Lesson\n\n## Part\n\n### Sub")))
+    assert lesson["cells"][0]["source"] == "# 01 · Lesson\n\n## Part\n\n### Sub"  # no gaps: unchanged
+    assert build_site.first_title(lesson) == "01 · Lesson"
+
+
+def test_site_gives_every_figure_alt_text_from_its_plot_titles_or_the_sentence_before_it():
+    build_site = _load_tool("build_site")
+    code = (
+        'title = f"Reversing {n} digits"\n'
+        "ah.plot_history(history, title=title)\n"
+        'ax.set_title("Row sums after dropout")\n'
+        'ax.plot(x, y, "o-")\n'  # a format string, no title
+        'ah.plot_attention_layers(w, labels, "Sort: one sequence")\n'
+        'fig.suptitle(f"{label}\\n{other}")\n'  # no words: left out
+    )
+    assert build_site.plot_titles(code) == ["Reversing … digits", "Row sums after dropout", "Sort: one sequence"]
+    assert build_site.plot_titles("%matplotlib inline\nplt.title('Loss')") == ["Loss"]
+    notebook = _notebook(
+        ("markdown", "## Heads\n\nThe weights of each head, as a **heat map**: rows are queries. More text."),
+        ("code", "ah.plot_attention_heads(weights, ah.WORDS)\nplt.show()"),
+        ("code", 'ah.show_diagram("attention_pipeline")'),
+        ("code", code),
+        ("code", "print(1)"),
+    )
+    for cell in notebook["cells"][1:4]:
+        cell["outputs"] = [PNG_OUTPUT]
+    alts = [
+        c["metadata"].get("mystnb", {}).get("image", {}).get("alt") for c in build_site.for_the_site(notebook)["cells"]
+    ]
+    context = "The weights of each head, as a heat map: rows are queries."
+    assert alts == [
+        None,
+        f"Figure: {context}",
+        f"Diagram (attention pipeline): {context}",
+        "Plot: Reversing … digits; Row sums after dropout; Sort: one sequence",
+        None,  # no figure
+    ]
+
+
+def _load_site_conf():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("site_conf", ROOT / "tools" / "site" / "conf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_site_serves_mathjax_from_a_package_and_keeps_lessons_and_solutions_in_separate_sequences():
+    pytest.importorskip("sphinx")
+    conf = _load_site_conf()
+    assert "://" not in conf.mathjax_path  # served by the site itself, no CDN
+    assert all((conf.MATHJAX / part).exists() for part in conf.MATHJAX_PARTS)
+    assert conf.mathjax_path == "mathjax/" + conf.MATHJAX_PARTS[0]
+
+    order = ["index", "notebooks/00_a", "notebooks/12_b", "solutions/01_c", "solutions/02_d"]
+    relations = {
+        page: [None, *([order[i - 1]] if i else [None]), *(order[i + 1 : i + 2] or [None])]
+        for i, page in enumerate(order)
+    }
+
+    class Env:
+        def collect_relations(self):
+            return relations
+
+    class App:
+        env = Env()
+        scripts: list = []
+
+        def add_js_file(self, name, **options):
+            self.scripts.append(name)
+
+    def links(page):
+        context = {"prev": "previous page", "next": "next page"}
+        conf.separate_sequences(App(), page, "page.html", context, None)
+        return context["prev"], context["next"]
+
+    assert links("index") == ("previous page", "next page")
+    assert links("notebooks/00_a") == ("previous page", "next page")  # back to the landing page
+    assert links("notebooks/12_b") == ("previous page", None)  # the last lesson leads nowhere
+    assert links("solutions/01_c") == (None, "next page")  # the first solutions page does not lead back
+    assert links("solutions/02_d") == ("previous page", "next page")
+    links("search")
+    assert App.scripts == ["search-snippets.js"]
+
+
+def test_tests_workflow_runs_make_test_on_pushes_and_pull_requests_and_make_lint_runs_actionlint():
+    workflow = (ROOT / ".github" / "workflows" / "tests.yml").read_text()
+    assert "\n  push:" in workflow and "\n  pull_request:" in workflow
+    assert "run: make test" in workflow and "run: make site" in workflow
+    assert '"3.11"' in workflow  # the oldest Python the series supports (the Makefile's check)
+    assert "actionlint" in _make_dry_run("-B", "lint")
+
+
+@pytest.mark.skipif(not _chromium_available(), reason="needs chromium and chromium-driver (make browser-check)")
+def test_site_accessibility_check_finds_axe_violations_wide_pages_untypeset_maths_and_missing_alt_text(tmp_path):
+    pytest.importorskip("axe_core_python")
+    browser_check = _load_tool("browser_check")
+    head = '<html lang="en"><head><title>t</title><meta name="viewport" content="width=device-width"></head>'
+    (tmp_path / "bad.html").write_text(
+        f'{head}<body><main><article class="bd-article"><h1>Bad</h1><img src="_images/a.png" alt="_images/a.png">'
+        '<button></button><p><span class="math">\\(x^2\\)</span></p>'
+        '<p style="width: 600px">a paragraph wider than a phone</p></article></main></body></html>'
+    )
+    (tmp_path / "good.html").write_text(
+        f'{head}<body><main><article class="bd-article"><h1>Good</h1><p>Plain text.</p>'
+        '<div style="overflow-x: auto"><pre style="width: 900px">a wide line that scrolls in its own box</pre></div>'
+        "</article></main></body></html>"
+    )
+    try:
+        result = browser_check.check_site_accessibility(browser_check.chromium_binary(), tmp_path)
+    finally:
+        browser_check.run_cleanup()
+    text = "\n".join(result["problems"])
+    assert result["pages"] == 2 and "good.html" not in text
+    assert "bad.html (desktop): critical: button-name" in text and result["violations"] >= 1
+    assert result["too_wide"] == 1 and "bad.html (390 px): 6" in text  # too wide on a phone only, not on a desktop
+    assert "0 of 1 formulas typeset (MathJax did not load)" in text
+    assert "a figure without alt text: _images/a.png" in text

@@ -11,7 +11,11 @@ autosave is off in the server's private settings, and the notebook files must be
 
 Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
 load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
-outside the site (the Colab badge, cited papers) are not fetched: the check runs offline.
+outside the site (cited papers) are not fetched: the check runs offline. Then each page again, on a desktop
+and at a phone's 390 px (check_site_accessibility): axe-core's accessibility rules (it prints "accessibility:
+N serious or critical violations", and fails unless N is 0), no page wider than the screen, every formula
+typeset by the site's own MathJax, alt text on every figure. `--site build/site` without notebooks (make
+site-check) runs only the site's part.
 
 JupyterLab is started directly (its pid is the server's) in its own process group, and stopped on every
 path: normal exit, failure, Ctrl-C (SIGINT) and SIGTERM.
@@ -458,6 +462,136 @@ def check_site(chromium: str, site: Path) -> tuple[int, list[str], int]:
     return len(pages), sorted(set(problems)), len(external)
 
 
+# ------------------------------------------------------------------------ the site: accessibility, phones, maths
+
+PHONE_WIDTH = 390  # CSS pixels: a current phone held upright
+# axe-core's rules for WCAG 2.0, 2.1 and 2.2 at levels A and AA, and its best practices; a violation counts when
+# its impact is serious or critical.
+AXE_OPTIONS = {
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]},
+    "resultTypes": ["violations"],
+}
+# At a phone's width the content is the same and only the layout changes: there, the rules that depend on it (axe
+# takes seconds a page; all of its rules run at the desktop's width).
+AXE_PHONE_OPTIONS = {
+    "runOnly": {"type": "rule", "values": ["meta-viewport", "scrollable-region-focusable"]},
+    "resultTypes": ["violations"],
+}
+SERIOUS = ("serious", "critical")
+JS_AXE = """
+const done = arguments[arguments.length - 1];
+axe.run(document, arguments[0]).then(done, e => done({error: String(e)}));
+"""
+# MathJax typesets the page's \(...\) and \[...\] (the spans Sphinx marks "math") into mjx-container elements.
+JS_MATHS = """
+const done = arguments[arguments.length - 1];
+const spans = document.querySelectorAll('.bd-article span.math, .bd-article div.math').length;
+const count = () => ({spans: spans, rendered: document.querySelectorAll('.bd-article mjx-container').length,
+                     loaded: typeof MathJax !== 'undefined' && !!MathJax.startup});
+if (!spans) { done(count()); }
+else if (typeof MathJax === 'undefined' || !MathJax.startup || !MathJax.startup.promise) {
+  setTimeout(() => done(count()), 3000);
+} else { MathJax.startup.promise.then(() => done(count()), () => done(count())); }
+"""
+# The page's own width: an element that pokes out of the viewport (and out of any scrolling box it sits in).
+JS_OVERFLOW = """
+const width = document.documentElement.clientWidth;
+const wide = [];
+for (const e of document.querySelectorAll('.bd-article *')) {
+  const box = e.getBoundingClientRect();
+  if (box.right <= width + 1 || box.width === 0) continue;
+  let inside = false;
+  for (let p = e.parentElement; p && !inside; p = p.parentElement) {
+    const style = getComputedStyle(p);
+    const scrolls = style.overflowX !== 'visible' && p.getBoundingClientRect().right <= width + 1;
+    inside = style.position === 'fixed' || scrolls;
+  }
+  const what = (e.textContent || e.getAttribute('src') || '').trim().slice(0, 60);
+  if (!inside) wide.push(e.tagName.toLowerCase() + ': ' + what);
+}
+return {viewport: width, page: document.documentElement.scrollWidth, wide: wide.slice(0, 3)};
+"""
+JS_ALT = """
+return Array.from(document.querySelectorAll('.bd-article img')).filter(i => {
+  const alt = (i.getAttribute('alt') || '').trim();
+  return !alt || /\\.(png|jpe?g|svg|gif)$/i.test(alt);
+}).map(i => i.getAttribute('src'));
+"""
+
+
+def axe_script() -> str:
+    from axe_core_python.base import AXE_SCRIPT  # axe-core, packaged (requirements-dev.txt)
+
+    return AXE_SCRIPT
+
+
+def check_site_accessibility(chromium: str, site: Path, pages: list[str] | None = None) -> dict:
+    """Every page of a built site, on a desktop and at a phone's width (390 px): axe-core's accessibility rules,
+    the page's width (nothing but its own scrolling boxes may be wider than the screen), the maths (MathJax
+    from the site itself must typeset every formula: the check runs offline) and every figure's alt text.
+
+    Returns {"pages", "violations" (serious or critical, one per rule and page), "too_wide", "maths_pages",
+    "problems"}."""
+    server, base = serve(site)
+    driver, quit_driver = new_driver(chromium)
+    pages = pages or sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "_static" not in p.parts)
+    script = axe_script()
+    problems: list[str] = []
+    violations = too_wide = maths_pages = 0
+    try:
+        for width, label in ((None, "desktop"), (PHONE_WIDTH, f"{PHONE_WIDTH} px")):
+            if width:
+                metrics = {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+                driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+            for page in pages:
+                driver.get(base + page)
+                maths = driver.execute_async_script(JS_MATHS)
+                if maths["spans"] and maths["rendered"] < maths["spans"]:
+                    problems.append(
+                        f"{page} ({label}): {maths['rendered']} of {maths['spans']} formulas typeset"
+                        + ("" if maths["loaded"] else " (MathJax did not load)")
+                    )
+                elif maths["spans"] and width:
+                    maths_pages += 1
+                size = driver.execute_script(JS_OVERFLOW)
+                if size["page"] > size["viewport"] or size["wide"]:
+                    too_wide += 1
+                    wide = "; ".join(size["wide"])
+                    problems.append(
+                        f"{page} ({label}): {size['page']} px wide in a {size['viewport']} px screen: {wide}"
+                    )
+                if not width:
+                    for source in driver.execute_script(JS_ALT):
+                        problems.append(f"{page}: a figure without alt text: {source}")
+                driver.execute_script(script)
+                result = driver.execute_async_script(JS_AXE, AXE_PHONE_OPTIONS if width else AXE_OPTIONS)
+                if "error" in result:
+                    problems.append(f"{page} ({label}): axe-core failed: {result['error']}")
+                    continue
+                for violation in result["violations"]:
+                    if violation.get("impact") in SERIOUS:
+                        violations += 1
+                        nodes = violation["nodes"]
+                        where = ", ".join(n["target"][0] if n["target"] else "?" for n in nodes[:3])
+                        problems.append(
+                            f"{page} ({label}): {violation['impact']}: {violation['id']} ({violation['help']}) "
+                            f"at {len(nodes)} elements: {where}"
+                        )
+    finally:
+        quit_driver()
+        _cleanup.remove(quit_driver)
+        server.shutdown()
+        server.server_close()
+        _cleanup.remove(server.shutdown)
+    return {
+        "pages": len(pages),
+        "violations": violations,
+        "too_wide": too_wide,
+        "maths_pages": maths_pages,
+        "problems": problems,
+    }
+
+
 def digest(paths: list[Path]) -> dict[Path, str]:
     return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
@@ -528,6 +662,13 @@ def main(argv: list[str]) -> int:
             site_summary = (
                 f"; site: {count} pages, {len(problems)} problems ({external} external resources not fetched)"
             )
+            access = check_site_accessibility(chromium, args.site)
+            for problem in access["problems"]:
+                print(f"    site: {problem}", flush=True)
+            failed |= bool(access["problems"])
+            print(f"site at {PHONE_WIDTH} px: {access['too_wide']} pages wider than the screen", flush=True)
+            print(f"maths: typeset offline on {access['maths_pages']} pages", flush=True)
+            print(f"accessibility: {access['violations']} serious or critical violations", flush=True)
     cells = sum(r["cells"] for r in results)
     errors = sum(r["errors"] for r in results)
     responded, moved = sum(r["responded"] for r in results), sum(r["moved"] for r in results)

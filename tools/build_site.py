@@ -8,10 +8,18 @@ build/site-src/ with the repository's layout (notebooks/, solutions/), plus an i
 the README points to it) and the table of contents:
 the lessons in order, then the solutions on their own pages. Every notebook matching NN_*.ipynb is picked up.
 Sphinx's configuration is tools/site/conf.py.
+
+The staged copies, never the notebooks themselves, are adapted for the web (`for_the_site`): each solutions
+page is titled "Solutions · " and its lesson's title; headings that skip a level (a solutions notebook's
+"### Exercise" under its title) move up to close the gap; each figure an output shows gets alt text from the
+titles its cell's code gives the plot (else from the sentence before it); the Colab badge is the site's own
+image. Sphinx runs with -W: any warning fails the build.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import shutil
 import subprocess
@@ -25,6 +33,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 from repo_url import read_url  # noqa: E402  (tools/ is not a package)
 
 MARKDOWN_LINK = re.compile(r"(\[[^\]]*\]\()([^)\s]+)(\))")
+HEADING = re.compile(r"^(#{1,6})(\s+\S.*)$")
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+LOCAL_BADGE = "../images/colab-badge.svg"  # tools/site/colab-badge.svg, staged next to the diagrams
+TITLE_CALLS = {"set_title", "suptitle", "title"}
 
 
 def pages(folder: str) -> list[Path]:
@@ -56,6 +68,141 @@ def landing_page(readme: str, repository: str, lessons: list[Path], solutions: l
     return text.rstrip("\n") + "\n" + "\n".join(toc)
 
 
+def source_of(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def markdown_lines(text: str):
+    """(index, line, in a code fence) for each line of a Markdown cell."""
+    fenced = False
+    for index, line in enumerate(text.split("\n")):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            yield index, line, True
+        else:
+            yield index, line, fenced
+
+
+def first_title(notebook: dict) -> str | None:
+    """The text of the notebook's first level-1 heading."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            for _index, line, fenced in markdown_lines(source_of(cell)):
+                match = HEADING.match(line)
+                if match and not fenced and len(match.group(1)) == 1:
+                    return match.group(2).strip()
+    return None
+
+
+def close_heading_gaps(cells: list[dict]) -> None:
+    """Move up each heading that is more than one level below the heading it belongs under (an "### Exercise"
+    right under the "# Title" becomes "## Exercise", and the "####" inside it "###")."""
+    above: list[tuple[int, int]] = []  # (level in the notebook, level on the site) of the enclosing headings
+    for cell in cells:
+        if cell["cell_type"] != "markdown":
+            continue
+        lines = source_of(cell).split("\n")
+        for index, line, fenced in markdown_lines(source_of(cell)):
+            match = HEADING.match(line)
+            if match and not fenced:
+                level = len(match.group(1))
+                while above and above[-1][0] >= level:
+                    above.pop()
+                new = above[-1][1] + 1 if above else 1
+                above.append((level, new))
+                lines[index] = "#" * new + match.group(2)
+        cell["source"] = "\n".join(lines)
+
+
+def _text(node: ast.AST, names: dict[str, str]) -> str | None:
+    """The text of a string literal, an f-string (each field as "…") or a name assigned one in the cell."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
+
+
+def plot_titles(code: str) -> list[str]:
+    """The titles a cell's code gives its plots, in order: `title=` arguments, `set_title`, `suptitle` and
+    `plt.title` calls, and the string arguments of the package's `plot_*` functions."""
+    try:
+        tree = ast.parse("\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return []
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            text = _text(node.value, {})
+            if text is not None:
+                names[node.targets[0].id] = text
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        candidates = [k.value for k in node.keywords if k.arg == "title"]
+        if function in TITLE_CALLS:
+            candidates += node.args[:1]
+        elif function.startswith("plot_"):
+            candidates += node.args[1:]
+        for candidate in candidates:
+            text = _text(candidate, names)
+            if text and re.search(r"[A-Za-z]{2}", text.replace("…", "")):
+                found.append((candidate.lineno, candidate.col_offset, " ".join(text.split())))
+    titles = []
+    for _line, _column, text in sorted(found):
+        if text not in titles:
+            titles.append(text)
+    return titles
+
+
+def first_sentence(markdown: str) -> str:
+    """The first sentence of a Markdown cell's prose, as plain text."""
+    text = " ".join(line for _index, line, fenced in markdown_lines(markdown) if not fenced and not HEADING.match(line))
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links and images: their text
+    text = " ".join(re.sub(r"[`*$\\]", "", text).split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    return (match.group(1) if match else text)[:300]
+
+
+def figure_alt(code: str, context: str) -> str:
+    """Alt text for the figure a code cell shows: its plots' titles, or the diagram it shows, else the sentence
+    before the cell (`context`)."""
+    titles = plot_titles(code)
+    if titles:
+        return "Plot: " + "; ".join(titles)
+    diagram = re.search(r"show_diagram\(\s*['\"](\w+)['\"]", code)
+    if diagram:
+        return f"Diagram ({diagram.group(1).replace('_', ' ')})" + (f": {context}" if context else "")
+    return f"Figure: {context}" if context else "Figure"
+
+
+def for_the_site(notebook: dict, lesson_title: str | None = None) -> dict:
+    """A copy of a notebook adapted for the site (see the module's docstring); `lesson_title` is the title of
+    the lesson a solutions notebook belongs to."""
+    notebook = json.loads(json.dumps(notebook))
+    cells = notebook["cells"]
+    close_heading_gaps(cells)
+    context = ""
+    for cell in cells:
+        text = source_of(cell)
+        if cell["cell_type"] == "markdown":
+            text = text.replace("](../README.md", "](../index.md")  # the README is the landing page, index.md
+            text = text.replace(COLAB_BADGE, LOCAL_BADGE)
+            if lesson_title and re.search(r"^# ", text, flags=re.M):
+                text = re.sub(r"^# .*$", f"# Solutions · {lesson_title}", text, count=1, flags=re.M)
+                lesson_title = None
+            cell["source"] = text
+            context = first_sentence(text) or context
+        elif cell["cell_type"] == "code" and any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+            options = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
+            options.setdefault("alt", figure_alt(text, context))
+    return notebook
+
+
 def stage(source: Path) -> int:
     if source.exists():
         shutil.rmtree(source)
@@ -63,11 +210,14 @@ def stage(source: Path) -> int:
     for folder, notebooks in (("notebooks", lessons), ("solutions", solutions)):
         (source / folder).mkdir(parents=True, exist_ok=True)
         for path in notebooks:
-            # the README is the landing page, index.md, on the site
-            text = path.read_text().replace("](../README.md", "](../index.md")
-            (source / folder / path.name).write_text(text)
+            lesson = ROOT / "notebooks" / path.name  # a solutions notebook's lesson has its name
+            solutions_of = folder == "solutions" and lesson.exists()
+            lesson_title = first_title(json.loads(lesson.read_text())) if solutions_of else None
+            notebook = for_the_site(json.loads(path.read_text()), lesson_title)
+            (source / folder / path.name).write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     # the diagrams are package data (attention_helpers/viz/images/); the site serves them at images/
     shutil.copytree(ROOT / "attention_helpers" / "viz" / "images", source / "images")
+    shutil.copy2(CONF_DIR / "colab-badge.svg", source / "images" / "colab-badge.svg")
     readme = (ROOT / "README.md").read_text()
     (source / "index.md").write_text(landing_page(readme, read_url(), lessons, solutions))
     return len(lessons) + len(solutions)
@@ -80,14 +230,18 @@ def main(argv: list[str]) -> int:
     count = stage(source)
     if out.exists():
         shutil.rmtree(out)
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(CONF_DIR), "-d"]
-    command += [str(out.parent / "site-doctrees"), str(source), str(out)]
+    warnings = out.parent / "site-warnings.txt"
+    # -W: a warning fails the build (after all of them are listed, --keep-going); -E: no stale environment
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", "-W", "--keep-going", "-w", str(warnings)]
+    command += ["-c", str(CONF_DIR), "-d", str(out.parent / "site-doctrees"), str(source), str(out)]
     result = subprocess.run(command, cwd=ROOT)
+    warned = sum("WARNING" in line for line in warnings.read_text().splitlines()) if warnings.exists() else 0
     if result.returncode != 0:
+        print(f"site: the build failed with {warned} warnings (listed above, and in {warnings})", file=sys.stderr)
         return result.returncode
     (out / ".nojekyll").touch()  # GitHub Pages would hide _static/ otherwise
     html = [p for p in out.rglob("*.html") if "_static" not in p.parts]
-    print(f"site: {count} notebooks, {len(html)} pages in {out}/ (open index.html there)")
+    print(f"site: {count} notebooks, {len(html)} pages, {warned} warnings in {out}/ (open index.html there)")
     return 0
 
 
