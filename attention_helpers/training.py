@@ -240,10 +240,12 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
     was_training = model.training
     model.eval()
     correct = 0
-    for start in range(0, len(inputs), batch_size):
-        logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
-        correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
-    model.train(was_training)
+    try:
+        for start in range(0, len(inputs), batch_size):
+            logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
+            correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
+    finally:  # an error inside the model leaves it in the mode it came in
+        model.train(was_training)
     return correct / max(1, targets.numel())
 
 
