@@ -168,3 +168,40 @@ def test_every_exercise_rejects_an_answer_that_matches_no_named_mistake(key, cap
     assert result is False, f"lesson {key[0]} exercise {key[1]} accepted a wrong answer: {out}"
     assert out.count("\n") == 1 and f"Exercise {key[1]}: not yet, " in out and "Hint: " in out, out
     assert ". Hint:" in out and ".. Hint:" not in out, out
+
+
+def test_an_error_message_ending_with_a_full_stop_is_not_doubled(capsys):
+    def raises(x):
+        raise ValueError("something broke.")
+
+    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert "something broke. Hint: h" in out and ".." not in out, out
+
+
+def test_watch_calls_sees_a_function_however_it_was_imported():
+    from torch import softmax as imported_softmax
+
+    from attention_helpers.lessons import Forbidden, watch_calls
+
+    forbidden = Forbidden({"softmax": "a softmax"}, ((ah.softmax_stable, "ah.softmax_stable"),), "h")
+    x = torch.randn(3, 4)
+    for call in (
+        lambda: torch.softmax(x, -1),
+        lambda: x.softmax(-1),
+        lambda: torch.nn.functional.softmax(x, -1),
+        lambda: imported_softmax(x, -1),
+        lambda: torch.nn.Softmax(dim=-1)(x),
+    ):
+        with watch_calls(forbidden) as seen:
+            call()
+        assert seen == ["a softmax"]
+    with watch_calls(forbidden) as seen:
+        ah.softmax_stable(x)
+    assert seen == ["ah.softmax_stable"]
+    with watch_calls(forbidden) as seen:
+        torch.exp(x - x.amax(-1, keepdim=True)).sum(-1)
+    assert seen == []
+    import sys
+
+    assert sys.getprofile() is None, "the profile hook must be removed afterwards"

@@ -35,7 +35,17 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
     middle_empty = torch.cat([torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3)])
     huge = 1000 + 10 * torch.randn(9, generator=generator)
-    return [(plain, 4), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
+    # The largest scores come first: a block's own maximum, used in place of the running one, overflows exp later.
+    falling = torch.tensor([100.0, 90.0, 0.0, -5.0, 1.0, 2.0])
+    return [
+        (plain, 4),
+        (holes, 3),
+        (first_empty, 3),
+        (middle_empty, 4),
+        (huge, 2),
+        (falling, 2),
+        (torch.tensor([0.7]), 5),
+    ]
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
@@ -92,8 +102,15 @@ def exercise_1(update) -> bool:
             return not_yet(name, f"running_max and running_sum must be single numbers {where}", hint)
         weights = torch.exp(row - running_max) / running_sum
         expected = torch.softmax(row, dim=-1)
-        if compare(weights, expected, atol=1e-5) is None:
+        if compare(weights, expected, atol=1e-5) is None and bool(running_max == row.max()):
             continue
+        if compare(weights, expected, atol=1e-5) is None or bool(running_max == row[-block_size:].max()):
+            return not_yet(
+                name,
+                f"running_max ends at {running_max.item():g}, not the row's maximum {row.max().item():g} {where}: "
+                "it follows each block's own maximum",
+                "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
+            )
         blocks = [row[s : s + block_size] for s in range(0, len(row), block_size)]
         all_inf_block = any(bool((b == -_INF).all()) for b in blocks)
         if bool(torch.isnan(running_sum)) and all_inf_block:
@@ -227,8 +244,19 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
             )
         if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
             return not_yet(name, f"to_grouped changed the layer it was given {where}", "build a new module instead")
+        given = {parameter.data_ptr(): key for key, parameter in layer.named_parameters()}
+        shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
+        if shared:
+            return not_yet(
+                name,
+                f"the layer returned shares {shared[0]} with the layer it was given {where}: training one would change "
+                "the other",
+                "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
+                "torch.no_grad()) instead of assigning the old modules to it",
+            )
+        reference = reference_to_grouped(layer, num_kv_heads)
         with torch.no_grad():
-            answer, expected = converted.eval()(x), reference_to_grouped(layer, num_kv_heads)(x)
+            answer, expected = converted.eval()(x), reference(x)
             if compare(answer, expected) is None:
                 continue
             for wrong, problem in (
@@ -238,6 +266,20 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
             ):
                 if compare(answer, wrong(layer, num_kv_heads)(x)) is None:
                     return not_yet(name, f"{problem} ({where})", hint)
+        theirs = converted.state_dict()
+        for key, value in reference.state_dict().items():
+            if key in theirs and compare(theirs[key], value, atol=1e-5) is not None:
+                what = key.rsplit(".", 1)[0]
+                if key.endswith("bias") and what in ("W_key", "W_value"):
+                    specific = (
+                        "the key and value biases belong to heads too: average them over each group like the "
+                        "weights, bias.view(num_kv_heads, group, head_dim).mean(dim=1)"
+                    )
+                elif what in ("W_query", "out_proj"):
+                    specific = f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
+                else:
+                    specific = hint
+                return not_yet(name, f"the converted layer's {key} differs from the check's ({where})", specific)
         return not_yet(name, f"the converted layer's output differs from the check's ({where})", hint)
     return None
 
