@@ -110,9 +110,10 @@ def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor
 
 
 def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens", length: int | None = None):
-    """``mask``: None or a boolean padding mask (True = padding) that broadcasts to ``(batch, what)`` of
-    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given). Returns it expanded to
-    ``(batch, what)``: what ``MultiHeadAttention.forward_unchecked`` takes unchecked."""
+    """``mask``: None or a boolean padding mask (True = padding) of shape ``(batch, what)`` or ``(what,)`` for
+    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given): one entry per key, shared by
+    the batch or not; a ``(batch, 1)`` mask, which would hide all of a sequence's keys or none, is refused.
+    Returns it expanded to ``(batch, what)``: what ``MultiHeadAttention.forward_unchecked`` takes unchecked."""
     if mask is None:
         return None
     batch, length = x.shape[0], x.shape[1] if length is None else length
