@@ -39,6 +39,8 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
     if not rank_ok:
         ranks = f"at least {ndims}" if isinstance(ndims, int) else " or ".join(str(n) for n in ndims)
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
+    if "num_tokens, " in layout and x.shape[-2] == 0:  # every layout with num_tokens has it second to last
+        raise ValueError(f"{name} must hold at least one token (num_tokens >= 1), got shape {shape_str(x.shape)}")
 
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
@@ -108,14 +110,72 @@ def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor
 
 
 def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens", length: int | None = None):
-    """``mask``: None or a boolean padding mask (True = padding) that broadcasts to ``(batch, what)`` of
-    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given). Returns it expanded to
-    ``(batch, what)``: what ``MultiHeadAttention.forward_unchecked`` takes unchecked."""
+    """``mask``: None or a boolean padding mask (True = padding) of shape ``(batch, what)`` or ``(what,)`` for
+    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given): one entry per key, shared by
+    the batch or not; a ``(batch, 1)`` mask, which would hide all of a sequence's keys or none, is refused.
+    Returns it expanded to ``(batch, what)``: what ``MultiHeadAttention.forward_unchecked`` takes unchecked."""
     if mask is None:
         return None
     batch, length = x.shape[0], x.shape[1] if length is None else length
     check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
+    if mask.dim() == 0 or mask.shape[-1] != length:  # one flag per sequence would hide all its keys or none
+        raise ValueError(
+            f"{name} must hold one entry per key, shape (batch, {what}) = {shape_str((batch, length))} or "
+            f"({what},), got {shape_str(mask.shape)}"
+        )
     return mask.expand(batch, length)
+
+
+def check_bool(name: str, value) -> None:
+    """Require ``True`` or ``False``: a string such as ``"no"`` is truthy and would switch the option on."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
+
+
+def check_token_id(name: str, value, vocab_size: int, what: str = "vocab_size") -> None:
+    """Require one token id: an int (not a bool, not a float such as ``1.5``) in ``[0, vocab_size)``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int token id, got {type(value).__name__} ({value!r})")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name} must be a token id from 0 to {vocab_size - 1} ({what}={vocab_size}), got {value}")
+
+
+def check_length(name: str, length: int, context_length: int, what: str = "num_tokens") -> None:
+    """Require a sequence of at most ``context_length`` positions (``length`` of them, in ``name``)."""
+    if length > context_length:
+        raise ValueError(
+            f"{name} has {what}={length}, more than context_length={context_length} positions the model was built "
+            f"for; shorten it or build the model with a larger context_length"
+        )
+
+
+def check_no_nan(name: str, x: torch.Tensor) -> None:
+    """Require a tensor without ``nan``: argmax and sampling would pick an arbitrary entry of one."""
+    if not is_compiling() and bool(torch.isnan(x).any()):
+        rows = torch.isnan(x).flatten(1).any(dim=1).nonzero().flatten().tolist() if x.dim() > 1 else []
+        where = f" (rows {rows[:5]})" if rows else ""
+        raise ValueError(f"{name} holds nan{where}, shape {shape_str(x.shape)}: no token can be picked from it")
+
+
+def check_real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
+    """Require a finite real number (not a bool), at least ``minimum``, or above 0 with ``positive``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be above 0, got {value!r}")
+    return value
+
+
+def check_class(name: str, cls, allowed: Sequence[type]) -> None:
+    """Require a class that is (a subclass of) one of ``allowed``."""
+    names = ", ".join(c.__name__ for c in allowed)
+    if not isinstance(cls, type) or not issubclass(cls, tuple(allowed)):
+        shown = cls.__name__ if isinstance(cls, type) else f"{type(cls).__name__} ({cls!r})"
+        raise TypeError(f"{name} must be one of the classes {names} (or a subclass), got {shown}")
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_bool,
     check_heads,
     check_module_dtype,
     check_padding_mask,
@@ -219,6 +220,8 @@ class MultiHeadAttention(nn.Module):
         _check_sizes(d_in, d_out)
         check_heads(d_out, num_heads)
         check_probability("dropout", dropout)
+        check_bool("causal", causal)
+        check_bool("fused", fused)
         if context_length is None and causal:
             raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
         if context_length is not None:

@@ -9,6 +9,7 @@ Everything is generated from a seed; nothing is downloaded.
 from __future__ import annotations
 
 import datetime
+import numbers
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,7 +115,24 @@ class DateTokenizer:
 
     def decode(self, ids) -> str:
         """``(num_tokens,)`` ids -> the text, without padding."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+                raise TypeError(
+                    f"ids must be a 1-D tensor of integer ids (num_tokens,), got dtype {ids.dtype} and shape "
+                    f"{shape_str(ids.shape)}; decode one row at a time"
+                )
+            ids = ids.tolist()
+        elif isinstance(ids, str):
+            raise TypeError("ids must be a sequence of integer ids, got a str")
+        ids = list(ids)
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+        if bad:
+            raise TypeError(f"ids must be integer ids, got {bad[:5]}")
+        outside = [i for i in ids if not 0 <= i < self.vocab_size]
+        if outside:
+            raise ValueError(
+                f"ids must be from 0 to {self.vocab_size - 1} (vocab_size={self.vocab_size}), got {outside[:5]}"
+            )
         return "".join(self.chars[i] for i in ids if i != self.pad_id)
 
 
@@ -168,6 +186,12 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
 
 def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of rows of ``predicted`` ``(num, num_tokens)`` equal to ``targets`` in every position."""
+    for name, ids in (("predicted", predicted), ("targets", targets)):
+        if not isinstance(ids, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of ids (num, num_tokens), got {type(ids).__name__}")
+        if ids.dim() != 2:
+            hint = f"; add a row axis with {name}[None]" if ids.dim() == 1 else ""
+            raise ValueError(f"{name} must have 2 dimensions (num, num_tokens), got shape {shape_str(ids.shape)}{hint}")
     if predicted.shape != targets.shape:
         raise ValueError(
             f"predicted and targets must have the same shape, got {shape_str(predicted.shape)} and "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_temperature, check_tensor, check_token_ids, shape_str
+from ._checks import check_no_nan, check_positive_int, check_temperature, check_tensor, check_token_ids, shape_str
 from .attention import MultiHeadAttention
 
 
@@ -174,6 +174,7 @@ def sample_next_token(
     ``top_k`` best, and sampled.
     """
     check_tensor("logits", logits, (2,), "(batch, vocab_size)")
+    check_no_nan("logits", logits)
     check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
@@ -184,7 +185,7 @@ def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
     """:func:`sample_next_token` without its checks: ``generate`` checks its arguments once, not at every step."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    logits = logits.float() / temperature  # float16 logits / 0.01 overflow float16 above 655
     if top_k is not None:
         logits = _keep_top_k(logits, top_k)
     probs = torch.softmax(logits, dim=-1)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_bool,
     check_heads,
     check_module_dtype,
     check_padding_mask,
@@ -191,6 +192,8 @@ class EncoderLayer(nn.Module):
         check_positive_int("d_model", d_model)
         check_heads(d_model, num_heads, "d_model")
         check_probability("dropout", dropout)
+        check_positive_int("ffn_hidden", ffn_hidden)
+        check_bool("norm_first", norm_first)
         self.d_model = d_model
         self.norm_first = norm_first
         self.attention = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False)
@@ -262,6 +265,7 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         check_positive_int("num_layers", num_layers)
+        check_bool("final_norm", final_norm)
         settings = dict(norm_first=norm_first, activation=activation, eps=eps)
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, ffn_hidden, num_heads, dropout, **settings) for _ in range(num_layers)

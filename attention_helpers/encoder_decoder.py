@@ -10,12 +10,15 @@ import torch
 from torch import nn
 
 from ._checks import (
+    check_bool,
     check_heads,
+    check_length,
     check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_device,
     check_sequence,
+    check_token_id,
     check_token_ids,
     shape_str,
 )
@@ -100,6 +103,7 @@ class DecoderLayer(nn.Module):
         check_positive_int("ffn_hidden", ffn_hidden)
         check_probability("dropout", dropout)
         check_positive_int("context_length", context_length)
+        check_bool("norm_first", norm_first)
         self.d_model, self.norm_first, self.context_length = d_model, norm_first, context_length
         self.self_attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True)
         self.cross_attention = MultiHeadAttention(
@@ -395,6 +399,7 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         check_positive_int("src_vocab_size", src_vocab_size)
         check_positive_int("tgt_vocab_size", tgt_vocab_size)
+        check_token_id("pad_id", pad_id, src_vocab_size, "src_vocab_size")
         self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
         self.src_embedding = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
@@ -422,6 +427,7 @@ class Seq2SeqTransformer(nn.Module):
         """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights
         ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        check_length("tgt_ids", tgt_ids.shape[1], self.transformer.context_length, "tgt_len")
         memory, padding = self.encode(src_ids)
         if tgt_ids.shape[0] != src_ids.shape[0]:
             raise ValueError(
@@ -453,6 +459,7 @@ def greedy_decode(
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
     check_positive_int("num_tokens", num_tokens)
+    check_token_id("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
     if num_tokens > model.transformer.context_length:
         raise ValueError(
             f"num_tokens={num_tokens} is more than the model's context_length={model.transformer.context_length} "

@@ -51,6 +51,7 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     shape, slices along ``dim`` summing to 1 when no overflow occurred.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
+    check_dim("dim", dim, x)
     exp_x = torch.exp(x)
     return exp_x / exp_x.sum(dim=dim, keepdim=True)
 
@@ -136,10 +137,18 @@ def scaled_dot_product_attention(
     A query row whose keys are *all* masked has nothing to attend to. Its weights are defined as all
     zeros, so its context vector is zero (the same as ``F.scaled_dot_product_attention``), rather than
     the ``nan`` that a softmax over ``-inf`` everywhere would give.
+
+    float16 and bfloat16 inputs are computed in float32 and the results converted back, as PyTorch's own kernel
+    accumulates: a score of entries around 100 overflows float16 (its largest number is 65504).
     """
     check_attention_inputs(queries, keys, values)
     if dropout is not None and not callable(dropout):
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
+    if queries.dtype in (torch.float16, torch.bfloat16):
+        context_vec, attn_weights = scaled_dot_product_attention(
+            queries.float(), keys.float(), values.float(), mask, dropout
+        )
+        return context_vec.to(queries.dtype), attn_weights.to(queries.dtype)
 
     d_k = queries.shape[-1]
     # Scale the queries first (as F.scaled_dot_product_attention does): in float16, Q·Kᵀ itself can overflow.

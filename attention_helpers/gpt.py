@@ -242,8 +242,10 @@ def evaluate_loss(model: nn.Module, data: torch.Tensor, num_tokens: int, batch_s
     was_training = model.training
     model.eval()
     total = 0.0
-    for first in range(0, num_windows, batch_size):
-        logits = model(inputs[first : first + batch_size])
-        total += language_model_loss(logits, targets[first : first + batch_size]).item() * len(logits)
-    model.train(was_training)
+    try:
+        for first in range(0, num_windows, batch_size):
+            logits = model(inputs[first : first + batch_size])
+            total += language_model_loss(logits, targets[first : first + batch_size]).item() * len(logits)
+    finally:
+        model.train(was_training)
     return total / num_windows

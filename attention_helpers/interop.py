@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_class
 from .attention import MultiHeadAttention
 from .encoder import Encoder, EncoderLayer, LayerNorm
 from .encoder_decoder import DecoderLayer, EncoderDecoder
@@ -366,6 +367,8 @@ def from_torch(torch_module: nn.Module, *, into: type[nn.Module] | None = None, 
     input as ``(num_tokens, batch, d_model)``: fed the same tensor, it silently attends over the batch axis.
     Compare with a module built with ``batch_first=True``, or transpose (``x.transpose(0, 1)``).
     """
+    if into is not None:
+        check_class("into", into, [entry[0] for entry in _FROM_TORCH.values()])
     if into is None:
         entry = next((e for theirs, e in _FROM_TORCH.items() if isinstance(torch_module, theirs)), None)
         if entry is None:

@@ -19,7 +19,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_token_ids, shape_str
+from ._checks import (
+    check_bool,
+    check_positive_int,
+    check_probability,
+    check_real,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+)
 from .encoder import Encoder, PositionalEncoding
 
 
@@ -171,7 +179,10 @@ class TokenClassifier(nn.Module):
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
         check_positive_int("context_length", context_length)
+        check_positive_int("ffn_hidden", ffn_hidden)
         check_probability("dropout", dropout)
+        check_bool("positional", positional)
+        check_bool("norm_first", norm_first)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positional_encoding = PositionalEncoding(d_model, context_length) if positional else None
@@ -209,18 +220,34 @@ def warmup_cosine_lr(
 ) -> float:
     """The learning rate at ``step`` (0-based) of a run of ``num_steps``: it rises linearly to ``peak_lr`` over
     ``warmup_steps`` steps, then follows half a cosine down to ``final_fraction * peak_lr`` at the last step.
-    Lessons 10 and 12 train with it."""
+    Lessons 10 and 12 train with it. ``step`` runs from 0 to ``num_steps - 1``."""
     check_positive_int("num_steps", num_steps)
     check_positive_int("warmup_steps", warmup_steps)
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise TypeError(f"step must be an int, got {type(step).__name__} ({step!r})")
+    if not 0 <= step < num_steps:
+        raise ValueError(f"step must be from 0 to num_steps - 1 = {num_steps - 1}, got {step}")
+    check_real("peak_lr", peak_lr, positive=True)
+    check_real("final_fraction", final_fraction, minimum=0.0)
+    if final_fraction > 1:
+        raise ValueError(f"final_fraction must be from 0 to 1 (a fraction of peak_lr), got {final_fraction!r}")
     if step < warmup_steps:
         return peak_lr * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, num_steps - warmup_steps)  # from 0 to 1
+    # From 0 at the first step after the warmup to 1 at the last step, where the rate reaches its floor.
+    progress = (step - warmup_steps) / max(1, num_steps - 1 - warmup_steps)
     return peak_lr * (final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of positions whose highest-scoring class is the target: logits ``(batch, num_tokens,
     num_classes)``, targets ``(batch, num_tokens)``."""
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, num_classes)")
+    check_token_ids("targets", targets, logits.shape[-1])
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets must have shape (batch, num_tokens) = {shape_str(logits.shape[:-1])}, one per position of "
+            f"logits {shape_str(logits.shape)}, got {shape_str(targets.shape)}"
+        )
     return (logits.argmax(dim=-1) == targets).float().mean().item()
 
 
@@ -240,10 +267,12 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
     was_training = model.training
     model.eval()
     correct = 0
-    for start in range(0, len(inputs), batch_size):
-        logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
-        correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
-    model.train(was_training)
+    try:
+        for start in range(0, len(inputs), batch_size):
+            logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
+            correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
+    finally:  # an error inside the model leaves it in the mode it came in
+        model.train(was_training)
     return correct / max(1, targets.numel())
 
 

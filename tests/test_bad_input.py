@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 import attention_helpers as ah
+import attention_helpers.dates  # noqa: F401  (ah.dates)
 
 X = torch.randn(2, 6, 3)  # (batch, num_tokens, d_in) with d_in = 3
 
@@ -257,7 +258,157 @@ CASES = {
         ValueError,
         ["kdim=3", "embed_dim=4"],
     ),
+    # issue 31: each of these was accepted, failed deep inside torch, or named an internal variable
+    "EncoderLayer with norm_first='no'": (
+        lambda: ah.EncoderLayer(4, 8, 2, 0.0, norm_first="no"),
+        TypeError,
+        ["norm_first", "True or False", "'no'"],
+    ),
+    "Encoder with final_norm=1": (lambda: ah.Encoder(4, 8, 2, 0.0, 1, final_norm=1), TypeError, ["final_norm", "int"]),
+    "MHA with causal='yes'": (lambda: mha(causal="yes"), TypeError, ["causal", "True or False", "'yes'"]),
+    "DecoderLayer with norm_first='yes'": (
+        lambda: ah.DecoderLayer(4, 8, 2, norm_first="yes"),
+        TypeError,
+        ["norm_first", "'yes'"],
+    ),
+    "TokenClassifier with positional='no'": (
+        lambda: ah.TokenClassifier(11, 12, 2, 1, 20, positional="no"),
+        TypeError,
+        ["positional", "'no'"],
+    ),
+    "EncoderLayer with ffn_hidden=0": (lambda: ah.EncoderLayer(4, 0, 2, 0.0), ValueError, ["ffn_hidden", "0"]),
+    "Encoder with ffn_hidden=0": (lambda: ah.Encoder(4, 0, 2, 0.0, 1), ValueError, ["ffn_hidden", "0"]),
+    "TokenClassifier with ffn_hidden=0": (
+        lambda: ah.TokenClassifier(11, 12, 2, 1, 0),
+        ValueError,
+        ["ffn_hidden", "0"],
+    ),
+    "Seq2Seq with ffn_hidden=0": (
+        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 0),
+        ValueError,
+        ["ffn_hidden", "0"],
+    ),
+    "greedy_decode with bos_id=1.5": (
+        lambda: ah.greedy_decode(_seq2seq(), torch.tensor([[3, 4, 0]]), 1.5, 3),
+        TypeError,
+        ["bos_id", "float", "1.5"],
+    ),
+    "greedy_decode with bos_id=True": (
+        lambda: ah.greedy_decode(_seq2seq(), torch.tensor([[3, 4, 0]]), True, 3),
+        TypeError,
+        ["bos_id", "bool", "True"],
+    ),
+    "greedy_decode with bos_id past the vocabulary": (
+        lambda: ah.greedy_decode(_seq2seq(), torch.tensor([[3, 4, 0]]), 9, 3),
+        ValueError,
+        ["bos_id", "0 to 8", "tgt_vocab_size=9", "got 9"],
+    ),
+    "Seq2Seq with pad_id=99": (
+        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, pad_id=99),
+        ValueError,
+        ["pad_id", "0 to 12", "src_vocab_size=13", "99"],
+    ),
+    "Seq2Seq with pad_id='x'": (
+        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, pad_id="x"),
+        TypeError,
+        ["pad_id", "str", "'x'"],
+    ),
+    "Seq2Seq target longer than context_length": (
+        lambda: _seq2seq()(torch.tensor([[3, 4, 0]]), torch.ones(1, 17, dtype=torch.long)),
+        ValueError,
+        ["tgt_ids", "tgt_len=17", "context_length=16"],
+    ),
+    "Seq2Seq source longer than context_length": (
+        lambda: _seq2seq()(torch.ones(1, 17, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)),
+        ValueError,
+        ["17", "context_length=16"],
+    ),
+    "(batch, 1) padding mask for MHA": (
+        lambda: mha()(X, torch.zeros(2, 1, dtype=torch.bool)),
+        ValueError,
+        ["key_padding_mask", "one entry per key", "(2, 1)", "(2, 6)"],
+    ),
+    "(batch, 1) padding mask for an encoder": (
+        lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 5, 4), torch.ones(2, 1, dtype=torch.bool)),
+        ValueError,
+        ["key_padding_mask", "one entry per key", "(2, 1)"],
+    ),
+    "MHA input of zero tokens": (
+        lambda: mha()(torch.randn(2, 0, 3)),
+        ValueError,
+        ["x", "at least one token", "(2, 0, 3)"],
+    ),
+    "encoder input of zero tokens": (
+        lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 0, 4)),
+        ValueError,
+        ["x", "at least one token", "(2, 0, 4)"],
+    ),
+    "from_torch into a class it cannot build": (
+        lambda: ah.from_torch(nn.LayerNorm(4), into=nn.Linear),
+        TypeError,
+        ["into", "LayerNorm", "Linear"],
+    ),
+    "from_torch into an instance": (
+        lambda: ah.from_torch(nn.LayerNorm(4), into=ah.LayerNorm(4)),
+        TypeError,
+        ["into", "LayerNorm"],
+    ),
+    "softmax_naive along a dim out of range": (
+        lambda: ah.softmax_naive(torch.randn(3, 4), dim=5),
+        ValueError,
+        ["dim=5", "(3, 4)"],
+    ),
+    "DateTokenizer.decode of a negative id": (
+        lambda: ah.dates.DateTokenizer().decode([-1]),
+        ValueError,
+        ["ids", "-1", "vocab_size="],
+    ),
+    "DateTokenizer.decode of an id past the vocabulary": (
+        lambda: ah.dates.DateTokenizer().decode(torch.tensor([2, 500])),
+        ValueError,
+        ["ids", "500"],
+    ),
+    "DateTokenizer.decode of floats": (
+        lambda: ah.dates.DateTokenizer().decode(torch.tensor([2.0, 3.0])),
+        TypeError,
+        ["ids", "torch.float32"],
+    ),
+    "DateTokenizer.decode of a batch": (
+        lambda: ah.dates.DateTokenizer().decode(torch.ones(2, 3, dtype=torch.long)),
+        TypeError,
+        ["ids", "(2, 3)", "one row at a time"],
+    ),
+    "exact_match of 1-D ids": (
+        lambda: ah.dates.exact_match(torch.tensor([1, 2]), torch.tensor([1, 2])),
+        ValueError,
+        ["predicted", "2 dimensions", "(2,)", "predicted[None]"],
+    ),
+    "exact_match of a list": (
+        lambda: ah.dates.exact_match([[1, 2]], torch.tensor([[1, 2]])),
+        TypeError,
+        ["predicted", "list"],
+    ),
+    "token_accuracy of broadcasting shapes": (
+        lambda: ah.token_accuracy(torch.randn(2, 3, 4), torch.zeros(2, 1, dtype=torch.long)),
+        ValueError,
+        ["targets", "(2, 3)", "(2, 1)"],
+    ),
+    "sampling from nan logits at temperature 0": (
+        lambda: ah.sample_next_token(torch.tensor([[float("nan"), 1.0], [0.0, 1.0]]), 0),
+        ValueError,
+        ["logits", "nan", "rows [0]"],
+    ),
+    "sampling from nan logits": (
+        lambda: ah.sample_next_token(torch.full((1, 3), float("nan")), 1.0),
+        ValueError,
+        ["logits", "nan"],
+    ),
 }
+
+
+def _seq2seq():
+    torch.manual_seed(0)
+    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, context_length=16).eval()
 
 
 @pytest.mark.parametrize(("call", "error", "fragments"), list(CASES.values()), ids=list(CASES))
@@ -281,3 +432,11 @@ def test_the_integer_mask_hint_does_not_suggest_bool():
         mha()(X, key_padding_mask=torch.ones(2, 6, dtype=torch.long))
     assert "key_padding_mask = attention_mask == 0" in str(info.value)
     assert "convert a 0/1 mask with key_padding_mask.bool()" not in str(info.value)
+
+
+def test_a_one_dimensional_padding_mask_still_broadcasts_over_the_batch():
+    """(num_keys,) is one entry per key, shared by every sequence: allowed, and equal to the expanded mask."""
+    torch.manual_seed(0)
+    layer = mha(causal=False, context_length=None).eval()
+    shared = torch.tensor([False, False, False, False, True, True])
+    torch.testing.assert_close(layer(X, shared), layer(X, shared.expand(2, 6)))

@@ -78,3 +78,130 @@ def test_function_check_reports_an_exception_instead_of_raising(capsys):
     assert "raised RuntimeError" in capsys.readouterr().out
     with pytest.raises(TypeError, match="must be a function"):
         ah.check_function("f", 3, ah.softmax_stable, [], hint="h")
+
+
+# --- every exercise rejects a wrong answer that matches none of its named mistakes ------------------------------
+
+
+def _small_gpt_for_lesson_11():
+    torch.manual_seed(0)
+    model = ah.GPT(20, 8, 16, 4, 2, 0.0).eval()
+    held_out_ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
+    return model, held_out_ids
+
+
+def _zeros_module(torch_layer):
+    class Zeros(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros_like(x)
+
+    return Zeros()
+
+
+def _lesson_11_exercise_2(to_grouped):
+    from attention_helpers.lessons import lesson11
+
+    model, held_out_ids = _small_gpt_for_lesson_11()
+    return lesson11.exercise_2(to_grouped, (1.0, 2.0), model, held_out_ids, 2)
+
+
+def _zeroed_grouped(attention, num_kv_heads):
+    from attention_helpers.lessons import lesson11
+
+    converted = lesson11.reference_to_grouped(attention, num_kv_heads)
+    with torch.no_grad():
+        converted.W_value.weight.zero_()
+    return converted
+
+
+def _lesson_08_exercise_2(answer):
+    from unittest import mock
+
+    with mock.patch.object(_lesson(8), "_causal_reverse_accuracy", lambda *args: 0.55):
+        return _lesson(8).exercise_2(answer, seed=0)
+
+
+def _lesson(number):
+    import importlib
+
+    return importlib.import_module(f"attention_helpers.lessons.lesson{number:02d}")
+
+
+# (lesson, exercise) -> a call of the check with an answer that is wrong in no named way (zeros, mostly)
+UNNAMED_WRONG_ANSWERS = {
+    (1, 1): lambda: _lesson(1).exercise_1(lambda x: torch.zeros(len(x), len(x))),
+    (1, 2): lambda: _lesson(1).exercise_2(lambda x: torch.zeros(len(x), dtype=torch.long)),
+    (1, 3): lambda: _lesson(1).exercise_3(lambda c: (1.0, 1.0)),
+    (2, 1): lambda: _lesson(2).exercise_1(lambda x, dim, t: torch.zeros_like(x)),
+    (2, 2): lambda: _lesson(2).exercise_2(lambda x: torch.zeros_like(x)),
+    (2, 3): lambda: _lesson(2).exercise_3(("same", "same", "same")),
+    (3, 1): lambda: _lesson(3).exercise_1(lambda x, wq, wk, wv: torch.zeros(*x.shape[:-1], wv.shape[-1])),
+    (3, 2): lambda: _lesson(3).exercise_2(lambda d_k, std: (1.0, 1.0)),
+    (4, 1): lambda: _lesson(4).exercise_1(lambda n, w: torch.zeros(n, n, dtype=torch.bool)),
+    (4, 2): lambda: _lesson(4).exercise_2(lambda q, k, v, w: torch.zeros_like(v)),
+    (4, 3): lambda: _lesson(4).exercise_3(lambda n, i, j: [0]),
+    (5, 1): lambda: _lesson(5).exercise_1(lambda x, p, training: torch.zeros_like(x)),
+    (5, 2): lambda: _lesson(5).exercise_2(lambda n, p: 0.0),
+    (6, 1): lambda: _lesson(6).exercise_1((1, (1,), (1,), (1,))),
+    (6, 2): lambda: _lesson(6).exercise_2(lambda x, W_qkv, W_out, h, c: torch.zeros(*x.shape[:-1], W_out.shape[0])),
+    (7, 1): lambda: _lesson(7).exercise_1(lambda lengths, n: torch.zeros(len(lengths), n, dtype=torch.bool)),
+    (7, 2): lambda: _lesson(7).exercise_2(lambda x, gamma, beta, eps: torch.zeros_like(x)),
+    (7, 3): lambda: _lesson(7).exercise_3(_zeros_module),
+    (8, 1): lambda: _lesson(8).exercise_1(lambda inputs: torch.zeros_like(inputs)),
+    (8, 2): lambda: _lesson_08_exercise_2(0.7),
+    (9, 1): lambda: _lesson(9).exercise_1(lambda emb, mask: torch.zeros(emb.shape[0], emb.shape[-1])),
+    (9, 2): lambda: _lesson(9).exercise_2(2, ["A dog runs in the park.", "Stocks fell today.", "It rained."]),
+    (10, 1): lambda: _lesson(10).exercise_1(lambda layer, x, cache: (torch.zeros(*x.shape[:-1], layer.d_out), cache)),
+    (10, 2): lambda: _lesson(10).exercise_2(lambda logits, k: torch.zeros_like(logits)),
+    (11, 1): lambda: _lesson(11).exercise_1(lambda m, s, block: (torch.tensor(0.0), torch.tensor(1.0))),
+    (11, 2): lambda: _lesson_11_exercise_2(_zeroed_grouped),
+    (12, 1): lambda: _lesson(12).exercise_1(lambda mha, x, keys, values, mask: torch.zeros_like(x)),
+    (12, 2): lambda: _lesson(12).exercise_2(lambda layer, x, memory, mask: torch.zeros_like(x)),
+}
+
+
+@pytest.mark.parametrize("key", list(UNNAMED_WRONG_ANSWERS), ids=lambda key: f"lesson{key[0]:02d}-exercise{key[1]}")
+def test_every_exercise_rejects_an_answer_that_matches_no_named_mistake(key, capsys):
+    """A check whose final comparison accepted anything would call these answers correct."""
+    result = UNNAMED_WRONG_ANSWERS[key]()
+    out = capsys.readouterr().out
+    assert result is False, f"lesson {key[0]} exercise {key[1]} accepted a wrong answer: {out}"
+    assert out.count("\n") == 1 and f"Exercise {key[1]}: not yet, " in out and "Hint: " in out, out
+    assert ". Hint:" in out and ".. Hint:" not in out, out
+
+
+def test_an_error_message_ending_with_a_full_stop_is_not_doubled(capsys):
+    def raises(x):
+        raise ValueError("something broke.")
+
+    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert "something broke. Hint: h" in out and ".." not in out, out
+
+
+def test_watch_calls_sees_a_function_however_it_was_imported():
+    from torch import softmax as imported_softmax
+
+    from attention_helpers.lessons import Forbidden, watch_calls
+
+    forbidden = Forbidden({"softmax": "a softmax"}, ((ah.softmax_stable, "ah.softmax_stable"),), "h")
+    x = torch.randn(3, 4)
+    for call in (
+        lambda: torch.softmax(x, -1),
+        lambda: x.softmax(-1),
+        lambda: torch.nn.functional.softmax(x, -1),
+        lambda: imported_softmax(x, -1),
+        lambda: torch.nn.Softmax(dim=-1)(x),
+    ):
+        with watch_calls(forbidden) as seen:
+            call()
+        assert seen == ["a softmax"]
+    with watch_calls(forbidden) as seen:
+        ah.softmax_stable(x)
+    assert seen == ["ah.softmax_stable"]
+    with watch_calls(forbidden) as seen:
+        torch.exp(x - x.amax(-1, keepdim=True)).sum(-1)
+    assert seen == []
+    import sys
+
+    assert sys.getprofile() is None, "the profile hook must be removed afterwards"

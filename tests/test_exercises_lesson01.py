@@ -94,3 +94,21 @@ def test_exercise_3_unanswered_right_and_named_mistakes(capsys):
         result, out = verdict(checks.exercise_3, wrong, capsys)
         assert result is False and out.startswith("Exercise 3: not yet, ")
         assert named in out and hint in out.split("Hint: ")[1], out
+
+
+def cosine_in_place(x):
+    x /= x.norm(dim=-1, keepdim=True)
+    return x @ x.T
+
+
+def most_similar_in_place(x):
+    x /= x.norm(dim=-1, keepdim=True)
+    return (x @ x.T).fill_diagonal_(float("-inf")).argmax(dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("check", "answer"), [(checks.exercise_1, cosine_in_place), (checks.exercise_2, most_similar_in_place)]
+)
+def test_an_answer_that_changes_its_input_in_place_is_rejected(check, answer, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is False and "changed its input x in place" in out and "Hint: " in out

@@ -4,6 +4,7 @@ answers accepted."""
 import pytest
 import torch
 
+import attention_helpers as ah
 from attention_helpers.lessons import lesson02 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
@@ -98,3 +99,26 @@ def test_exercise_3(capsys):
     assert result is False and "temperature of 0.1" in out
     result, out = verdict(checks.exercise_3, "same", capsys)
     assert result is False and "expected a tuple of three words" in out
+
+
+@pytest.mark.parametrize(
+    ("library_softmax", "named"),
+    [
+        (lambda x, dim, t: torch.softmax(x / t, dim=dim), "a softmax of PyTorch's"),
+        (lambda x, dim, t: (x / t).softmax(dim), "a softmax of PyTorch's"),
+        (lambda x, dim, t: torch.nn.functional.softmax(x / t, dim=dim), "a softmax of PyTorch's"),
+        (lambda x, dim, t: ah.softmax_stable(x / t, dim), "ah.softmax_stable"),
+        (lambda x, dim, t: ah.softmax_with_temperature(x, t, dim), "ah.softmax_with_temperature"),
+    ],
+)
+def test_exercise_1_rejects_the_library_softmax_it_asks_for(library_softmax, named, capsys):
+    result, out = verdict(checks.exercise_1, library_softmax, capsys)
+    assert result is False and f"your code calls {named}" in out and "torch.exp" in out.split("Hint: ")[1]
+
+
+def test_exercise_2_names_scores_scaled_by_sqrt_d(capsys):
+    def scaled(x):
+        return torch.softmax(x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5, dim=-1) @ x
+
+    result, out = verdict(checks.exercise_2, scaled, capsys)
+    assert result is False and "divided the scores by sqrt(d)" in out

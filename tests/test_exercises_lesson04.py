@@ -4,6 +4,7 @@ answers accepted."""
 import pytest
 import torch
 
+import attention_helpers as ah
 from attention_helpers import CausalAttention, causal_mask
 from attention_helpers.lessons import lesson04 as checks
 
@@ -144,3 +145,23 @@ def test_exercise_3_leaves_the_global_random_state_alone():
     checks.exercise_3(lambda n, i, j: list(range(i, j + 1)))
     assert torch.equal(torch.rand(3), expected)
     assert CausalAttention  # the module the check runs
+
+
+@pytest.mark.parametrize(
+    ("library_attention", "named"),
+    [
+        (
+            lambda q, k, v, w: ah.scaled_dot_product_attention(q, k, v, mask=sliding_window_mask(q.shape[-2], w))[0],
+            "ah.scaled_dot_product_attention",
+        ),
+        (
+            lambda q, k, v, w: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=~sliding_window_mask(q.shape[-2], w)
+            ),
+            "F.scaled_dot_product_attention",
+        ),
+    ],
+)
+def test_exercise_2_rejects_the_library_attention_it_asks_for(library_attention, named, capsys):
+    result, out = verdict(checks.exercise_2, library_attention, capsys)
+    assert result is False and f"your code calls {named}" in out and "Hint: " in out

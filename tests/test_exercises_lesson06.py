@@ -4,6 +4,7 @@ right answers accepted."""
 import pytest
 import torch
 
+import attention_helpers as ah
 from attention_helpers.lessons import lesson06 as checks
 
 RIGHT_SHAPES = (4, (2, 3, 5, 4), (2, 3, 5, 5), (2, 5, 12))
@@ -145,3 +146,65 @@ def test_checks_never_raise_on_odd_answers(capsys):
     assert checks.exercise_2(3) is False
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 4 and all(" not yet, " in line and " Hint: " in line for line in out)
+
+
+def _weights_into_mha(x, W_qkv, W_out, num_heads, causal):
+    d_out, d_in = W_out.shape[0], x.shape[-1]
+    mha = ah.MultiHeadAttention(d_in, d_out, x.shape[1], 0.0, num_heads, causal=causal, proj_bias=False)
+    with torch.no_grad():
+        for layer, weight in zip((mha.W_query, mha.W_key, mha.W_value), W_qkv.chunk(3), strict=True):
+            layer.weight.copy_(weight)
+        mha.out_proj.weight.copy_(W_out)
+    return mha(x)
+
+
+def _with_torch_kernel(x, W_qkv, W_out, num_heads, causal):
+    batch, num_tokens, _ = x.shape
+    queries, keys, values = (split(t, num_heads) for t in (x @ W_qkv.T).chunk(3, dim=-1))
+    context_vec = torch.nn.functional.scaled_dot_product_attention(queries, keys, values, is_causal=causal)
+    return context_vec.transpose(1, 2).reshape(batch, num_tokens, -1) @ W_out.T
+
+
+def _with_package_function(x, W_qkv, W_out, num_heads, causal):
+    batch, num_tokens, _ = x.shape
+    queries, keys, values = (split(t, num_heads) for t in (x @ W_qkv.T).chunk(3, dim=-1))
+    mask = ah.causal_mask(num_tokens) if causal else None
+    context_vec, _ = ah.scaled_dot_product_attention(queries, keys, values, mask=mask)
+    return context_vec.transpose(1, 2).reshape(batch, num_tokens, -1) @ W_out.T
+
+
+@pytest.mark.parametrize(
+    ("library_attention", "named"),
+    [
+        (_weights_into_mha, "ah.MultiHeadAttention"),
+        (_with_torch_kernel, "F.scaled_dot_product_attention"),
+        (_with_package_function, "ah.scaled_dot_product_attention"),
+    ],
+)
+def test_exercise_2_rejects_the_library_attention_it_asks_for(library_attention, named, capsys):
+    assert checks.exercise_2(library_attention) is False
+    out = capsys.readouterr().out
+    assert f"your code calls {named}" in out and "Hint: " in out
+
+
+def _diagonal_masked(x, W_qkv, W_out, num_heads, causal):
+    batch, num_tokens, _ = x.shape
+    queries, keys, values = (split(t, num_heads) for t in (x @ W_qkv.T).chunk(3, dim=-1))
+    scores = queries @ keys.transpose(-2, -1) / queries.shape[-1] ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(), -1e9)
+    context_vec = torch.softmax(scores, dim=-1) @ values
+    return context_vec.transpose(1, 2).reshape(batch, num_tokens, -1) @ W_out.T
+
+
+def _no_output_projection(x, W_qkv, W_out, num_heads, causal):
+    return fused(x, W_qkv, torch.eye(W_out.shape[0]), num_heads, causal)
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [(_diagonal_masked, "hides each token's own key too"), (_no_output_projection, "not projected by W_out")],
+)
+def test_exercise_2_names_a_masked_diagonal_and_a_missing_projection(answer, named, capsys):
+    assert checks.exercise_2(answer) is False
+    assert named in capsys.readouterr().out

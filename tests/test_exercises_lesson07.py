@@ -58,8 +58,35 @@ def layer_norm(x, gamma, beta, eps, correction=0, eps_inside=True):
 
 def test_exercise_2_accepts_the_biased_variance(capsys):
     assert checks.exercise_2(layer_norm) is True
-    assert checks.exercise_2(lambda x, gamma, beta, eps: F.layer_norm(x, x.shape[-1:], gamma, beta, eps)) is True
-    assert capsys.readouterr().out == "Exercise 2: correct on all 4 hidden cases.\n" * 2
+    assert capsys.readouterr().out == "Exercise 2: correct on all 4 hidden cases.\n"
+
+
+@pytest.mark.parametrize(
+    "library_layer_norm",
+    [
+        lambda x, gamma, beta, eps: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
+        lambda x, gamma, beta, eps: torch.layer_norm(x, x.shape[-1:], gamma, beta, eps),
+        lambda x, gamma, beta, eps: gamma * nn.LayerNorm(x.shape[-1], eps=eps, elementwise_affine=False)(x) + beta,
+        lambda x, gamma, beta, eps: gamma * ah.LayerNorm(x.shape[-1], eps=eps)(x) + beta,
+    ],
+)
+def test_exercise_2_rejects_the_library_layer_norm_it_asks_for(library_layer_norm, capsys):
+    assert checks.exercise_2(library_layer_norm) is False
+    out = capsys.readouterr().out
+    assert "your code calls a LayerNorm of PyTorch's" in out and "x.var" in out.split("Hint: ")[1]
+
+
+def test_exercise_2_names_a_missing_eps(capsys):
+    def no_eps(x, gamma, beta, eps):
+        mean, var = x.mean(dim=-1, keepdim=True), x.var(dim=-1, keepdim=True, correction=0)
+        return gamma * (x - mean) / torch.sqrt(var) + beta
+
+    assert checks.exercise_2(no_eps) is False
+    assert "eps is missing" in capsys.readouterr().out
+
+
+def test_exercise_1_hidden_cases_never_use_the_lessons_example():
+    assert all(lengths != [6, 4, 2] for lengths, _ in checks._PADDING_CASES), "the lesson prints lengths [6, 4, 2]"
 
 
 @pytest.mark.parametrize(
@@ -177,3 +204,25 @@ def test_exercise_3_reference_is_pytorchs_pre_ln_layer():
     layer = checks._torch_block(1, 12, 3, 20)
     assert isinstance(layer, nn.TransformerEncoderLayer) and layer.norm_first and not layer.training
     assert not torch.allclose(layer.norm1.weight, torch.ones(12))  # random LayerNorms, so a swap shows
+
+
+class ReusesNorm1(PreLN):
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.ffn(self.norm1(x))
+
+
+class FreshNorms(PreLN):
+    def __init__(self, torch_layer):
+        super().__init__(torch_layer)
+        self.norm1 = ah.LayerNorm(torch_layer.linear1.in_features)
+        self.norm2 = ah.LayerNorm(torch_layer.linear1.in_features)
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [(ReusesNorm1, "norm1 is used before both sublayers"), (FreshNorms, "do not hold torch_layer's weights")],
+)
+def test_exercise_3_names_norms_reused_or_not_copied(capsys, answer, problem):
+    assert checks.exercise_3(answer) is False
+    assert problem in capsys.readouterr().out

@@ -60,3 +60,16 @@ def test_the_check_trains_the_configuration_it_is_given(capsys):
     assert 0 <= reference <= 1
     ok, _ = verdict(capsys, checks.exercise_2, reference, seed=0, num_steps=20, batch_size=32, **small)
     assert ok
+
+
+def test_a_changed_configuration_is_judged_against_its_own_training(capsys, monkeypatch):
+    """A learner who changes num_layers measures about 0.3: right for that configuration, not "without positions"."""
+    trained = []
+    monkeypatch.setattr(checks, "_causal_reverse_accuracy", lambda *args: trained.append(args) or 0.3)
+    ok, out = verdict(capsys, checks.exercise_2, 0.31, seed=0, num_layers=1, lr=1e-3)
+    assert ok and out.startswith("Exercise 2: correct")
+    assert trained[-1][6] == 1 and trained[-1][-1] == 1e-3, "the check must train the configuration it is given"
+    ok, out = verdict(capsys, checks.exercise_2, 0.25, seed=0, num_layers=1, lr=1e-3)
+    assert not ok and "outside the range" in out and "without positions" not in out
+    ok, out = verdict(capsys, checks.exercise_2, 1.0, seed=0, num_layers=1)
+    assert not ok and "without a causal mask" not in out

@@ -1,5 +1,6 @@
 """Lesson 09's exercise checks: mean pooling on the real model's token vectors, and the nearest sentence."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -60,5 +61,9 @@ def test_nearest_sentence(capsys):
     assert not ok and "shares the word 'cat'" in out and "Hint: " in out
     ok, out = verdict(capsys, checks.exercise_2, 6, SENTENCES)
     assert not ok and "not an index" in out
-    ok, out = verdict(capsys, checks.exercise_2, torch.tensor(1), SENTENCES)
-    assert not ok and "expected an index" in out
+    for index in (torch.tensor(1), np.int64(1), torch.tensor([0.1, 0.9, 0.0]).argmax()):  # sims.argmax() is 0-d
+        ok, out = verdict(capsys, checks.exercise_2, index, SENTENCES)
+        assert ok and out.startswith("Exercise 2: correct")
+    for wrong in (torch.tensor(1.0), torch.tensor(True), 1.0):
+        ok, out = verdict(capsys, checks.exercise_2, wrong, SENTENCES)
+        assert not ok and "expected an index" in out

@@ -39,7 +39,7 @@ def test_online_softmax_update(capsys):
         (nan_on_empty_block, "block of only -inf"),
         (checks._no_rescale, "not rescaled"),
         (checks._inverted_rescale, "the wrong way round"),
-        (no_max, "differs from torch.softmax"),
+        (no_max, "subtract the running maximum inside exp"),
         (lambda running_max, running_sum, block: running_sum, "raised TypeError"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)
@@ -87,3 +87,41 @@ def test_a_model_converted_in_place_is_named(capsys):
         block.attention = checks.reference_to_grouped(block.attention, 2)
     ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, (before, after), model, held_out_ids, 2)
     assert not ok and "changed it in place" in out
+
+
+def test_the_block_maximum_in_place_of_the_running_maximum_is_rejected(capsys):
+    def block_maximum(running_max, running_sum, block):
+        new_max = block.max()  # the block's own maximum, not the largest seen so far
+        shift = new_max if torch.isfinite(new_max) else torch.zeros(())
+        old = running_sum * torch.exp(running_max - shift) if torch.isfinite(running_max) else running_sum
+        return new_max, old + torch.exp(block - shift).sum()
+
+    ok, out = verdict(capsys, checks.exercise_1, block_maximum)
+    assert not ok and "Hint: " in out and "torch.maximum(running_max, block.max())" in out
+
+
+def test_a_converted_layer_sharing_modules_with_the_original_is_rejected(capsys):
+    model, held_out_ids, before, after = small_model_and_losses()
+
+    def shares(attention, num_kv_heads):
+        converted = checks.reference_to_grouped(attention, num_kv_heads)
+        converted.W_query, converted.out_proj = attention.W_query, attention.out_proj  # the same modules
+        return converted
+
+    ok, out = verdict(capsys, checks.exercise_2, shares, (before, after), model, held_out_ids, 2)
+    assert not ok and "shares W_query.weight with the layer it was given" in out
+
+
+def test_biases_left_as_initialised_are_named(capsys):
+    model, held_out_ids, before, after = small_model_and_losses()
+
+    def weights_only(attention, num_kv_heads):
+        converted = checks.reference_to_grouped(attention, num_kv_heads)
+        if converted.W_key.bias is not None:
+            with torch.no_grad():
+                converted.W_key.bias.zero_()
+                converted.W_value.bias.zero_()
+        return converted
+
+    ok, out = verdict(capsys, checks.exercise_2, weights_only, (before, after), model, held_out_ids, 2)
+    assert not ok and "W_key.bias differs" in out and "average them over each group" in out

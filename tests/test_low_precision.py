@@ -126,3 +126,43 @@ def test_encoder_at_large_magnitudes(dtype, norm_first):
         torchs = to_torch(encoder).to(dtype)(x.to(dtype))
         ours = encoder.to(dtype)(x.to(dtype))
     no_worse_than_torch(ours, torchs, reference, dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("magnitude", [1.0, 100.0, 300.0, 1000.0])
+def test_scaled_dot_product_attention_is_no_worse_than_torch_up_to_entries_of_1e3(dtype, magnitude):
+    """Random queries, keys and values with entries up to about ``magnitude`` (d_k != d_v, heads, a batch)."""
+    generator = torch.Generator().manual_seed(0)
+    q, k = (magnitude * torch.randn(2, 3, n, 8, generator=generator) for n in (5, 7))
+    v = magnitude * torch.randn(2, 3, 7, 6, generator=generator)
+    reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    low = [t.to(dtype) for t in (q, k, v)]
+    ours, weights = scaled_dot_product_attention(*low)
+    assert ours.dtype == weights.dtype == dtype
+    no_worse_than_torch(ours, F.scaled_dot_product_attention(*low), reference, dtype)
+    assert torch.isfinite(weights).all() and torch.allclose(weights.float().sum(-1), torch.ones(2, 3, 5), atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("magnitude", [100.0, 1000.0])
+def test_multihead_attention_returning_weights_is_finite_where_torch_is(dtype, magnitude):
+    """The explicit path (return_weights=True) against the fused one, PyTorch's kernel, at entries up to 1e3."""
+    mha = _identity_projections(MultiHeadAttention(8, 8, 6, 0.0, 2, qkv_bias=True)).eval()
+    x = magnitude * torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        reference = mha.double()(x.double())
+        low = mha.to(dtype)
+        fused = low(x.to(dtype))
+        explicit, weights = low(x.to(dtype), return_weights=True)
+    no_worse_than_torch(explicit, fused, reference, dtype)
+    assert torch.isfinite(weights).all(), "the attention weights hold nan or inf"
+
+
+def test_sampling_float16_logits_at_the_smallest_temperature_does_not_overflow():
+    """700 / 0.01 = 70,000 is past float16's largest number: in float16 the logits become inf and then nan."""
+    from attention_helpers import sample_next_token
+
+    logits = torch.tensor([[700.0, 690.0, -5.0], [1.0, 650.0, 649.0]], dtype=torch.float16)
+    generator = torch.Generator().manual_seed(0)
+    picks = torch.cat([sample_next_token(logits, 0.01, generator=generator) for _ in range(20)], dim=1)
+    assert (picks[0] == 0).all() and (picks[1] == 1).all(), "T = 0.01 must pick each row's largest logit"

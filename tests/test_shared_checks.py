@@ -113,3 +113,28 @@ def test_out_of_range_token_ids_name_the_values_and_the_vocabulary(user):
             TOKEN_ID_USERS[user](bad)
         assert type(info.value) is ValueError, info.value
         assert shown in str(info.value) and "vocab_size=" in str(info.value), info.value
+
+
+# --- notebook parameters: both bounds belong to the range ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "kind"),
+    [
+        (1, 1, 8, int),
+        (8, 1, 8, int),
+        (0.0, 0.0, 0.5, float),
+        (0.5, 0.0, 0.5, float),
+        (3, 3, None, int),
+        (2, None, 2, int),
+    ],
+)
+def test_check_parameter_accepts_its_own_bounds(value, low, high, kind):
+    assert ah.check_parameter("p", value, low=low, high=high, kind=kind) == value
+
+
+@pytest.mark.parametrize(("value", "low", "high"), [(0, 1, 8), (9, 1, 8), (-1e-9, 0.0, None), (2.5, None, 2)])
+def test_check_parameter_rejects_a_value_just_outside(value, low, high):
+    kind = float if isinstance(value, float) else int
+    with pytest.raises(ah.ParameterError, match=r"Parameter p must be .* got"):
+        ah.check_parameter("p", value, low=low, high=high, kind=kind)

@@ -297,18 +297,61 @@ def test_training_module_does_not_import_matplotlib():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_warmup_cosine_lr_rises_linearly_then_falls_to_its_floor():
-    peak, num_steps, warmup = 3e-3, 200, 20
+def test_warmup_cosine_lr_rises_linearly_then_falls_to_its_floor_at_the_last_step():
+    peak, num_steps, warmup = 3e-3, 201, 20
     lrs = [ah.warmup_cosine_lr(step, num_steps, peak, warmup) for step in range(num_steps)]
     assert lrs[:warmup] == pytest.approx([peak * (i + 1) / warmup for i in range(warmup)])  # linear warmup
     assert lrs[warmup] == pytest.approx(peak)  # the cosine starts at the peak
     assert all(a >= b for a, b in zip(lrs[warmup:], lrs[warmup + 1 :], strict=False))  # then only falls
-    assert lrs[-1] == pytest.approx(0.1 * peak, rel=1e-3)  # down to the floor at the last step
-    midpoint = warmup + (num_steps - warmup) // 2  # half-way through the cosine: half-way to the floor
-    assert lrs[midpoint] == pytest.approx(peak * (0.1 + 0.9 * 0.5), rel=1e-6)
+    assert lrs[-1] == pytest.approx(0.1 * peak, rel=1e-12), "the floor is reached at the last step, not one later"
+    midpoint = warmup + (num_steps - 1 - warmup) // 2  # half-way through the cosine: half-way to the floor
+    assert lrs[midpoint] == pytest.approx(peak * (0.1 + 0.9 * 0.5), rel=1e-9)
 
 
-@pytest.mark.parametrize(("args", "error"), [((0, 2.0, 0.1, 5), TypeError), ((0, 10, 0.1, 0), ValueError)])
-def test_warmup_cosine_lr_names_a_bad_step_count(args, error):
-    with pytest.raises(error, match="num_steps|warmup_steps"):
+@pytest.mark.parametrize(
+    ("args", "error", "shown"),
+    [
+        ((0, 2.0, 0.1, 5), TypeError, "num_steps"),
+        ((0, 10, 0.1, 0), ValueError, "warmup_steps"),
+        ((-1, 10, 0.1, 2), ValueError, "step must be from 0 to num_steps - 1 = 9, got -1"),
+        ((10, 10, 0.1, 2), ValueError, "step must be from 0 to num_steps - 1 = 9, got 10"),  # past the end
+        ((1.5, 10, 0.1, 2), TypeError, "step must be an int"),
+        ((3, 10, -0.1, 2), ValueError, "peak_lr must be above 0, got -0.1"),
+        ((3, 10, float("nan"), 2), ValueError, "peak_lr must be a finite number"),
+        ((3, 10, "0.1", 2), TypeError, "peak_lr must be a number, got str"),
+        ((3, 10, 0.1, 2, -0.5), ValueError, "final_fraction must be at least 0.0"),
+        ((3, 10, 0.1, 2, 1.5), ValueError, "final_fraction must be from 0 to 1"),
+    ],
+)
+def test_warmup_cosine_lr_names_a_bad_argument(args, error, shown):
+    with pytest.raises(error) as info:
         ah.warmup_cosine_lr(*args)
+    assert type(info.value) is error and shown in str(info.value), info.value
+
+
+def test_warmup_cosine_lr_never_rises_again_after_the_warmup():
+    lrs = [ah.warmup_cosine_lr(step, 50, 1.0, 5) for step in range(50)]
+    assert max(lrs[5:]) == lrs[5] and min(lrs) == pytest.approx(0.1), "the last steps must not climb back up"
+
+
+def test_token_accuracy_counts_matching_positions():
+    logits = torch.zeros(2, 3, 4)
+    logits[0, :, 1] = 1.0  # row 0 predicts 1 everywhere, row 1 predicts 0 everywhere
+    targets = torch.tensor([[1, 1, 2], [0, 3, 0]])
+    assert ah.token_accuracy(logits, targets) == pytest.approx(4 / 6)
+
+
+@pytest.mark.parametrize(
+    ("logits", "targets", "error", "shown"),
+    [
+        (torch.zeros(2, 3, 4), torch.zeros(3, 2, dtype=torch.long), ValueError, "(2, 3)"),  # transposed targets
+        (torch.zeros(2, 3, 4), torch.zeros(2, 1, dtype=torch.long), ValueError, "(2, 1)"),  # would broadcast
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3), TypeError, "torch.float32"),
+        (torch.zeros(2, 3, 4), torch.full((2, 3), 4), ValueError, "vocab_size=4"),
+        (torch.zeros(6, 4), torch.zeros(6, dtype=torch.long), ValueError, "logits"),
+    ],
+)
+def test_token_accuracy_names_mismatched_inputs(logits, targets, error, shown):
+    with pytest.raises(error) as info:
+        ah.token_accuracy(logits, targets)
+    assert type(info.value) is error and shown in str(info.value), info.value

@@ -18,7 +18,10 @@ lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module hold
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,7 +38,7 @@ def not_answered(name: str) -> bool:
 
 def not_yet(name: str, problem: str, hint: str) -> bool:
     """Print the verdict for a wrong answer: what is wrong, then a hint that fits that mistake."""
-    print(f"{name}: not yet, {problem}. Hint: {hint}")
+    print(f"{name}: not yet, {problem.rstrip('. ')}. Hint: {hint}")  # an error's own full stop is not doubled
     return False
 
 
@@ -51,15 +54,66 @@ def hidden_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def run_candidate(name: str, candidate: Callable, *args, hint: str, case: str = "", **kwargs):
-    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception
-    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"."""
+@dataclass(frozen=True)
+class Forbidden:
+    """What an exercise asks the reader to write, so the answer may not call it: ``names`` maps the ``__name__`` of
+    functions written in C (``torch.softmax``, ``Tensor.softmax``, ``F.scaled_dot_product_attention``) to what the
+    verdict calls them; ``functions`` are Python functions or methods (the package's own) with their labels;
+    ``hint`` says what to build it from."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    functions: tuple[tuple[Callable, str], ...] = ()
+    hint: str = ""
+
+
+@contextmanager
+def watch_calls(forbidden: Forbidden | None):
+    """Record, in the list it yields, the labels of the ``forbidden`` functions the code run inside calls.
+
+    A profile hook (``sys.setprofile``) sees every call by the function object actually run, however the reader
+    imported it (``torch.softmax``, ``x.softmax``, ``F.softmax``, ``from ... import``); it records and never raises,
+    and the previous hook is put back afterwards."""
+    seen: list[str] = []
+    if forbidden is None:
+        yield seen
+        return
+    codes = {getattr(function, "__code__", None): label for function, label in forbidden.functions}
+
+    def profile(frame, event, arg):
+        if event == "call":
+            label = codes.get(frame.f_code)
+        elif event == "c_call":
+            label = forbidden.names.get(getattr(arg, "__name__", None))
+        else:
+            return
+        if label is not None and label not in seen:
+            seen.append(label)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
     try:
-        return True, candidate(*args, **kwargs)
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def run_candidate(
+    name: str, candidate: Callable, *args, hint: str, case: str = "", forbidden: Forbidden | None = None, **kwargs
+):
+    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, or for
+    a call of a ``forbidden`` function (the one the exercise asks for), and return ``(False, None)``. ``case``
+    names the hidden input, such as "on a batch of 1"."""
+    where = f" {case}" if case else ""
+    try:
+        with watch_calls(forbidden) as seen:
+            result = candidate(*args, **kwargs)
     except Exception as error:  # the reader's code: report any failure instead of a traceback
-        where = f" {case}" if case else ""
         not_yet(name, f"your code raised {type(error).__name__}{where}: {error}", hint)
         return False, None
+    if seen:
+        not_yet(name, f"your code calls {seen[0]}{where}: that is what the exercise asks you to write", forbidden.hint)
+        return False, None
+    return True, result
 
 
 def _compare(answer, expected, atol: float) -> str | None:

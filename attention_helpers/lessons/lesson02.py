@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from .._checks import shape_str
-from ..functional import softmax_stable
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from ..functional import softmax_naive, softmax_stable, softmax_with_temperature
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 202
 
@@ -19,6 +19,17 @@ SOFTMAX_HINT = (
     "divide x by the temperature, subtract its maximum along dim (x.amax(dim=dim, keepdim=True)), "
     "take torch.exp, then divide by the sum along dim (keepdim=True)"
 )
+# Exercise 1 asks for a softmax: the answer may not call one.
+SOFTMAX_FORBIDDEN = Forbidden(
+    {"softmax": "a softmax of PyTorch's (torch.softmax, x.softmax or F.softmax)"},
+    (
+        (softmax_stable, "ah.softmax_stable"),
+        (softmax_with_temperature, "ah.softmax_with_temperature"),
+        (softmax_naive, "ah.softmax_naive"),
+    ),
+    "write the softmax yourself from torch.exp, a maximum (x.amax) and a sum",
+)
+
 CONTEXT_HINT = (
     "scores = x @ x.transpose(-2, -1); weights = softmax over the last dim; context = weights @ x "
     "(transpose(-2, -1) swaps the last two axes of a batch, where .T would reverse all three)"
@@ -95,7 +106,9 @@ def exercise_1(my_softmax) -> bool:
     cases = _softmax_cases(hidden_generator(SEED))
     for x, dim, temperature in cases:
         case = f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
-        ran, answer = run_candidate(name, my_softmax, x.clone(), dim, temperature, hint=SOFTMAX_HINT, case=case)
+        ran, answer = run_candidate(
+            name, my_softmax, x.clone(), dim, temperature, hint=SOFTMAX_HINT, case=case, forbidden=SOFTMAX_FORBIDDEN
+        )
         if not ran:
             return False
         if answer is None:
@@ -146,6 +159,12 @@ def exercise_2(context_vectors) -> bool:
                     "each query's weights, a row, must sum to 1: softmax over dim=-1",
                 ),
                 (scores @ x, "the scores are not normalised", "turn the scores into weights with a softmax first"),
+                (
+                    softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
+                    "you divided the scores by sqrt(d)",
+                    "this exercise uses the plain dot products as scores, as the lesson's section on context vectors "
+                    "does: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
+                ),
                 (
                     (scores / scores.sum(dim=-1, keepdim=True)) @ x,
                     "you divided the scores by their sum",

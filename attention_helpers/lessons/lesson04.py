@@ -12,7 +12,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import causal_mask, scaled_dot_product_attention
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 404
 
@@ -20,6 +20,14 @@ MASK_HINT = "key j is hidden from query i when j > i (the future) or j <= i - wi
 ATTENTION_HINT = (
     "scores = queries @ keys.transpose(-2, -1); fill the scores your sliding_window_mask hides with float('-inf') "
     "before the softmax; divide the scores by sqrt(d_k)"
+)
+
+
+# Exercise 2 asks for the attention itself: the answer may not call a ready-made one.
+ATTENTION_FORBIDDEN = Forbidden(
+    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
+    ((scaled_dot_product_attention, "ah.scaled_dot_product_attention"),),
+    "compute the scores, mask them with your sliding_window_mask, softmax and multiply by the values yourself",
 )
 
 
@@ -196,6 +204,7 @@ def exercise_2(windowed_attention) -> bool:
                 window,
                 hint=ATTENTION_HINT,
                 case=case,
+                forbidden=ATTENTION_FORBIDDEN,
             )
         if not ran:
             return False

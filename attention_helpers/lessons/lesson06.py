@@ -5,10 +5,12 @@ given the same weights."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..functional import causal_mask
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from ..functional import causal_mask, scaled_dot_product_attention
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 606
 
@@ -100,6 +102,7 @@ def _multi_head(
     merge: str = "transpose",
     scale: str = "head_dim",
     mask: str = "causal",
+    out_projection: bool = True,
     softmax_dim: int = -1,
     out_transposed: bool = True,
 ) -> torch.Tensor:
@@ -121,6 +124,9 @@ def _multi_head(
     attn_scores = queries @ keys.transpose(-2, -1)  # (batch, num_heads, num_tokens, num_tokens)
     if (mask == "causal" and causal) or mask == "always":
         attn_scores = attn_scores.masked_fill(causal_mask(num_tokens), -torch.inf)
+    elif mask == "diagonal" and causal:  # the query's own key hidden too (a finite fill, so row 0 is not nan)
+        hide = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool))
+        attn_scores = attn_scores.masked_fill(hide, torch.finfo(attn_scores.dtype).min)
     divisor = {"head_dim": head_dim**0.5, "d_out": d_out**0.5, "none": 1.0}[scale]
     attn_weights = torch.softmax(attn_scores / divisor, dim=softmax_dim)
     context_vec = attn_weights @ values  # (batch, num_heads, num_tokens, head_dim)
@@ -128,6 +134,8 @@ def _multi_head(
         context_vec = context_vec.reshape(batch, num_tokens, d_out)
     else:
         context_vec = context_vec.transpose(1, 2).reshape(batch, num_tokens, d_out)
+    if not out_projection:
+        return context_vec
     return context_vec @ (W_out.T if out_transposed else W_out)
 
 
@@ -178,6 +186,16 @@ _FUSED_MISTAKES = (
         "apply the mask only when causal is True: with causal=False every token sees every token",
     ),
     (
+        {"mask": "diagonal"},
+        "your causal mask hides each token's own key too",
+        "hide only the keys after the query: torch.triu(..., diagonal=1), as in ah.causal_mask",
+    ),
+    (
+        {"out_projection": False},
+        "the heads' merged output is not projected by W_out",
+        "finish with context_vec @ W_out.T: the output projection mixes the heads",
+    ),
+    (
         {"softmax_dim": -2},
         "the softmax runs over the queries",
         "take the softmax over the keys (dim=-1), so that each query's weights sum to 1",
@@ -187,6 +205,20 @@ _FUSED_MISTAKES = (
         "the output projection is x @ W_out instead of x @ W_out.T",
         "W_out is stored like nn.Linear's weight, (d_out, d_out): multiply by W_out.T",
     ),
+)
+
+# Exercise 2 asks for multi-head attention: the answer may not call a ready-made attention.
+FUSED_FORBIDDEN = Forbidden(
+    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
+    (
+        (scaled_dot_product_attention, "ah.scaled_dot_product_attention"),
+        (MultiHeadAttention.forward, "ah.MultiHeadAttention"),
+        (MultiHeadAttention.forward_unchecked, "ah.MultiHeadAttention"),
+        (MultiHeadAttention.attend_heads, "ah.MultiHeadAttention.attend_heads"),
+        (nn.MultiheadAttention.forward, "nn.MultiheadAttention"),
+        (F.multi_head_attention_forward, "F.multi_head_attention_forward"),
+    ),
+    "write the heads out yourself: project, split, scores, mask, softmax, mix the values, merge, project",
 )
 
 FUSED_HINT = (
@@ -241,7 +273,13 @@ def exercise_2(fused_attention) -> bool:
         expected = _fused_reference(*args)
         with torch.no_grad():
             ran, answer = run_candidate(
-                name, fused_attention, *(a.clone() for a in args[:3]), *args[3:], hint=FUSED_HINT, case=case
+                name,
+                fused_attention,
+                *(a.clone() for a in args[:3]),
+                *args[3:],
+                hint=FUSED_HINT,
+                case=case,
+                forbidden=FUSED_FORBIDDEN,
             )
         if not ran:
             return False

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..attention import MultiHeadAttention
 from ..encoder import EncoderLayer, FeedForward, LayerNorm
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 707
 
@@ -24,9 +24,9 @@ def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
     return mask
 
 
-# (lengths, num_tokens): a full row, an all-padding row, a batch of 1, odd lengths
+# (lengths, num_tokens): a full row, an all-padding row, a batch of 1, odd lengths; never the lesson's [6, 4, 2]
 _PADDING_CASES = (
-    ([6, 4, 2], 6),
+    ([7, 3, 5, 1], 7),
     ([1, 5, 0, 3, 5], 5),
     ([3], 7),
     ([9, 2], 9),
@@ -122,7 +122,10 @@ def _normalise(x, gamma, beta, eps, *, correction=0, where_eps="inside", spread=
     var = x.var(dim=dim, keepdim=True, correction=correction)
     if spread == "std":
         var = var.sqrt()
-    denominator = torch.sqrt(var + eps) if where_eps == "inside" else torch.sqrt(var) + eps
+    if where_eps == "none":
+        denominator = torch.sqrt(var)
+    else:
+        denominator = torch.sqrt(var + eps) if where_eps == "inside" else torch.sqrt(var) + eps
     normalized = (x - mean) / denominator
     return gamma * normalized + beta if affine else normalized
 
@@ -138,6 +141,11 @@ _LAYER_NORM_MISTAKES = (
         {"where_eps": "outside"},
         "eps is added after the square root",
         "add eps to the variance, inside the square root: torch.sqrt(var + eps)",
+    ),
+    (
+        {"where_eps": "none"},
+        "eps is missing: nearly constant tokens, whose variance is below eps, come out far too large",
+        "divide by torch.sqrt(var + eps): eps keeps a (nearly) constant token from dividing by (almost) zero",
     ),
     (
         {"spread": "std"},
@@ -157,6 +165,14 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
+# Exercise 2 asks for LayerNorm: the answer may not call one (F.layer_norm, nn.LayerNorm and ah.LayerNorm all do).
+LAYER_NORM_FORBIDDEN = Forbidden(
+    {"layer_norm": "a LayerNorm of PyTorch's (F.layer_norm, torch.layer_norm, nn.LayerNorm or ah.LayerNorm)"},
+    (),
+    "write it from x.mean, x.var(..., correction=0) and torch.sqrt, as the exercise asks",
+)
+
+
 def exercise_2(my_layer_norm) -> bool:
     """``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs."""
     name = "Exercise 2"
@@ -172,7 +188,9 @@ def exercise_2(my_layer_norm) -> bool:
     for number, args in enumerate(cases, start=1):
         case = f"on case {number} of {len(cases)} (x of shape {tuple(args[0].shape)}, eps {args[3]:g})"
         inputs = (a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        ran, answer = run_candidate(name, my_layer_norm, *inputs, hint=general_hint, case=case)
+        ran, answer = run_candidate(
+            name, my_layer_norm, *inputs, hint=general_hint, case=case, forbidden=LAYER_NORM_FORBIDDEN
+        )
         if not ran:
             return False
         expected = _reference_layer_norm(*args)
@@ -226,16 +244,29 @@ def _parts(torch_layer: nn.TransformerEncoderLayer, num_tokens: int) -> dict:
         ).eval(),
         "norm1": LayerNorm.from_torch(torch_layer.norm1),
         "norm2": LayerNorm.from_torch(torch_layer.norm2),
+        "fresh_norm": LayerNorm(torch_layer.linear1.in_features, eps=torch_layer.norm1.eps),  # gamma 1, beta 0
         "ffn": ffn.eval(),
     }
 
 
 def _pre_ln_block(
-    parts: dict, x, *, post_ln=False, residuals=(True, True), residual_normalised=False, swap_norms=False, causal=False
+    parts: dict,
+    x,
+    *,
+    post_ln=False,
+    residuals=(True, True),
+    residual_normalised=False,
+    swap_norms=False,
+    causal=False,
+    norms="copied",
 ):
-    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake)."""
+    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake).
+    ``norms``: "copied" (right), "norm1" (norm1 used twice), "norm2" (norm2 used twice), "fresh" (new LayerNorms,
+    torch_layer's weights not copied)."""
     attention = parts["causal_attention" if causal else "attention"]
     norm1, norm2 = (parts["norm2"], parts["norm1"]) if swap_norms else (parts["norm1"], parts["norm2"])
+    if norms != "copied":
+        norm1 = norm2 = parts["fresh_norm" if norms == "fresh" else norms]
     for sublayer, norm, residual in ((attention, norm1, residuals[0]), (parts["ffn"], norm2, residuals[1])):
         if post_ln:
             x = norm(x + sublayer(x))
@@ -278,6 +309,21 @@ _BLOCK_MISTAKES = (
         {"swap_norms": True},
         "norm1 and norm2 are swapped",
         "norm1 (torch_layer.norm1) goes before the attention, norm2 before the feed-forward network",
+    ),
+    (
+        {"norms": "norm1"},
+        "norm1 is used before both sublayers",
+        "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the feed-forward network",
+    ),
+    (
+        {"norms": "norm2"},
+        "norm2 is used before both sublayers",
+        "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the feed-forward network",
+    ),
+    (
+        {"norms": "fresh"},
+        "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
+        "copy them: ah.LayerNorm.from_torch(torch_layer.norm1) and ah.LayerNorm.from_torch(torch_layer.norm2)",
     ),
     (
         {"causal": True},

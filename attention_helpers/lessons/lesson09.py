@@ -130,6 +130,8 @@ def exercise_2(answer, sentences) -> bool:
     name = "Exercise 2"
     if answer is None:
         return not_answered(name)
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
+        answer = answer.item()  # sims.argmax(): a 0-dimensional integer tensor
     if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
         return not_yet(
             name, f"expected an index (an int), got {type(answer).__name__}", "answer with the sentence's position"

@@ -26,16 +26,18 @@ _INF = float("inf")
 
 
 def _rows() -> list[tuple[torch.Tensor, int]]:
-    """Hidden rows of scores and block sizes: odd lengths, ``-inf`` entries, a first block of only ``-inf``,
-    a later block of only ``-inf``, scores near 1000 (``exp`` overflows without the max), one score."""
+    """Hidden rows of scores and block sizes: the largest scores first, odd lengths, ``-inf`` entries, a first block
+    of only ``-inf``, a later block of only ``-inf``, scores near 1000 (``exp`` overflows without the max), one
+    score."""
     generator = hidden_generator(_SEED)
-    plain = 4 * torch.randn(13, generator=generator)
+    # The largest scores come first: a block's own maximum, used in place of the running one, overflows exp later.
+    plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * torch.randn(9, generator=generator)])
     holes = 3 * torch.randn(11, generator=generator)
     holes[[1, 4, 5, 9]] = -_INF
     first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
     middle_empty = torch.cat([torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3)])
     huge = 1000 + 10 * torch.randn(9, generator=generator)
-    return [(plain, 4), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
+    return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
@@ -65,6 +67,39 @@ def _inverted_rescale(running_max, running_sum, block):
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
 
 
+def _diagnose_stream(row, block_size, running_max, running_sum) -> tuple[str, str | None]:
+    """(what is wrong, its hint or None for the general one) for a streamed (running_max, running_sum) that does
+    not give ``row``'s softmax, or whose running maximum is not the row's maximum."""
+    right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, dim=-1), atol=1e-5) is None
+    last_block = row[(len(row) - 1) // block_size * block_size :]
+    if right_weights or (bool(running_max == last_block.max()) and not bool(running_max == row.max())):
+        return (
+            f"running_max ends at {running_max.item():g}, not the row's maximum {row.max().item():g}: it follows "
+            "each block's own maximum",
+            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
+        )
+    blocks = [row[start : start + block_size] for start in range(0, len(row), block_size)]
+    if bool(torch.isnan(running_sum)) and any(bool((b == -_INF).all()) for b in blocks):
+        return (
+            "the running sum became nan on a row with a block of only -inf scores",
+            "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
+            "then (every term exp(-inf) is 0 anyway)",
+        )
+    if not bool(torch.isfinite(running_sum)) or not bool(torch.isfinite(running_max)):
+        return (
+            f"the running maximum or sum is not finite ({running_max.item()}, {running_sum.item()})",
+            "subtract the running maximum inside exp, so that no exponent is positive",
+        )
+    for wrong, problem in (
+        (_no_rescale, "the old sum was not rescaled when the maximum grew"),
+        (_inverted_rescale, "the old sum was rescaled by exp(new max - old max), the wrong way round"),
+    ):
+        if compare((running_max, running_sum), _stream(wrong, row, block_size), atol=1e-5) is None:
+            return problem, None
+    problem = compare((running_max, running_sum), _stream(_reference_update, row, block_size), atol=1e-5)
+    return f"the softmax differs from torch.softmax: {problem or 'wrong values'}", None
+
+
 def exercise_1(update) -> bool:
     """``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a
     1-D block of scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax."""
@@ -91,34 +126,10 @@ def exercise_1(update) -> bool:
         if running_max.numel() != 1 or running_sum.numel() != 1:
             return not_yet(name, f"running_max and running_sum must be single numbers {where}", hint)
         weights = torch.exp(row - running_max) / running_sum
-        expected = torch.softmax(row, dim=-1)
-        if compare(weights, expected, atol=1e-5) is None:
+        if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
             continue
-        blocks = [row[s : s + block_size] for s in range(0, len(row), block_size)]
-        all_inf_block = any(bool((b == -_INF).all()) for b in blocks)
-        if bool(torch.isnan(running_sum)) and all_inf_block:
-            return not_yet(
-                name,
-                f"the running sum became nan {where}, which has a block of only -inf scores",
-                "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
-                "then (every term exp(-inf) is 0 anyway)",
-            )
-        if not bool(torch.isfinite(running_sum)) or not bool(torch.isfinite(running_max)):
-            return not_yet(
-                name,
-                f"the running maximum or sum is not finite ({running_max.item()}, {running_sum.item()}) {where}",
-                "subtract the running maximum inside exp, so that no exponent is positive",
-            )
-        for wrong, problem in (
-            (_no_rescale, "the old sum was not rescaled when the maximum grew"),
-            (_inverted_rescale, "the old sum was rescaled by exp(new max - old max), the wrong way round"),
-        ):
-            wrong_max, wrong_sum = _stream(wrong, row, block_size)
-            if compare((running_max, running_sum), (wrong_max, wrong_sum), atol=1e-5) is None:
-                return not_yet(name, f"{problem} {where}", hint)
-        reference = _stream(_reference_update, row, block_size)
-        problem = compare((running_max, running_sum), reference, atol=1e-5)
-        return not_yet(name, f"the softmax differs from torch.softmax {where}: {problem or 'wrong values'}", hint)
+        problem, specific_hint = _diagnose_stream(row, block_size, running_max, running_sum)
+        return not_yet(name, f"{problem} {where}", specific_hint or hint)
     return correct(name, f" on all {len(rows)} hidden rows, equal to torch.softmax")
 
 
@@ -198,6 +209,22 @@ def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
     return cases
 
 
+def _differing_parameter(converted, reference) -> tuple[str, str] | None:
+    """(the first entry of ``converted``'s state that differs from ``reference``'s, a hint for it), or None."""
+    theirs = converted.state_dict()
+    for key, value in reference.state_dict().items():
+        if key in theirs and compare(theirs[key], value, atol=1e-5) is not None:
+            what = key.rsplit(".", 1)[0]
+            if key.endswith("bias") and what in ("W_key", "W_value"):
+                return key, (
+                    "the key and value biases belong to heads too: average them over each group like the weights, "
+                    "bias.view(num_kv_heads, group, head_dim).mean(dim=1)"
+                )
+            if what in ("W_query", "out_proj"):
+                return key, f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
+    return None
+
+
 def _check_to_grouped(name: str, to_grouped) -> bool | None:
     """None when ``to_grouped`` converts every hidden layer right; else print the verdict and return False."""
     hint = (
@@ -227,8 +254,19 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
             )
         if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
             return not_yet(name, f"to_grouped changed the layer it was given {where}", "build a new module instead")
+        given = {parameter.data_ptr(): key for key, parameter in layer.named_parameters()}
+        shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
+        if shared:
+            return not_yet(
+                name,
+                f"the layer returned shares {shared[0]} with the layer it was given {where}: training one would change "
+                "the other",
+                "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
+                "torch.no_grad()) instead of assigning the old modules to it",
+            )
+        reference = reference_to_grouped(layer, num_kv_heads)
         with torch.no_grad():
-            answer, expected = converted.eval()(x), reference_to_grouped(layer, num_kv_heads)(x)
+            answer, expected = converted.eval()(x), reference(x)
             if compare(answer, expected) is None:
                 continue
             for wrong, problem in (
@@ -238,6 +276,11 @@ def _check_to_grouped(name: str, to_grouped) -> bool | None:
             ):
                 if compare(answer, wrong(layer, num_kv_heads)(x)) is None:
                     return not_yet(name, f"{problem} ({where})", hint)
+        differing = _differing_parameter(converted, reference)
+        if differing is not None:
+            return not_yet(
+                name, f"the converted layer's {differing[0]} differs from the check's ({where})", differing[1]
+            )
         return not_yet(name, f"the converted layer's output differs from the check's ({where})", hint)
     return None
 
