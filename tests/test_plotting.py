@@ -396,3 +396,32 @@ def test_positional_encoding_plot_shows_sines_cosines_and_their_dot_products():
     assert all(ax.get_title() and ax.get_xlabel() and ax.get_ylabel() for ax in (sines, cosines, dots))
     with pytest.raises(ValueError, match="pe"):
         ah.plot_positional_encoding(pe[:, :1])
+
+
+def test_dot_products_2d_draws_one_titled_panel_per_vector():
+    a = torch.tensor([1.0, 0.5])
+    others = {"same": torch.tensor([2.0, 1.0]), "opposite": torch.tensor([-2.0, -1.0])}
+    fig = ah.plot_dot_products_2d(a, others)
+    assert len(fig.axes) == 2
+    for ax, (name, b) in zip(fig.axes, others.items(), strict=True):
+        assert ax.get_title().startswith(name) and f"{torch.dot(a, b).item():+.2f}" in ax.get_title()
+        assert ax.get_xlabel() and ax.get_ylabel()
+    with pytest.raises(ValueError, match="others must be a non-empty dict"):
+        ah.plot_dot_products_2d(a, {})
+
+
+def test_temperatures_draws_softmax_of_scores_over_t_on_a_0_to_1_scale():
+    scores = torch.tensor([0.5, 2.0, -1.0, 1.0])
+    temperatures = [0.25, 1.0, 4.0]
+    fig = ah.plot_temperatures(scores, ["a", "b", "c", "d"], temperatures, query_label="b")
+    assert len(fig.axes) == 3
+    largest = []
+    for ax, t in zip(fig.axes, temperatures, strict=True):
+        heights = [p.get_height() for p in ax.patches]
+        assert heights == pytest.approx(torch.softmax(scores / t, dim=-1).tolist())
+        assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= 1
+        assert ax.get_title() == f"T = {t:g}" and ax.get_ylabel() and ax.get_xlabel()
+        largest.append(max(heights))
+    assert largest == sorted(largest, reverse=True)  # a higher temperature gives flatter weights
+    with pytest.raises(ValueError, match="temperatures must be"):
+        ah.plot_temperatures(scores, ["a", "b", "c", "d"], [0.0], query_label="b")

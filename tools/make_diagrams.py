@@ -132,7 +132,7 @@ def qkv_projections(path: Path) -> None:
         0.2,
         0.75,
         'Highlighted: the row of "journey" in X gives the row of "journey" in Q, K and V.\n'
-        "The same three weight matrices are shared by every word (every row of X):\n"
+        "The same three parameter matrices are shared by every word (every row of X):\n"
         "their values are what training learns.",
         ha="left",
         va="top",

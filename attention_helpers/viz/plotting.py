@@ -635,4 +635,32 @@ def plot_positional_encoding(pe: torch.Tensor, num_shown: int = 40):
     axes[2].set(xlabel="position j", ylabel="position i", title="PE[i] · PE[j]: depends on |i - j| only")
     fig.colorbar(dots, ax=axes[2], label="dot product", shrink=0.8)
     fig.suptitle(f"Sinusoidal positional encoding, first {num_shown} positions, {len(pairs)} of {d_model // 2} pairs")
+
+
+def plot_dot_products_2d(a: torch.Tensor, others: dict[str, torch.Tensor]):
+    """One panel per entry of ``others`` (a name -> a 2-D vector ``(2,)``): ``a`` and that vector as arrows,
+    titled with the name over ``plot_dot_product_2d``'s ``a · b = |a| |b| cos θ``. Returns the figure."""
+    if not isinstance(others, dict) or not others:
+        raise ValueError(f"others must be a non-empty dict of name -> vector of shape (2,), got {others!r}")
+    fig, axes = plt.subplots(1, len(others), figsize=(4 * len(others), 4.4), squeeze=False)
+    for ax, (name, b) in zip(axes[0], others.items(), strict=True):
+        plot_dot_product_2d(a, b, ax=ax)
+        ax.set_title(f"{name}\n{ax.get_title()}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_temperatures(scores: torch.Tensor, labels: Sequence[str], temperatures: Sequence[float], query_label: str):
+    """One query's attention weights ``softmax(scores / T)``, ``scores`` of shape ``(num_words,)``, as bars on a
+    0-1 scale: one panel per temperature ``T`` in ``temperatures``, top to bottom. Returns the figure."""
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 1:
+        raise ValueError(f"scores must be a tensor of shape (num_words,), got {getattr(scores, 'shape', scores)!r}")
+    if not temperatures or not all(float(t) > 0 for t in temperatures):
+        raise ValueError(f"temperatures must be a non-empty list of positive numbers, got {temperatures!r}")
+    fig, axes = plt.subplots(len(temperatures), 1, figsize=(7, 2.9 * len(temperatures)), squeeze=False)
+    for ax, temperature in zip(axes[:, 0], temperatures, strict=True):
+        weights = softmax_with_temperature(scores, float(temperature))
+        plot_scores(weights, labels, ax=ax, title=f"T = {temperature:g}", ylabel="attention weight", ylim=(0, 1))
+    fig.suptitle(f"Weights for the query {query_label!r}: softmax(scores / T)")
+    fig.tight_layout()
     return fig
