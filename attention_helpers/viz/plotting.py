@@ -635,6 +635,7 @@ def plot_positional_encoding(pe: torch.Tensor, num_shown: int = 40):
     axes[2].set(xlabel="position j", ylabel="position i", title="PE[i] · PE[j]: depends on |i - j| only")
     fig.colorbar(dots, ax=axes[2], label="dot product", shrink=0.8)
     fig.suptitle(f"Sinusoidal positional encoding, first {num_shown} positions, {len(pairs)} of {d_model // 2} pairs")
+    return fig
 
 
 def plot_dot_products_2d(a: torch.Tensor, others: dict[str, torch.Tensor]):
