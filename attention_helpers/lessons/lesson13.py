@@ -178,14 +178,16 @@ def exercise_2(ring_pass) -> bool:
     reports = _launch(name, ring_pass_rank, world_size, source, ring_pass.__name__, hint=hint)
     if reports is None:
         return False
-    for rank, report in enumerate(reports):
-        if report["error"] and "timed out" in report["error"].lower():
-            problem = (
-                f"rank {rank} timed out: every rank waited in a blocking send or recv for the other side (a deadlock)"
-            )
-            return not_yet(name, problem, hint)
-        if report["error"]:
-            return not_yet(name, f"on rank {rank}: {report['error']}", hint)
+    errors = {rank: report["error"] for rank, report in enumerate(reports) if report["error"]}
+    # The first rank to time out leaves the group; the ranks still waiting then see their partner gone.
+    timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
+    if timed_out:
+        problem = (
+            f"rank {timed_out[0]} timed out: every rank waited in a blocking send or recv for another (a deadlock)"
+        )
+        return not_yet(name, problem, hint)
+    for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
+        return not_yet(name, f"on rank {rank}: {error}", hint)
     originals = [report["blocks"][0] for report in reports]
     for hop in range(1, world_size):
         for rank, report in enumerate(reports):
