@@ -106,6 +106,7 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_attention_memory.py --threads 1
 	$(BIN)/python benchmarks/bench_generate.py
 	$(BIN)/python benchmarks/bench_generate.py --dim 384 --heads 6 --layers 6 --batch 1  # a wider model: less per-step overhead
+	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
 # Not part of `make test`: every notebook in a separate venv with Colab's IPython, traitlets and ipywidgets,
 # its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes several minutes.

@@ -74,7 +74,7 @@ def test_readme_lists_every_notebook():
 CORE_MODULES = ["_checks", "data", "functional", "efficient", "attention", "decoding", "encoder"]
 CORE_MODULES += ["training"]
 CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
-TOP_MODULES = ["viz", "interop", "lessons"]
+TOP_MODULES = ["viz", "interop", "lessons", "distributed"]
 VIZ_MODULES = sorted(p.stem for p in (ROOT / "attention_helpers" / "viz").glob("[!_]*.py"))
 
 

@@ -1,0 +1,96 @@
+"""Lesson 13's exercise checks, run on real ranks: right answers pass, each planted mistake gets its own hint."""
+
+import torch
+import torch.distributed as dist
+
+from attention_helpers.lessons import lesson13 as checks
+
+NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
+
+
+def verdict(capsys, check, *args):
+    result = check(*args)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    return result, out
+
+
+def average_gradients(model):
+    world_size = dist.get_world_size()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= world_size
+
+
+def summed_gradients(model):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+
+
+def first_parameter_only(model):
+    p = next(iter(model.parameters()))
+    dist.all_reduce(p.grad)
+    p.grad /= dist.get_world_size()
+
+
+def test_average_gradients(capsys):
+    assert verdict(capsys, checks.exercise_1, None) == (False, "Exercise 1: " + NOT_ANSWERED)
+    ok, out = verdict(capsys, checks.exercise_1, average_gradients)
+    assert ok and out.startswith("Exercise 1: correct")
+    for wrong, reason in (
+        (summed_gradients, "the sum over the ranks, not the mean"),
+        (first_parameter_only, "parameters' gradients are not the mean"),
+        (lambda model: None, "define it with def"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_1, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out, out
+
+
+def test_gradients_left_alone_are_named(capsys):
+    def do_nothing(model):
+        return model
+
+    ok, out = verdict(capsys, checks.exercise_1, do_nothing)
+    assert not ok and "still those of its own half" in out
+
+
+def ring_pass(k_block, v_block):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k_in, v_in = torch.empty_like(k_block), torch.empty_like(v_block)
+    nxt, prev = (rank + 1) % world_size, (rank - 1) % world_size
+    requests = [dist.isend(k_block, nxt), dist.isend(v_block, nxt), dist.irecv(k_in, prev), dist.irecv(v_in, prev)]
+    for request in requests:
+        request.wait()
+    return k_in, v_in
+
+
+def backwards_ring(k_block, v_block):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k_in, v_in = torch.empty_like(k_block), torch.empty_like(v_block)
+    nxt, prev = (rank - 1) % world_size, (rank + 1) % world_size
+    requests = [dist.isend(k_block, nxt), dist.isend(v_block, nxt), dist.irecv(k_in, prev), dist.irecv(v_in, prev)]
+    for request in requests:
+        request.wait()
+    return k_in, v_in
+
+
+def blocking_sends_first(k_block, v_block):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k_in, v_in = torch.empty_like(k_block), torch.empty_like(v_block)
+    dist.send(k_block, (rank + 1) % world_size)  # every rank waits here: nobody has posted a receive
+    dist.send(v_block, (rank + 1) % world_size)
+    dist.recv(k_in, (rank - 1) % world_size)
+    dist.recv(v_in, (rank - 1) % world_size)
+    return k_in, v_in
+
+
+def test_ring_pass(capsys):
+    assert verdict(capsys, checks.exercise_2, None) == (False, "Exercise 2: " + NOT_ANSWERED)
+    ok, out = verdict(capsys, checks.exercise_2, ring_pass)
+    assert ok and out.startswith("Exercise 2: correct")
+    for wrong, reason in (
+        (backwards_ring, "the ring turns the wrong way"),
+        (blocking_sends_first, "a deadlock"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_2, wrong)
+        assert not ok and "not yet" in out and reason in out and "Hint: " in out, out
