@@ -48,9 +48,12 @@ $(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
 	mkdir -p $(dir $(LAB_OVERRIDES))
 	cp tools/jupyterlab_overrides.json $(LAB_OVERRIDES)
 
-# Blocks the terminal while the server runs: stop it with Ctrl-C.
+# The server's root is the repository, so that every lesson's "See the solution" link opens solutions/ (a root of
+# notebooks/ answers 403 there); the browser opens on the lesson list. `make lab LAB_ARGS="--port=8890
+# --no-browser"` passes options to JupyterLab. It keeps the terminal while the server runs: stop it with Ctrl-C.
+LAB_URL := /lab/tree/notebooks
 lab: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(ROOT_ARGS) $(LAB_ARGS)
 
 test: lint unit nbval papermill-check
 

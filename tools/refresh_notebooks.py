@@ -4,7 +4,10 @@ Execution counts come out as 1, 2, 3, ...; per-cell timing metadata is not writt
 stdout (or stderr) chunks are merged into one output (how the kernel splits them depends on timing), so a
 refresh that changes no output changes no byte, except in widget cells: each run gives a widget new random
 model ids. Widget state (the figure the widget showed) is stored in the notebook's metadata, for viewers
-that can show it without a kernel.
+that can show it without a kernel; a widget cell's output also holds a PNG of the widget's first view
+(attention_helpers.viz.widgets), which GitHub, Colab, JupyterLab before running and the website show.
+The kernel metadata is written as JupyterLab writes it (tools/notebook_metadata.py), so that opening a
+refreshed notebook in JupyterLab leaves it unchanged.
 """
 
 import sys
@@ -14,6 +17,9 @@ import nbformat
 import zmq
 from nbclient import NotebookClient
 from traitlets.config import Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from notebook_metadata import KERNEL_NAME, kernelspec  # noqa: E402
 
 # Encrypt the kernel's transport when pyzmq can: otherwise ipykernel logs "Kernel is running over TCP without
 # encryption" for every notebook (tools/run_notebooks.py does the same for papermill).
@@ -42,12 +48,13 @@ def refresh(path: Path) -> None:
     client = NotebookClient(
         notebook,
         timeout=600,
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
         config=KERNEL_CONFIG,
     )
-    client.execute()
+    client.execute()  # nbclient stores the kernel's language_info, as JupyterLab does
+    notebook.metadata["kernelspec"] = nbformat.from_dict(kernelspec())
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
