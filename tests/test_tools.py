@@ -271,3 +271,59 @@ def test_site_check_finds_broken_images_links_and_anchors_and_console_errors(tmp
     assert "broken image missing.png" in text and "broken link to gone.html" in text
     assert "missing anchor other.html#nowhere" in text and "boom" in text
     assert "other.html#there" not in text and "#top" not in text
+
+
+def _notebook_with(tmp_path: Path, *sources: str) -> Path:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    path = tmp_path / "hang.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("cell", "hang", "cpu_limit", "stopped"),
+    [
+        ("import time\ntime.sleep(600)", 2, 600, "used no CPU for 2 s"),  # waits for nothing: hung
+        ("while True:\n    pass", 600, 2, "used 2 s of CPU time"),  # loops
+        ("import time\nend = time.process_time() + 4\nwhile time.process_time() < end:\n    pass", 2, 600, None),
+    ],
+    ids=["waits", "loops", "slow-but-working"],
+)
+def test_a_hung_cell_is_stopped_with_one_sentence_and_a_slow_one_is_not(tmp_path, cell, hang, cpu_limit, stopped):
+    """No wall-clock limit: a cell working longer than the hang limit passes; a waiting or looping one stops."""
+    path = _notebook_with(tmp_path, "x = 1", cell, "print('after')")
+    env = {**os.environ, "NOTEBOOK_HANG_SECONDS": str(hang), "NOTEBOOK_CPU_LIMIT_SECONDS": str(cpu_limit)}
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(tmp_path / "out"), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if stopped is None:
+        assert run.returncode == 0, run.stderr
+        return
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1, run.stderr  # one sentence, no traceback
+    assert f"hang.ipynb, code cell 2 (`{cell.splitlines()[0]}`)" in run.stderr and stopped in run.stderr
+    assert "make lab" in run.stderr
+
+
+def test_nbval_stops_a_hung_cell_with_the_same_sentence(tmp_path):
+    path = _notebook_with(tmp_path, "x = 1", "import time\ntime.sleep(600)")
+    env = {**os.environ, "NOTEBOOK_HANG_SECONDS": "2", "PYTHONPATH": str(ROOT / "tools")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "nbval_watchdog", "--nbval", "-p", "no:cacheprovider", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert run.returncode == 1
+    assert "hang.ipynb, code cell 2 (`import time`), was stopped because it used no CPU for 2 s" in run.stdout
+    assert "make lab" in run.stdout and "Traceback" not in run.stdout

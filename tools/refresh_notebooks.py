@@ -19,6 +19,7 @@ from nbclient import NotebookClient
 from traitlets.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hang_watchdog import CellWatchdog, nbclient_options  # noqa: E402
 from notebook_metadata import KERNEL_NAME, kernelspec  # noqa: E402
 
 # Encrypt the kernel's transport when pyzmq can: otherwise ipykernel logs "Kernel is running over TCP without
@@ -45,15 +46,21 @@ def merge_streams(outputs: list) -> list:
 
 def refresh(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
+    watchdog = CellWatchdog(str(path))  # no wall-clock limit per cell: the watchdog stops a hung one
     client = NotebookClient(
         notebook,
-        timeout=600,
         kernel_name=KERNEL_NAME,
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
         config=KERNEL_CONFIG,
+        **nbclient_options(watchdog),
     )
-    client.execute()  # nbclient stores the kernel's language_info, as JupyterLab does
+    try:
+        client.execute()  # nbclient stores the kernel's language_info, as JupyterLab does
+    except Exception:
+        if watchdog.reason is None:
+            raise
+        sys.exit(watchdog.sentence())
     notebook.metadata["kernelspec"] = nbformat.from_dict(kernelspec())
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)

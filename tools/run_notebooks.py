@@ -1,12 +1,15 @@
 """Execute notebooks with papermill into a directory, with parameters (`make run`, `make papermill-check`).
 
-    python tools/run_notebooks.py OUT_DIR NOTEBOOK... [-p NAME VALUE ...] [--timeout SECONDS]
+    python tools/run_notebooks.py OUT_DIR NOTEBOOK... [-p NAME VALUE ...]
 
 The same as papermill's command line (`-p seed 7` sets `seed = 7` in an injected cell after the `parameters`
-cell; numbers, True/False/None are parsed, anything else is a string), with one difference: the kernel is
-started with CurveZMQ transport encryption when its kernelspec supports it. Without that, every recent
+cell; numbers, True/False/None are parsed, anything else is a string), with two differences. The kernel is
+started with CurveZMQ transport encryption when its kernelspec supports it: without that, every recent
 ipykernel logs "Kernel is running over TCP without encryption" on start, once per notebook; papermill's
 command line cannot pass jupyter_client's `KernelManager.transport_encryption` setting, its Python API can.
+And no cell has a wall-clock limit, which would fail a correct run on a slow or busy machine: the hang
+watchdog (tools/hang_watchdog.py) stops a cell that waits or loops, and the run ends with one sentence
+saying which cell and what to do.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    parser.add_argument("--timeout", type=int, default=None, help="seconds allowed per cell")
     args = parser.parse_args(argv)
     if not args.notebooks:
         parser.error("no notebook given")
     import papermill
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from hang_watchdog import CellWatchdog, nbclient_options
 
     parameters = {name: parse_value(value) for name, value in args.parameter}
     config = kernel_config()
@@ -54,17 +59,24 @@ def main(argv: list[str]) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
         print(f"papermill {notebook} -> {out} {shown}".rstrip(), flush=True)
-        papermill.execute_notebook(
-            str(notebook),
-            str(out),
-            parameters=parameters,
-            cwd=str(notebook.parent),
-            kernel_name="python3",
-            progress_bar=False,
-            log_level="WARNING",
-            execution_timeout=args.timeout,
-            config=config,
-        )
+        watchdog = CellWatchdog(str(notebook))
+        try:
+            papermill.execute_notebook(
+                str(notebook),
+                str(out),
+                parameters=parameters,
+                cwd=str(notebook.parent),
+                kernel_name="python3",
+                progress_bar=False,
+                log_level="WARNING",
+                config=config,
+                **nbclient_options(watchdog),
+            )
+        except Exception:
+            if watchdog.reason is None:
+                raise
+            print(watchdog.sentence(), file=sys.stderr, flush=True)
+            return 1
     return 0
 
 
