@@ -23,6 +23,18 @@ RUN_NOTEBOOKS := $(if $(NB),$(sort $(wildcard notebooks/$(NB)_*.ipynb)),$(NOTEBO
 # The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
 CHECK_PARAMS := -p seed 7
 LAB_ARGS ?=
+# Parallel workers for the unit tests and the notebooks: pytest-xdist's `-n auto` and run_notebooks.py's
+# `--jobs auto` start one per CPU core; `make test JOBS=1` runs everything in one process.
+JOBS ?= auto
+# The notebooks slowest first (the training lessons have the highest numbers), so that no worker starts a long
+# one last while the others wait.
+SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n' $(SOLUTIONS) | sort -r)
+# No cell has a wall-clock limit, which would fail a correct run on a slow or busy machine: the hang watchdog
+# (tools/hang_watchdog.py) stops a cell whose kernel uses no CPU for NOTEBOOK_HANG_SECONDS (600) or more than
+# NOTEBOOK_CPU_LIMIT_SECONDS (3600) of CPU, with one sentence saying what to do. For nbval it is a pytest
+# plugin (tools/nbval_watchdog.py).
+NBVAL := PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
+	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -63,17 +75,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 
-unit: $(STAMP) $(DEV_STAMP)  # selenium: the browser check's own tests
-	$(BIN)/pytest tests
+unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
+	$(BIN)/pytest -n $(JOBS) tests
 
-nbval: $(STAMP)
-	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS) $(SOLUTIONS)
+nbval: $(STAMP) $(DEV_STAMP)
+	$(NBVAL) $(SLOW_FIRST)
 
 # Another CPU runs other vector kernels (AVX2, AVX-512, MKL's code paths), which round the last bits of sums
 # differently; stored outputs must not depend on that. These settings reproduce other CPUs on one machine.
 KERNEL_SETTINGS := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 MKL_CBWR=COMPATIBLE
 
-nbval-portability: $(STAMP)
+nbval-portability: $(STAMP) $(DEV_STAMP)
 	@native=$$($(BIN)/python -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
 	for setting in $(KERNEL_SETTINGS); do \
 		if [ "$$setting" = "ATEN_CPU_CAPABILITY=$$native" ]; then \
@@ -83,10 +95,11 @@ nbval-portability: $(STAMP)
 		env $$setting $(MAKE) --no-print-directory nbval || exit 1; \
 	done
 
-# tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook).
+# tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook), the hang
+# watchdog instead of a cell timeout, and parallel workers.
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check
-	$(BIN)/python tools/run_notebooks.py --timeout 300 $(BUILD)/papermill-check $(NOTEBOOKS) $(SOLUTIONS) $(CHECK_PARAMS)
+	$(BIN)/python tools/run_notebooks.py --jobs $(JOBS) $(BUILD)/papermill-check $(SLOW_FIRST) $(CHECK_PARAMS)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
 
 run: $(STAMP)

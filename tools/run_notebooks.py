@@ -9,12 +9,13 @@ ipykernel logs "Kernel is running over TCP without encryption" on start, once pe
 command line cannot pass jupyter_client's `KernelManager.transport_encryption` setting, its Python API can.
 And no cell has a wall-clock limit, which would fail a correct run on a slow or busy machine: the hang
 watchdog (tools/hang_watchdog.py) stops a cell that waits or loops, and the run ends with one sentence
-saying which cell and what to do.
+saying which cell and what to do. `--jobs N` runs N notebooks at once (`auto`: one per CPU core).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -39,45 +40,71 @@ def kernel_config():
     return Config(KERNEL_CONFIG) if zmq.has("curve") else Config()
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    args = parser.parse_args(argv)
-    if not args.notebooks:
-        parser.error("no notebook given")
+def run_one(notebook: Path, out: Path, parameters: dict, shown: str) -> str | None:
+    """Execute one notebook with papermill; None if it ran, else what went wrong in one sentence."""
     import papermill
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from hang_watchdog import CellWatchdog, nbclient_options
 
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"papermill {notebook} -> {out} {shown}".rstrip(), flush=True)
+    watchdog = CellWatchdog(str(notebook))
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(out),
+            parameters=parameters,
+            cwd=str(notebook.parent),
+            kernel_name="python3",
+            progress_bar=False,
+            log_level="WARNING",
+            config=kernel_config(),
+            **nbclient_options(watchdog),
+        )
+    except Exception as error:
+        if watchdog.reason is not None:
+            return watchdog.sentence()
+        if type(error).__name__ == "PapermillExecutionError":  # a cell raised: its traceback says why
+            return f"{notebook}: {error}".rstrip()
+        raise
+    return None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    parser.add_argument("--jobs", default="1", help="notebooks run at once: a number, or auto (one per CPU core)")
+    args = parser.parse_args(argv)
+    if not args.notebooks:
+        parser.error("no notebook given")
+    jobs = os.cpu_count() or 1 if args.jobs == "auto" else int(args.jobs)
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    config = kernel_config()
-    for notebook in args.notebooks:
-        out = args.out_dir / notebook.resolve().parent.name / notebook.name  # a lesson and its solutions share a name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
-        print(f"papermill {notebook} -> {out} {shown}".rstrip(), flush=True)
-        watchdog = CellWatchdog(str(notebook))
-        try:
-            papermill.execute_notebook(
-                str(notebook),
-                str(out),
-                parameters=parameters,
-                cwd=str(notebook.parent),
-                kernel_name="python3",
-                progress_bar=False,
-                log_level="WARNING",
-                config=config,
-                **nbclient_options(watchdog),
-            )
-        except Exception:
-            if watchdog.reason is None:
-                raise
-            print(watchdog.sentence(), file=sys.stderr, flush=True)
-            return 1
-    return 0
+    shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
+    # a lesson and its solutions share a name
+    runs = [(nb, args.out_dir / nb.resolve().parent.name / nb.name, parameters, shown) for nb in args.notebooks]
+    if jobs <= 1:
+        for run in runs:
+            problem = run_one(*run)
+            if problem:
+                print(problem, file=sys.stderr, flush=True)
+                return 1
+        return 0
+    import concurrent.futures
+    import multiprocessing
+
+    failed = False
+    context = multiprocessing.get_context("spawn")  # each worker starts clean: no threads, loops or kernels
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        for problem in pool.map(
+            run_one, *zip(*runs, strict=True)
+        ):  # in the given order, each as soon as a worker is free
+            if problem:
+                print(problem, file=sys.stderr, flush=True)
+                failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
