@@ -1,7 +1,8 @@
 # The README's two commands: `make lab` opens the series, `make test` checks everything.
 # Every target first creates .venv and installs requirements.txt (pinned by constraints.txt) and the
-# package; that happens again only when one of those files changes. `make browser-check` and `make site`
-# also install requirements-dev.txt (selenium, Sphinx), which learners and Colab never need.
+# package; that happens again only when one of those files changes. `make test`, `make browser-check` and
+# `make site` also install requirements-dev.txt (pytest-xdist, selenium, Sphinx), which learners and Colab never
+# need.
 
 PYTHON ?= python3
 VENV := .venv

@@ -308,9 +308,10 @@ def test_a_hung_cell_is_stopped_with_one_sentence_and_a_slow_one_is_not(tmp_path
         assert run.returncode == 0, run.stderr
         return
     assert run.returncode == 1
-    assert run.stderr.count("\n") == 1, run.stderr  # one sentence, no traceback
-    assert f"hang.ipynb, code cell 2 (`{cell.splitlines()[0]}`)" in run.stderr and stopped in run.stderr
-    assert "make lab" in run.stderr
+    # the run ends with one sentence and no traceback (the kernel may log that it caught the interrupt)
+    last = run.stderr.splitlines()[-1]
+    assert f"hang.ipynb, code cell 2 (`{cell.splitlines()[0]}`)" in last and stopped in last and "make lab" in last
+    assert "Traceback" not in run.stderr, run.stderr
 
 
 def test_nbval_stops_a_hung_cell_with_the_same_sentence(tmp_path):
