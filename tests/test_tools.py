@@ -328,3 +328,31 @@ def test_nbval_stops_a_hung_cell_with_the_same_sentence(tmp_path):
     assert run.returncode == 1
     assert "hang.ipynb, code cell 2 (`import time`), was stopped because it used no CPU for 2 s" in run.stdout
     assert "make lab" in run.stdout and "Traceback" not in run.stdout
+
+
+def test_browser_check_compares_outputs_as_strict_nbval_does():
+    """A browser run stands for one nbval pass: what nbval compares must differ, what it skips must not."""
+    browser_check = _load_tool("browser_check")
+    rules = browser_check.sanitizers()
+    stored = [
+        {"output_type": "stream", "name": "stdout", "text": ["a 0.0000\n", "b\n"]},
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "x", "image/png": "AAA", "application/vnd.jupyter.widget-view+json": {"id": 1}},
+        },
+    ]
+    same = [
+        {"output_type": "stream", "name": "stdout", "text": "a -0.0000\n"},  # sign of zero: sanitized
+        {"output_type": "stream", "name": "stdout", "text": "b\n"},  # split differently
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "x", "image/png": "BBB", "application/vnd.jupyter.widget-view+json": {"id": 2}},
+        },
+    ]
+    assert browser_check.comparable(stored, rules) == browser_check.comparable(same, rules)
+    other_text = [dict(o, text="a 0.0001\nb\n") if o["output_type"] == "stream" else o for o in stored]
+    assert browser_check.comparable(stored, rules) != browser_check.comparable(other_text, rules)
+    stderr = [*stored, {"output_type": "stream", "name": "stderr", "text": "warning\n"}]
+    assert browser_check.comparable(stored, rules) != browser_check.comparable(stderr, rules)
+    assert browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT\nprint(1)", "metadata": {}})
+    assert not browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT: why\nprint(1)", "metadata": {}})

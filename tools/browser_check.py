@@ -113,7 +113,7 @@ def on_signal(signum, _frame) -> None:
 class Lab:
     """A JupyterLab server of this venv on 127.0.0.1 with a random token, rooted at the repository."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, kernel_env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.token = secrets.token_hex(24)
         config = work / "jupyter-config"
@@ -126,6 +126,7 @@ class Lab:
             "JUPYTER_CONFIG_DIR": str(config),
             "JUPYTER_RUNTIME_DIR": str(work / "runtime"),
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+            **(kernel_env or {}),  # the kernels inherit the server's environment
         }
         args = [
             str(BIN / "jupyter-lab"),
@@ -266,6 +267,72 @@ panel.content.scrollToItem(index, 'center').then(() => setTimeout(() => {
   done(link ? [index, cells[index].model.sharedModel.getSource().match(/\]\((\.\.\/solutions\/[^)]+)\)/)[1]] : null);
 }, 500), e => done(null));
 """
+JS_OUTPUTS = """
+return Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.toJSON().outputs || []);
+"""
+# What strict nbval compares (and what it leaves out: images, widget model ids), so that a browser run can stand
+# for one nbval pass under another kernel setting.
+NOT_COMPARED = {"image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json"}
+
+
+def sanitizers() -> list[tuple[str, str]]:
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(ROOT / "tests" / "nbval_sanitize.cfg")
+    return [(parser[name]["regex"], parser[name]["replace"]) for name in parser.sections()]
+
+
+def comparable(outputs: list, rules: list[tuple[str, str]]) -> list:
+    """A cell's outputs as nbval compares them: streams joined by name, data without images and widget ids,
+    every text sanitized by tests/nbval_sanitize.cfg."""
+    import re
+
+    def text(value) -> str:
+        value = "".join(value) if isinstance(value, list) else value
+        if not isinstance(value, str):
+            value = json.dumps(value, sort_keys=True)
+        for regex, replace in rules:
+            value = re.sub(regex, replace, value)
+        return value
+
+    streams: dict[str, str] = {}
+    others = []
+    for output in outputs:
+        kind = output["output_type"]
+        if kind == "stream":
+            streams[output["name"]] = streams.get(output["name"], "") + text(output["text"])
+        elif kind in ("display_data", "execute_result"):
+            others.append({k: text(v) for k, v in output["data"].items() if k not in NOT_COMPARED})
+        elif kind == "error":
+            others.append({"error": output["ename"]})
+    return [{"stream " + name: value} for name, value in sorted(streams.items())] + others
+
+
+def ignores_output(cell: dict) -> bool:
+    source = "".join(cell["source"])
+    comments = [line.strip().lstrip("#").strip() for line in source.splitlines() if line.strip().startswith("#")]
+    return "NBVAL_IGNORE_OUTPUT" in comments or "nbval-ignore-output" in cell["metadata"].get("tags", [])
+
+
+def compare_outputs(driver, notebook: Path) -> tuple[int, list[str]]:
+    """(cells compared, problems): the run's outputs against the stored ones, by nbval's rules."""
+    stored = json.loads(notebook.read_text())["cells"]
+    live = driver.execute_script(JS_OUTPUTS)
+    rules = sanitizers()
+    compared, problems = 0, []
+    for number, (cell, outputs) in enumerate(zip(stored, live, strict=True), start=1):
+        if cell["cell_type"] != "code" or ignores_output(cell):
+            continue
+        compared += 1
+        want, got = comparable(cell["outputs"], rules), comparable(outputs, rules)
+        if want != got:
+            problems.append(
+                f"cell {number}: outputs differ from the stored ones: stored {want!r:.200} ran {got!r:.200}"
+            )
+    return compared, problems
+
+
 # Where a clicked solution link landed: the open notebook and the headings inside its visible area.
 JS_LANDED = """
 const panel = window.jupyterapp.shell.currentWidget;
@@ -471,7 +538,7 @@ def check_solution_link(driver, lab: Lab) -> tuple[str, list[str]]:
 
 
 def check_notebook(
-    driver, lab: Lab, notebook: Path, shots: Path, stored: str, timeout: float = NOTEBOOK_TIMEOUT
+    driver, lab: Lab, notebook: Path, shots: Path, stored: str, timeout: float = NOTEBOOK_TIMEOUT, compare=False
 ) -> dict:
     start = time.monotonic()
     problems: list[str] = []
@@ -486,6 +553,7 @@ def check_notebook(
             "responded": 0,
             "moved": 0,
             "pictures": "",
+            "compared": "",
             "clean": "",
             "solution": "",
             "problems": ["the notebook or its kernel did not start within 180 s"],
@@ -513,6 +581,7 @@ def check_notebook(
             "responded": 0,
             "moved": 0,
             "pictures": "",
+            "compared": "",
             "clean": clean,
             "solution": "",
             "problems": problems,
@@ -541,6 +610,11 @@ def check_notebook(
     errors = sum(o["type"] == "error" for c in state["cells"] for o in c["outputs"])
     if unexecuted:
         problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}")
+    compared = ""
+    if compare and state["cells"]:
+        count, differences = compare_outputs(driver, notebook)
+        problems += differences
+        compared = f"{count - len(differences)}/{count} outputs as stored"
     for toast in driver.execute_script(JS_TOASTS):
         problems.append(f"JupyterLab showed a pop-up: {toast[:120]}")
     driver.execute_script("window.jupyterapp.shell.collapseLeft();")  # more room for the notebook
@@ -575,6 +649,7 @@ def check_notebook(
         "responded": responded,
         "moved": moved,
         "pictures": f"{pictures}/{widget_cells} widget pictures before running" if widget_cells else "",
+        "compared": compared,
         "clean": clean,
         "solution": solution,
         "problems": problems,
@@ -666,6 +741,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--site", type=Path, help="a built site to check (make site)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "browser", help="where screenshots go")
     parser.add_argument("--timeout", type=float, default=NOTEBOOK_TIMEOUT, help="seconds allowed per notebook")
+    parser.add_argument(
+        "--compare-under",
+        metavar="NAME=VALUE",
+        help="run the kernels with this environment setting and compare every output with the stored one, as "
+        "strict nbval does (make browser-check: MKL_CBWR=COMPATIBLE, one of make nbval-portability's settings)",
+    )
     args = parser.parse_args(argv)
     chromium = chromium_binary()
     if chromium is None or not CHROMEDRIVER.is_file():
@@ -686,13 +767,16 @@ def main(argv: list[str]) -> int:
     if args.notebooks:
         work = Path(tempfile.mkdtemp(prefix="browser-check-"))
         _cleanup.append(lambda: shutil.rmtree(work, ignore_errors=True))
-        lab = Lab(work)
+        kernel_env = dict([args.compare_under.split("=", 1)]) if args.compare_under else None
+        lab = Lab(work, kernel_env)
         driver, quit_driver = new_driver(chromium)
         for problem in check_autosave_works(driver, lab):
             print(f"    {problem}", flush=True)
             failed = True
         for notebook in args.notebooks:
-            result = check_notebook(driver, lab, notebook, args.out, before[notebook], args.timeout)
+            result = check_notebook(
+                driver, lab, notebook, args.out, before[notebook], args.timeout, compare=bool(args.compare_under)
+            )
             results.append(result)
             widgets = (
                 f"{result['widgets']} widget{'s' if result['widgets'] > 1 else ''}: "
@@ -700,7 +784,7 @@ def main(argv: list[str]) -> int:
                 if result["widgets"]
                 else "no widgets"
             )
-            extras = "".join(f"; {result[k]}" for k in ("pictures", "clean", "solution") if result[k])
+            extras = "".join(f"; {result[k]}" for k in ("pictures", "clean", "compared", "solution") if result[k])
             print(
                 f"{result['name']:48} {result['seconds']:6.1f} s  {result['cells']:3d} cells  "
                 f"{result['errors']} errors  {result['unexecuted']} unexecuted  {widgets}{extras}",
