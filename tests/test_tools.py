@@ -356,3 +356,19 @@ def test_browser_check_compares_outputs_as_strict_nbval_does():
     assert browser_check.comparable(stored, rules) != browser_check.comparable(stderr, rules)
     assert browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT\nprint(1)", "metadata": {}})
     assert not browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT: why\nprint(1)", "metadata": {}})
+
+
+def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(tmp_path):
+    """Such a run repeats the stored run, which make nbval checks already."""
+    import nbformat
+
+    run_notebooks = _load_tool("run_notebooks")
+    parameters = nbformat.v4.new_code_cell("seed = 123\nscale = 2")
+    parameters.metadata["tags"] = ["parameters"]
+    check = nbformat.v4.new_code_cell('ah.check_parameter("seed", seed, int)\nah.check_parameter("scale", scale)')
+    for name, body, uses in (("unused", "print(scale * 3)", False), ("used", "torch.manual_seed(seed)", True)):
+        notebook = nbformat.v4.new_notebook(cells=[parameters, check, nbformat.v4.new_code_cell(body)])
+        nbformat.write(notebook, tmp_path / f"{name}.ipynb")
+        assert run_notebooks.uses_parameters(tmp_path / f"{name}.ipynb", ["seed"]) is uses
+    assert run_notebooks.uses_parameters(tmp_path / "unused.ipynb", ["seed", "scale"])
+    assert "--skip-unused" in _make_dry_run("-B", "papermill-check")

@@ -9,7 +9,9 @@ ipykernel logs "Kernel is running over TCP without encryption" on start, once pe
 command line cannot pass jupyter_client's `KernelManager.transport_encryption` setting, its Python API can.
 And no cell has a wall-clock limit, which would fail a correct run on a slow or busy machine: the hang
 watchdog (tools/hang_watchdog.py) stops a cell that waits or loops, and the run ends with one sentence
-saying which cell and what to do. `--jobs N` runs N notebooks at once (`auto`: one per CPU core).
+saying which cell and what to do. `--jobs N` runs N notebooks at once (`auto`: one per CPU core);
+`--skip-unused` leaves out a notebook in which no cell uses the parameters given (make papermill-check: a
+notebook that takes a seed but draws nothing random would repeat its stored run, which make nbval checks).
 """
 
 from __future__ import annotations
@@ -38,6 +40,22 @@ def kernel_config():
     from traitlets.config import Config
 
     return Config(KERNEL_CONFIG) if zmq.has("curve") else Config()
+
+
+def uses_parameters(notebook: Path, names: list[str]) -> bool:
+    """Whether any code cell other than the `parameters` cell uses one of the names outside a parameter check
+    (`ah.check_parameter(...)` lines): if none does, a run with those parameters changed repeats the stored run."""
+    import re
+
+    import nbformat
+
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+            continue
+        code = "\n".join(line for line in cell.source.splitlines() if "check_parameter(" not in line)
+        if any(re.search(rf"\b{re.escape(name)}\b", code) for name in names):
+            return True
+    return False
 
 
 def run_one(notebook: Path, out: Path, parameters: dict, shown: str) -> str | None:
@@ -77,9 +95,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     parser.add_argument("--jobs", default="1", help="notebooks run at once: a number, or auto (one per CPU core)")
+    parser.add_argument(
+        "--skip-unused",
+        action="store_true",
+        help="skip a notebook that uses none of the parameters given (its run would repeat the stored run)",
+    )
     args = parser.parse_args(argv)
     if not args.notebooks:
         parser.error("no notebook given")
+    if args.skip_unused and args.parameter:
+        names = [name for name, _value in args.parameter]
+        for notebook in [nb for nb in args.notebooks if not uses_parameters(nb, names)]:
+            print(f"{notebook}: skipped, no cell uses {', '.join(names)} (make nbval runs it as stored)", flush=True)
+            args.notebooks.remove(notebook)
     jobs = os.cpu_count() or 1 if args.jobs == "auto" else int(args.jobs)
     parameters = {name: parse_value(value) for name, value in args.parameter}
     shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
