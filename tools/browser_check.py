@@ -6,7 +6,7 @@ the website (`make browser-check`).
 For each notebook: JupyterLab (from this venv, on a free loopback port with a random token, rooted at the
 repository as make lab is) opens it with autosave on (every AUTOSAVE_INTERVAL seconds instead of JupyterLab's
 120, in the server's private settings) and waits for its kernel; each widget cell must show its stored picture
-before anything runs; after two autosave intervals the notebook must be unchanged in the page and on disk
+before anything runs; after an autosave tick (AUTOSAVE_WAIT) the notebook must be unchanged in the page and on disk
 (stored as JupyterLab writes it). First, a notebook stored in another form proves that autosave does rewrite
 it within that wait. Then autosave is turned off, all cells run, and the check fails on an error output, a code
 cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a
@@ -66,7 +66,9 @@ CHROME_FLAGS = [
 # JupyterLab settings for the check only (a private JUPYTER_CONFIG_DIR). Autosave as a learner has it, sooner:
 # opening a notebook must not change it. The news pop-up is left to the venv's overrides.json (what make lab
 # uses), so that the check tests it.
-AUTOSAVE_INTERVAL = 5  # seconds (JupyterLab's default is 120)
+AUTOSAVE_INTERVAL = 2  # seconds (JupyterLab's default is 120)
+# JupyterLab changes a notebook's metadata before its kernel reports idle; one autosave tick later it is saved
+AUTOSAVE_WAIT = AUTOSAVE_INTERVAL + 2
 DOCMANAGER = "@jupyterlab/docmanager-extension:plugin"
 LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {
@@ -467,10 +469,10 @@ def open_notebook(driver, lab: Lab, notebook: Path, autosave: bool) -> bool:
 
 
 def wait_for_autosave(driver) -> str | None:
-    """Wait two autosave intervals with autosave on; a problem if autosave is off."""
+    """Wait for an autosave tick with autosave on; a problem if autosave is off."""
     if not driver.execute_script(JS_AUTOSAVE_ON):
         return "autosave is off in the page, so the clean-after-autosave check would prove nothing"
-    time.sleep(2 * AUTOSAVE_INTERVAL + 2)
+    time.sleep(AUTOSAVE_WAIT)
     return None
 
 
@@ -493,7 +495,7 @@ def check_autosave_works(driver, lab: Lab) -> list[str]:
             return [f"autosave probe: {problem}"]
         saved = nbformat.read(probe, as_version=4).metadata.kernelspec.display_name
         if saved == "Python 3":
-            return [f"autosave probe: a notebook JupyterLab changes was not saved within {2 * AUTOSAVE_INTERVAL + 2} s"]
+            return [f"autosave probe: a notebook JupyterLab changes was not saved within {AUTOSAVE_WAIT} s"]
         return []
     finally:
         lab.shutdown_kernels()
