@@ -266,8 +266,9 @@ if (index < 0) { done(null); return; }
 panel.content.scrollToItem(index, 'center').then(() => setTimeout(() => {
   const link = cells[index].node.querySelector('a[href*="solutions/"]');
   if (link) link.setAttribute('data-browser-check', 'solution-link');
-  done(link ? [index, cells[index].model.sharedModel.getSource().match(/\]\((\.\.\/solutions\/[^)]+)\)/)[1]] : null);
-}, 500), e => done(null));
+  done(link ? [index, cells[index].model.sharedModel.getSource().match(/\]\((\.\.\/solutions\/[^)]+)\)/)[1]]
+            : 'not rendered yet');
+}, 500), e => done('not rendered yet'));
 """
 JS_OUTPUTS = """
 return Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.toJSON().outputs || []);
@@ -508,16 +509,21 @@ def github_slug(heading: str) -> str:
     return kept.replace(" ", "-")
 
 
-def check_solution_link(driver, lab: Lab) -> tuple[str, list[str]]:
+def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str]]:
     """Click the lesson's first "See the solution" link: (what it opened, problems)."""
     from selenium.webdriver.common.by import By
 
-    found = driver.execute_async_script(JS_SOLUTION_LINK)
-    if not found:
+    deadline = time.monotonic() + 30
+    while (found := driver.execute_async_script(JS_SOLUTION_LINK)) == "not rendered yet":
+        if time.monotonic() > deadline:
+            return "solution link not shown", ["the cell with the solution link was not rendered within 30 s"]
+        time.sleep(1)
+    if found is None:
         return "no solution link", []
     _index, href = found
     target, _, anchor = href.partition("#")
-    expected = (Path("notebooks") / target).as_posix().replace("notebooks/../", "")
+    lesson_dir = notebook.resolve().parent.relative_to(ROOT).as_posix()
+    expected = os.path.normpath(f"{lesson_dir}/{target}")  # the path JupyterLab shows, from the server's root
     link = driver.find_element(By.CSS_SELECTOR, "a[data-browser-check='solution-link']")
     link.click()
     landed = wait_for(
@@ -624,7 +630,7 @@ def check_notebook(
     problems += widget_problems
     solution = ""
     if notebook.parent.name == "notebooks":
-        solution, link_problems = check_solution_link(driver, lab)
+        solution, link_problems = check_solution_link(driver, lab, notebook)
         problems += link_problems
         driver.execute_script(  # back to the lesson for the screenshot; the solution closes unsaved
             "const app = window.jupyterapp; const w = app.shell.currentWidget;"
