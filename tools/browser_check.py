@@ -247,9 +247,11 @@ cells.forEach((cell, index) => {
   let pictures = 0;
   for (const index of widgetCells) {  // a cell out of view is not rendered: bring it into view first
     await panel.content.scrollToItem(index, 'center');
-    await new Promise(resolve => setTimeout(resolve, 300));
-    const image = cells[index].node.querySelector('.jp-OutputArea-output img');
-    if (image && image.complete && image.naturalWidth > 0) pictures += 1;
+    for (let tries = 0; tries < 40; tries++) {  // up to 10 s for the cell and its image to render
+      const image = cells[index].node.querySelector('.jp-OutputArea-output img');
+      if (image && image.complete && image.naturalWidth > 0) { pictures += 1; break; }
+      await new Promise(resolve => setTimeout(resolve, 250));
+    }
   }
   await panel.content.scrollToItem(0, 'start');
   return [widgetCells.length, pictures];
