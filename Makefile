@@ -1,7 +1,8 @@
 # The README's two commands: `make lab` opens the series, `make test` checks everything.
 # Every target first creates .venv and installs requirements.txt (pinned by constraints.txt) and the
-# package; that happens again only when one of those files changes. `make browser-check` and `make site`
-# also install requirements-dev.txt (selenium, Sphinx), which learners and Colab never need.
+# package; that happens again only when one of those files changes. `make test`, `make browser-check` and
+# `make site` also install requirements-dev.txt (pytest-xdist, selenium, Sphinx), which learners and Colab never
+# need.
 
 PYTHON ?= python3
 VENV := .venv
@@ -23,6 +24,18 @@ RUN_NOTEBOOKS := $(if $(NB),$(sort $(wildcard notebooks/$(NB)_*.ipynb)),$(NOTEBO
 # The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
 CHECK_PARAMS := -p seed 7
 LAB_ARGS ?=
+# Parallel workers for the unit tests and the notebooks: pytest-xdist's `-n auto` and run_notebooks.py's
+# `--jobs auto` start one per CPU core; `make test JOBS=1` runs everything in one process.
+JOBS ?= auto
+# The notebooks slowest first (the training lessons have the highest numbers), so that no worker starts a long
+# one last while the others wait.
+SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n' $(SOLUTIONS) | sort -r)
+# No cell has a wall-clock limit, which would fail a correct run on a slow or busy machine: the hang watchdog
+# (tools/hang_watchdog.py) stops a cell whose kernel uses no CPU for NOTEBOOK_HANG_SECONDS (600) or more than
+# NOTEBOOK_CPU_LIMIT_SECONDS (3600) of CPU, with one sentence saying what to do. For nbval it is a pytest
+# plugin (tools/nbval_watchdog.py).
+NBVAL := PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
+	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -48,9 +61,12 @@ $(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
 	mkdir -p $(dir $(LAB_OVERRIDES))
 	cp tools/jupyterlab_overrides.json $(LAB_OVERRIDES)
 
-# Blocks the terminal while the server runs: stop it with Ctrl-C.
+# The server's root is the repository, so that every lesson's "See the solution" link opens solutions/ (a root of
+# notebooks/ answers 403 there); the browser opens on the lesson list. `make lab LAB_ARGS="--port=8890
+# --no-browser"` passes options to JupyterLab. It keeps the terminal while the server runs: stop it with Ctrl-C.
+LAB_URL := /lab/tree/notebooks
 lab: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(ROOT_ARGS) $(LAB_ARGS)
 
 test: lint unit nbval papermill-check
 
@@ -61,19 +77,23 @@ lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Act
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/actionlint
 
-unit: $(STAMP) $(DEV_STAMP)  # selenium: the browser check's own tests
-	$(BIN)/pytest tests
+unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
+	$(BIN)/pytest -n $(JOBS) tests
 
-nbval: $(STAMP)
-	$(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS) $(SOLUTIONS)
+nbval: $(STAMP) $(DEV_STAMP)
+	$(NBVAL) $(SLOW_FIRST)
 
 # Another CPU runs other vector kernels (AVX2, AVX-512, MKL's code paths), which round the last bits of sums
 # differently; stored outputs must not depend on that. These settings reproduce other CPUs on one machine.
 KERNEL_SETTINGS := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 MKL_CBWR=COMPATIBLE
+# make browser-check runs every notebook anyway: its kernels run under this setting and it compares every output
+# with the stored one as strict nbval does, so that run is this setting's pass (not a fourth run of every notebook).
+BROWSER_KERNEL_SETTING := MKL_CBWR=COMPATIBLE
 
-nbval-portability: $(STAMP)
+nbval-portability: $(STAMP) $(DEV_STAMP)
 	@native=$$($(BIN)/python -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
-	for setting in $(KERNEL_SETTINGS); do \
+	echo "$(BROWSER_KERNEL_SETTING): make browser-check compares the stored outputs under it"; \
+	for setting in $(filter-out $(BROWSER_KERNEL_SETTING),$(KERNEL_SETTINGS)); do \
 		if [ "$$setting" = "ATEN_CPU_CAPABILITY=$$native" ]; then \
 			echo "$$setting is this CPU's own kernel setting, which make nbval has checked"; continue; \
 		fi; \
@@ -81,10 +101,12 @@ nbval-portability: $(STAMP)
 		env $$setting $(MAKE) --no-print-directory nbval || exit 1; \
 	done
 
-# tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook).
+# tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook), the hang
+# watchdog instead of a cell timeout, and parallel workers; it skips a notebook in which no cell uses the changed
+# parameter (a run that would repeat make nbval's).
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check
-	$(BIN)/python tools/run_notebooks.py --timeout 300 $(BUILD)/papermill-check $(NOTEBOOKS) $(SOLUTIONS) $(CHECK_PARAMS)
+	$(BIN)/python tools/run_notebooks.py --jobs $(JOBS) --skip-unused $(BUILD)/papermill-check $(SLOW_FIRST) $(CHECK_PARAMS)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
 
 run: $(STAMP)
@@ -118,10 +140,12 @@ colab-check: $(STAMP)
 repo-url:
 	$(PYTHON) tools/repo_url.py $(URL)
 
-# Every lesson and solutions notebook opened in headless Chromium through JupyterLab, run, its widgets moved;
-# then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
+# Every lesson and solutions notebook opened in headless Chromium through JupyterLab (unchanged through autosave),
+# run (outputs compared with the stored ones under BROWSER_KERNEL_SETTING), its widgets moved, a solution link
+# clicked; then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
 browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
-	nice -n 5 $(BIN)/python tools/browser_check.py $(NOTEBOOKS) $(SOLUTIONS) --site $(BUILD)/site --out $(BUILD)/browser
+	nice -n 5 $(BIN)/python tools/browser_check.py $(NOTEBOOKS) $(SOLUTIONS) --compare-under $(BROWSER_KERNEL_SETTING) \
+		--site $(BUILD)/site --out $(BUILD)/browser
 
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.
 site: $(DEV_STAMP)

@@ -1,10 +1,14 @@
-"""`make lab`, the README's first command, starts a JupyterLab server that serves the series."""
+"""`make lab`, the README's first command, starts a JupyterLab server that serves the series: the repository's
+root, so that the lessons' solution links open, with the browser sent to the lesson list."""
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -17,12 +21,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # let the 302 surface as an HTTPError, to read where it points
+
+
 def get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=5) as response:
         return response.status, response.read().decode()
 
 
-def test_make_lab_serves_the_notebooks(tmp_path):
+def redirect_target(url: str) -> str:
+    try:
+        urllib.request.build_opener(NoRedirect).open(url, timeout=5)
+    except urllib.error.HTTPError as error:
+        assert error.code in (301, 302), error.code
+        return error.headers["Location"]
+    raise AssertionError(f"{url} did not redirect")
+
+
+def test_make_lab_serves_the_repository_and_opens_the_lesson_list(tmp_path):
     # On a fresh clone `make lab` first creates .venv (minutes): do that step on its own, so that the 120 s
     # below measure only the server's start.
     subprocess.run(["make", "--no-print-directory", ".venv/.installed"], cwd=ROOT, check=True, timeout=1800)
@@ -37,21 +55,27 @@ def test_make_lab_serves_the_notebooks(tmp_path):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             try:
-                status, _ = get(f"http://127.0.0.1:{port}/lab")
+                status, _ = get(f"{base}/lab")
                 break
             except OSError:
                 assert server.poll() is None, "make lab exited before serving"
                 assert time.monotonic() < deadline, "JupyterLab did not answer within 120 s"
                 time.sleep(0.5)
         assert status == 200
-        _, listing = get(f"http://127.0.0.1:{port}/api/contents")  # the server's root is notebooks/
-        notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
-        for name in notebooks:
-            assert f'"name": "{name}"' in listing or f'"name":"{name}"' in listing, name
+        # what the browser opens (the server's default URL): the file browser in notebooks/, the lesson list
+        assert urllib.parse.urlsplit(redirect_target(f"{base}/")).path == "/lab/tree/notebooks"
+        _, listing = get(f"{base}/api/contents/notebooks")
+        names = {item["name"] for item in json.loads(listing)["content"]}
+        assert {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} <= names
+        # the solution link of every lesson leads to a file the server gives out (a root of notebooks/ gave 403)
+        for solution in sorted((ROOT / "solutions").glob("*.ipynb")):
+            status, text = get(f"{base}/api/contents/solutions/{solution.name}?content=0")
+            assert status == 200 and json.loads(text)["type"] == "notebook", solution.name
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)

@@ -44,6 +44,11 @@ def test_there_are_notebooks_and_their_names_are_ordered():
         assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
 
 
+def test_the_whole_series_was_stored_by_one_python():
+    versions = {load(path)["metadata"]["language_info"]["version"] for path in NOTEBOOKS + SOLUTIONS}
+    assert len(versions) == 1, f"notebooks stored by several Python versions {sorted(versions)}: run make notebooks"
+
+
 def test_every_solutions_notebook_belongs_to_a_lesson():
     lessons = {path.name for path in NOTEBOOKS}
     for path in SOLUTIONS:
@@ -56,8 +61,20 @@ def notebook_id(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=notebook_id)
 class TestNotebook:
-    def test_kernel_is_python3(self, path):
-        assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
+    def test_kernel_metadata_is_stored_as_jupyterlab_writes_it(self, path):
+        """JupyterLab writes the kernel's spec and language_info into a notebook it opens: stored in any other
+        form, the notebook turns dirty and autosave rewrites it (tools/notebook_metadata.py fixes it)."""
+        from ipykernel.ipkernel import IPythonKernel
+        from jupyter_client.kernelspec import get_kernel_spec
+
+        metadata = load(path)["metadata"]
+        spec = get_kernel_spec("python3")  # this environment's kernel, the one nbval and JupyterLab start
+        assert metadata["kernelspec"] == {"display_name": spec.display_name, "language": "python", "name": "python3"}
+        expected = dict(IPythonKernel.language_info)
+        stored = dict(metadata["language_info"])
+        # the Python version of the kernel that refreshed the notebooks: one for the whole series
+        assert re.fullmatch(r"3\.\d+\.\d+", stored.pop("version")) and expected.pop("version")
+        assert stored == expected
 
     def test_every_nbval_marker_is_one_nbval_reads(self, path):
         """nbval reads a marker only when the comment is the marker alone: `# NBVAL_IGNORE_OUTPUT: why` is ignored
@@ -136,6 +153,8 @@ class TestNotebook:
                 assert not ignores_output(cell), source(cell)[:80]
                 (output,) = cell["outputs"]
                 assert "application/vnd.jupyter.widget-view+json" in output["data"]
+                # the first view as a picture, for viewers without a kernel (GitHub, Colab, the website)
+                assert output["data"].get("image/png", "").startswith("iVBORw0KGgo"), source(cell)[:80]
 
 
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00_")]

@@ -430,3 +430,104 @@ def test_site_accessibility_check_finds_axe_violations_wide_pages_untypeset_math
     assert result["too_wide"] == 1 and "bad.html (390 px): 6" in text  # too wide on a phone only, not on a desktop
     assert "0 of 1 formulas typeset (MathJax did not load)" in text
     assert "a figure without alt text: _images/a.png" in text
+
+
+def _notebook_with(tmp_path: Path, *sources: str) -> Path:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    path = tmp_path / "hang.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("cell", "hang", "cpu_limit", "stopped"),
+    [
+        ("import time\ntime.sleep(600)", 2, 600, "used no CPU for 2 s"),  # waits for nothing: hung
+        ("while True:\n    pass", 600, 2, "used 2 s of CPU time"),  # loops
+        ("import time\nend = time.process_time() + 4\nwhile time.process_time() < end:\n    pass", 2, 600, None),
+    ],
+    ids=["waits", "loops", "slow-but-working"],
+)
+def test_a_hung_cell_is_stopped_with_one_sentence_and_a_slow_one_is_not(tmp_path, cell, hang, cpu_limit, stopped):
+    """No wall-clock limit: a cell working longer than the hang limit passes; a waiting or looping one stops."""
+    path = _notebook_with(tmp_path, "x = 1", cell, "print('after')")
+    env = {**os.environ, "NOTEBOOK_HANG_SECONDS": str(hang), "NOTEBOOK_CPU_LIMIT_SECONDS": str(cpu_limit)}
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(tmp_path / "out"), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if stopped is None:
+        assert run.returncode == 0, run.stderr
+        return
+    assert run.returncode == 1
+    # the run ends with one sentence and no traceback (the kernel may log that it caught the interrupt)
+    last = run.stderr.splitlines()[-1]
+    assert f"hang.ipynb, code cell 2 (`{cell.splitlines()[0]}`)" in last and stopped in last and "make lab" in last
+    assert "Traceback" not in run.stderr, run.stderr
+
+
+def test_nbval_stops_a_hung_cell_with_the_same_sentence(tmp_path):
+    path = _notebook_with(tmp_path, "x = 1", "import time\ntime.sleep(600)")
+    env = {**os.environ, "NOTEBOOK_HANG_SECONDS": "2", "PYTHONPATH": str(ROOT / "tools")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "nbval_watchdog", "--nbval", "-p", "no:cacheprovider", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert run.returncode == 1
+    assert "hang.ipynb, code cell 2 (`import time`), was stopped because it used no CPU for 2 s" in run.stdout
+    assert "make lab" in run.stdout and "Traceback" not in run.stdout
+
+
+def test_browser_check_compares_outputs_as_strict_nbval_does():
+    """A browser run stands for one nbval pass: what nbval compares must differ, what it skips must not."""
+    browser_check = _load_tool("browser_check")
+    rules = browser_check.sanitizers()
+    stored = [
+        {"output_type": "stream", "name": "stdout", "text": ["a 0.0000\n", "b\n"]},
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "x", "image/png": "AAA", "application/vnd.jupyter.widget-view+json": {"id": 1}},
+        },
+    ]
+    same = [
+        {"output_type": "stream", "name": "stdout", "text": "a -0.0000\n"},  # sign of zero: sanitized
+        {"output_type": "stream", "name": "stdout", "text": "b\n"},  # split differently
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "x", "image/png": "BBB", "application/vnd.jupyter.widget-view+json": {"id": 2}},
+        },
+    ]
+    assert browser_check.comparable(stored, rules) == browser_check.comparable(same, rules)
+    other_text = [dict(o, text="a 0.0001\nb\n") if o["output_type"] == "stream" else o for o in stored]
+    assert browser_check.comparable(stored, rules) != browser_check.comparable(other_text, rules)
+    stderr = [*stored, {"output_type": "stream", "name": "stderr", "text": "warning\n"}]
+    assert browser_check.comparable(stored, rules) != browser_check.comparable(stderr, rules)
+    assert browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT\nprint(1)", "metadata": {}})
+    assert not browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT: why\nprint(1)", "metadata": {}})
+
+
+def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(tmp_path):
+    """Such a run repeats the stored run, which make nbval checks already."""
+    import nbformat
+
+    run_notebooks = _load_tool("run_notebooks")
+    parameters = nbformat.v4.new_code_cell("seed = 123\nscale = 2")
+    parameters.metadata["tags"] = ["parameters"]
+    check = nbformat.v4.new_code_cell('ah.check_parameter("seed", seed, int)\nah.check_parameter("scale", scale)')
+    for name, body, uses in (("unused", "print(scale * 3)", False), ("used", "torch.manual_seed(seed)", True)):
+        notebook = nbformat.v4.new_notebook(cells=[parameters, check, nbformat.v4.new_code_cell(body)])
+        nbformat.write(notebook, tmp_path / f"{name}.ipynb")
+        assert run_notebooks.uses_parameters(tmp_path / f"{name}.ipynb", ["seed"]) is uses
+    assert run_notebooks.uses_parameters(tmp_path / "unused.ipynb", ["seed", "scale"])
+    assert "--skip-unused" in _make_dry_run("-B", "papermill-check")

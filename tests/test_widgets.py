@@ -140,3 +140,37 @@ def test_heads_widget_draws_every_head_on_one_colour_scale(monkeypatch):
     slider.value = 1
     expected = (0.0, float(weights.max()))
     assert [(c[1]["vmin"], c[1]["vmax"]) for c in calls] == [expected, expected]
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_stored_output_carries_a_picture_of_the_first_view_with_a_note_under_it(monkeypatch):
+    """GitHub, Colab before running, JupyterLab before running and the website show the image/png."""
+    import base64
+
+    notes = []
+    original = ah_widgets.figure_png
+    monkeypatch.setattr(ah_widgets, "figure_png", lambda fig, note=None: notes.append(note) or original(fig, note))
+    panel = ah.rotate_embeddings_widget(ah.toy_embeddings(), ah.WORDS)
+    (_elevation, azim), image = _controls(panel), panel.children[1]
+    first_view = base64.b64decode(panel._repr_mimebundle_()["image/png"])
+    (width, height), (live_width, live_height) = _png_size(first_view), _png_size(image.value)
+    assert height > live_height and width >= live_width  # the live figure, and a line of text under it
+    assert notes == [
+        None,
+        "The first view of an interactive figure: run the notebook to move its controls "
+        "(elevation = 30, azimuth = -60).",
+    ]
+    azim.value = 45
+    assert base64.b64decode(panel._repr_mimebundle_()["image/png"]) == first_view  # the stored picture stays
+    assert image.value != first_view
+
+
+def test_the_note_names_a_menu_by_its_label_and_a_slider_by_its_value():
+    (dropdown,) = _controls(ah.query_scores_widget(ah.toy_embeddings(), ah.WORDS))
+    assert ah_widgets.control_text("query_index", dropdown) == "query = journey"
+    slider = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, description="temperature")
+    assert ah_widgets.control_text("temperature", slider) == "temperature = 1"

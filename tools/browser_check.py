@@ -3,11 +3,16 @@ the website (`make browser-check`).
 
     python tools/browser_check.py notebooks/*.ipynb solutions/*.ipynb --site build/site --out build/browser
 
-For each notebook: JupyterLab (from this venv, on a free loopback port with a random token) opens it, runs all
-cells and waits for the kernel to go idle; the check fails on an error output, a code cell left unexecuted or
-a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a slider, another entry of a
-menu) and the widget's image must change. A screenshot per notebook goes to build/browser/. Nothing is saved:
-autosave is off in the server's private settings, and the notebook files must be byte-identical afterwards.
+For each notebook: JupyterLab (from this venv, on a free loopback port with a random token, rooted at the
+repository as make lab is) opens it with autosave on (every AUTOSAVE_INTERVAL seconds instead of JupyterLab's
+120, in the server's private settings) and waits for its kernel; each widget cell must show its stored picture
+before anything runs; after an autosave tick (AUTOSAVE_WAIT) the notebook must be unchanged in the page and on disk
+(stored as JupyterLab writes it). First, a notebook stored in another form proves that autosave does rewrite
+it within that wait. Then autosave is turned off, all cells run, and the check fails on an error output, a code
+cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a
+slider, another entry of a menu) and the widget's image must change. In a lesson, the first "See the solution"
+link is clicked: its solutions notebook must open (the line says whether it is scrolled to the exercise). A
+screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
 
 Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
 load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
@@ -62,9 +67,19 @@ CHROME_FLAGS = [
     "--disable-sync",
     "--window-size=1400,1000",
 ]
-# JupyterLab settings for the check only (a private JUPYTER_CONFIG_DIR): nothing is written back to the notebooks.
-# The news pop-up is left to the venv's overrides.json (what make lab uses), so that the check tests it.
-LAB_SETTINGS = {"@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False}}
+# JupyterLab settings for the check only (a private JUPYTER_CONFIG_DIR). Autosave as a learner has it, sooner:
+# opening a notebook must not change it. The news pop-up is left to the venv's overrides.json (what make lab
+# uses), so that the check tests it.
+AUTOSAVE_INTERVAL = 2  # seconds (JupyterLab's default is 120)
+# JupyterLab changes a notebook's metadata before its kernel reports idle; one autosave tick later it is saved
+AUTOSAVE_WAIT = AUTOSAVE_INTERVAL + 2
+DOCMANAGER = "@jupyterlab/docmanager-extension:plugin"
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {
+        "autosave": True,
+        "autosaveInterval": AUTOSAVE_INTERVAL,
+    }
+}
 # seconds for one notebook's cells: lesson 10 trains for about a minute on two idle cores, over ten on a loaded
 # machine; --timeout changes it
 NOTEBOOK_TIMEOUT = 1800
@@ -104,7 +119,7 @@ def on_signal(signum, _frame) -> None:
 class Lab:
     """A JupyterLab server of this venv on 127.0.0.1 with a random token, rooted at the repository."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, kernel_env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.token = secrets.token_hex(24)
         config = work / "jupyter-config"
@@ -117,6 +132,7 @@ class Lab:
             "JUPYTER_CONFIG_DIR": str(config),
             "JUPYTER_RUNTIME_DIR": str(work / "runtime"),
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+            **(kernel_env or {}),  # the kernels inherit the server's environment
         }
         args = [
             str(BIN / "jupyter-lab"),
@@ -141,9 +157,12 @@ class Lab:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}/{path}"
 
-    def api(self, path: str, method: str = "GET"):
+    def api(self, path: str, method: str = "GET", data: dict | None = None, prefix: str = "api"):
         request = urllib.request.Request(
-            self.url(f"api/{path}"), method=method, headers={"Authorization": f"token {self.token}"}
+            self.url(f"{prefix}/{path}"),
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            data=None if data is None else json.dumps(data).encode(),
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
@@ -163,6 +182,11 @@ class Lab:
                     late = f"JupyterLab did not answer within {timeout:.0f} s: see {self.log.name}"
                     raise SystemExit(late) from None
                 time.sleep(0.5)
+
+    def set_autosave(self, on: bool) -> None:
+        """Autosave for the pages opened from now on (a page keeps the settings it loaded)."""
+        settings = {"autosave": on, "autosaveInterval": AUTOSAVE_INTERVAL}
+        self.api(f"settings/{DOCMANAGER}", method="PUT", data={"raw": json.dumps(settings)}, prefix="lab/api")
 
     def shutdown_kernels(self) -> None:
         for session in self.api("sessions"):
@@ -203,6 +227,132 @@ return {path: panel.context.path, ready: panel.sessionContext.isReady, kernel: k
         cells: cells};
 """
 JS_RUN_ALL = "window.jupyterapp.commands.execute('notebook:run-all-cells'); return true;"
+JS_DIRTY = "const p = window.jupyterapp.shell.currentWidget; return p && p.context ? p.context.model.dirty : null;"
+AUTOSAVE_COMMAND = "docmanager:toggle-autosave"
+JS_AUTOSAVE_ON = f"return window.jupyterapp.commands.isToggled('{AUTOSAVE_COMMAND}');"
+JS_AUTOSAVE_OFF = f"""
+const done = arguments[arguments.length - 1];
+const commands = window.jupyterapp.commands;
+(commands.isToggled('{AUTOSAVE_COMMAND}') ? commands.execute('{AUTOSAVE_COMMAND}') : Promise.resolve())
+  .then(() => done(commands.isToggled('{AUTOSAVE_COMMAND}')), e => done('error: ' + e));
+"""
+# Widget cells before anything runs: the stored output shows its picture (the notebook is not trusted, so
+# JupyterLab renders the image/png, not the widget that needs a kernel).
+JS_WIDGET_PICTURES = """
+const done = arguments[arguments.length - 1];
+const panel = window.jupyterapp.shell.currentWidget;
+const cells = panel.content.widgets;
+const widgetCells = [];
+cells.forEach((cell, index) => {
+  const outputs = cell.model.type === 'code' ? (cell.model.toJSON().outputs || []) : [];
+  if (outputs.some(o => o.data && o.data['application/vnd.jupyter.widget-view+json'])) widgetCells.push(index);
+});
+(async () => {
+  let pictures = 0;
+  for (const index of widgetCells) {  // a cell out of view is not rendered: bring it into view first
+    await panel.content.scrollToItem(index, 'center');
+    for (let tries = 0; tries < 40; tries++) {  // up to 10 s for the cell and its image to render
+      const image = cells[index].node.querySelector('.jp-OutputArea-output img');
+      if (image && image.complete && image.naturalWidth > 0) { pictures += 1; break; }
+      await new Promise(resolve => setTimeout(resolve, 250));
+    }
+  }
+  await panel.content.scrollToItem(0, 'start');
+  return [widgetCells.length, pictures];
+})().then(done, e => done([widgetCells.length, 0]));
+"""
+# The first "See the solution" link of a lesson, brought into view: [cell index, href] or null.
+JS_SOLUTION_LINK = r"""
+const done = arguments[arguments.length - 1];
+const panel = window.jupyterapp.shell.currentWidget;
+const cells = panel.content.widgets;
+const index = cells.findIndex(c => c.model.type === 'markdown' &&
+                              c.model.sharedModel.getSource().includes('](../solutions/'));
+if (index < 0) { done(null); return; }
+panel.content.scrollToItem(index, 'center').then(() => setTimeout(() => {
+  const link = cells[index].node.querySelector('a[href*="solutions/"]');
+  if (link) link.setAttribute('data-browser-check', 'solution-link');
+  done(link ? [index, cells[index].model.sharedModel.getSource().match(/\]\((\.\.\/solutions\/[^)]+)\)/)[1]]
+            : 'not rendered yet');
+}, 500), e => done('not rendered yet'));
+"""
+JS_OUTPUTS = """
+return Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.toJSON().outputs || []);
+"""
+# What strict nbval compares (and what it leaves out: images, widget model ids), so that a browser run can stand
+# for one nbval pass under another kernel setting.
+NOT_COMPARED = {"image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json"}
+
+
+def sanitizers() -> list[tuple[str, str]]:
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(ROOT / "tests" / "nbval_sanitize.cfg")
+    return [(parser[name]["regex"], parser[name]["replace"]) for name in parser.sections()]
+
+
+def comparable(outputs: list, rules: list[tuple[str, str]]) -> list:
+    """A cell's outputs as nbval compares them: streams joined by name, data without images and widget ids,
+    every text sanitized by tests/nbval_sanitize.cfg."""
+    import re
+
+    def text(value) -> str:
+        value = "".join(value) if isinstance(value, list) else value
+        if not isinstance(value, str):
+            value = json.dumps(value, sort_keys=True)
+        for regex, replace in rules:
+            value = re.sub(regex, replace, value)
+        return value
+
+    streams: dict[str, str] = {}
+    others = []
+    for output in outputs:
+        kind = output["output_type"]
+        if kind == "stream":
+            streams[output["name"]] = streams.get(output["name"], "") + text(output["text"])
+        elif kind in ("display_data", "execute_result"):
+            others.append({k: text(v) for k, v in output["data"].items() if k not in NOT_COMPARED})
+        elif kind == "error":
+            others.append({"error": output["ename"]})
+    return [{"stream " + name: value} for name, value in sorted(streams.items())] + others
+
+
+def ignores_output(cell: dict) -> bool:
+    source = "".join(cell["source"])
+    comments = [line.strip().lstrip("#").strip() for line in source.splitlines() if line.strip().startswith("#")]
+    return "NBVAL_IGNORE_OUTPUT" in comments or "nbval-ignore-output" in cell["metadata"].get("tags", [])
+
+
+def compare_outputs(driver, notebook: Path) -> tuple[int, list[str]]:
+    """(cells compared, problems): the run's outputs against the stored ones, by nbval's rules."""
+    stored = json.loads(notebook.read_text())["cells"]
+    live = driver.execute_script(JS_OUTPUTS)
+    rules = sanitizers()
+    compared, problems = 0, []
+    for number, (cell, outputs) in enumerate(zip(stored, live, strict=True), start=1):
+        if cell["cell_type"] != "code" or ignores_output(cell):
+            continue
+        compared += 1
+        want, got = comparable(cell["outputs"], rules), comparable(outputs, rules)
+        if want != got:
+            problems.append(
+                f"cell {number}: outputs differ from the stored ones: stored {want!r:.200} ran {got!r:.200}"
+            )
+    return compared, problems
+
+
+# Where a clicked solution link landed: the open notebook and the headings inside its visible area.
+JS_LANDED = """
+const panel = window.jupyterapp.shell.currentWidget;
+if (!panel || !panel.context) return null;
+const view = panel.content.node.getBoundingClientRect();
+const headings = Array.from(panel.content.node.querySelectorAll('h1, h2, h3, h4'))
+  .filter(h => { const r = h.getBoundingClientRect();
+                 return r.height > 0 && r.top >= view.top - 2 && r.top < view.bottom; })
+  .map(h => h.textContent.replace('¶', '').trim());
+return {path: panel.context.path, headings: headings};
+"""
 JS_TOASTS = """
 return Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast'))
   .map(t => t.textContent.trim()).filter(t => t);
@@ -310,11 +460,11 @@ def check_widgets(driver) -> tuple[int, int, int, list[str]]:
     return len(found), responded, moved, problems
 
 
-def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float = NOTEBOOK_TIMEOUT) -> dict:
+def open_notebook(driver, lab: Lab, notebook: Path, autosave: bool) -> bool:
+    """Open the notebook in a fresh workspace with autosave on or off; True once its kernel is idle."""
     relative = notebook.resolve().relative_to(ROOT).as_posix()
-    start = time.monotonic()
-    problems: list[str] = []
-    workspace = "check-" + notebook.stem
+    lab.set_autosave(autosave)
+    workspace = "check-" + notebook.parent.name + "-" + notebook.stem
     driver.get(lab.url(f"lab/workspaces/{workspace}/tree/{urllib.parse.quote(relative)}?reset&token={lab.token}"))
     accept_leave_dialog(driver)
 
@@ -322,9 +472,93 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
         state = driver.execute_script(JS_NOTEBOOK_STATE)
         return state if state and state["path"] == relative and state["ready"] and state["kernel"] == "idle" else None
 
-    if not wait_for(opened, 180):
+    return bool(wait_for(opened, 180))
+
+
+def wait_for_autosave(driver) -> str | None:
+    """Wait for an autosave tick with autosave on; a problem if autosave is off."""
+    if not driver.execute_script(JS_AUTOSAVE_ON):
+        return "autosave is off in the page, so the clean-after-autosave check would prove nothing"
+    time.sleep(AUTOSAVE_WAIT)
+    return None
+
+
+def check_autosave_works(driver, lab: Lab) -> list[str]:
+    """A notebook stored in another form ("Python 3") than JupyterLab's must be rewritten by autosave within the
+    wait the check gives every notebook: otherwise the clean-after-autosave check proves nothing."""
+    import nbformat
+
+    probe_dir = ROOT / "build" / "autosave-probe"
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    probe = probe_dir / "probe.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Autosave probe")])
+    notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nbformat.write(notebook, probe)
+    try:
+        if not open_notebook(driver, lab, probe, autosave=True):
+            return ["autosave probe: the notebook or its kernel did not start within 180 s"]
+        problem = wait_for_autosave(driver)
+        if problem:
+            return [f"autosave probe: {problem}"]
+        saved = nbformat.read(probe, as_version=4).metadata.kernelspec.display_name
+        if saved == "Python 3":
+            return [f"autosave probe: a notebook JupyterLab changes was not saved within {AUTOSAVE_WAIT} s"]
+        return []
+    finally:
+        lab.shutdown_kernels()
+        shutil.rmtree(probe_dir, ignore_errors=True)
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub and the website give a heading: "Exercise 1: A b" -> "exercise-1-a-b"."""
+    kept = "".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
+
+
+def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str]]:
+    """Click the lesson's first "See the solution" link: (what it opened, problems)."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + 30
+    while (found := driver.execute_async_script(JS_SOLUTION_LINK)) == "not rendered yet":
+        if time.monotonic() > deadline:
+            return "solution link not shown", ["the cell with the solution link was not rendered within 30 s"]
+        time.sleep(1)
+    if found is None:
+        return "no solution link", []
+    _index, href = found
+    target, _, anchor = href.partition("#")
+    lesson_dir = notebook.resolve().parent.relative_to(ROOT).as_posix()
+    expected = os.path.normpath(f"{lesson_dir}/{target}")  # the path JupyterLab shows, from the server's root
+    link = driver.find_element(By.CSS_SELECTOR, "a[data-browser-check='solution-link']")
+    link.click()
+    landed = wait_for(
+        lambda: (lambda s: s if s and s["path"] == expected and anchor in map(github_slug, s["headings"]) else None)(
+            driver.execute_script(JS_LANDED)
+        ),
+        60,
+    )
+    if landed:
+        return f"solution link opens {expected}#{anchor}", []
+    state = driver.execute_script(JS_LANDED) or {}
+    if state.get("path") != expected:
+        return "solution link dead", [
+            f"the solution link {href} did not open {expected} (the page shows {state.get('path')})"
+        ]
+    # Not a failure (the solution is there, a scroll away), but said: JupyterLab names a heading's anchor after its
+    # text ("Exercise-1:-A-b") where GitHub and the website use "exercise-1-a-b", and on a notebook's first opening
+    # it does not scroll to an anchor of either form.
+    return f"solution link opens {expected} at its top, not at #{anchor}", []
+
+
+def check_notebook(
+    driver, lab: Lab, notebook: Path, shots: Path, stored: str, timeout: float = NOTEBOOK_TIMEOUT, compare=False
+) -> dict:
+    start = time.monotonic()
+    problems: list[str] = []
+    if not open_notebook(driver, lab, notebook, autosave=True):
         return {
-            "name": notebook.name,
+            "name": f"{notebook.parent.name}/{notebook.name}",
             "seconds": time.monotonic() - start,
             "cells": 0,
             "errors": 1,
@@ -332,7 +566,39 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
             "widgets": 0,
             "responded": 0,
             "moved": 0,
+            "pictures": "",
+            "compared": "",
+            "clean": "",
+            "solution": "",
             "problems": ["the notebook or its kernel did not start within 180 s"],
+        }
+    widget_cells, pictures = driver.execute_async_script(JS_WIDGET_PICTURES)
+    if pictures < widget_cells:
+        problems.append(f"{widget_cells - pictures} of {widget_cells} widget cells show no picture before running")
+    problem = wait_for_autosave(driver)
+    dirty = driver.execute_script(JS_DIRTY)
+    changed = hashlib.sha256(notebook.read_bytes()).hexdigest() != stored
+    problems += [problem] if problem else []
+    if dirty or changed:
+        what = " and ".join(w for w, c in (("dirty in the page", dirty), ("changed on disk", changed)) if c)
+        problems.append(f"opening the notebook made it {what} (git diff shows what JupyterLab rewrote)")
+    clean = "clean after autosave" if not (problem or dirty or changed) else "CHANGED by opening"
+    if driver.execute_async_script(JS_AUTOSAVE_OFF) is not False:  # running must not write outputs to the file
+        problems.append("autosave could not be turned off before running")
+        return {
+            "name": f"{notebook.parent.name}/{notebook.name}",
+            "seconds": time.monotonic() - start,
+            "cells": 0,
+            "errors": 0,
+            "unexecuted": 0,
+            "widgets": 0,
+            "responded": 0,
+            "moved": 0,
+            "pictures": "",
+            "compared": "",
+            "clean": clean,
+            "solution": "",
+            "problems": problems,
         }
     driver.execute_script(JS_RUN_ALL)
     time.sleep(2)
@@ -358,11 +624,24 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
     errors = sum(o["type"] == "error" for c in state["cells"] for o in c["outputs"])
     if unexecuted:
         problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}")
+    compared = ""
+    if compare and state["cells"]:
+        count, differences = compare_outputs(driver, notebook)
+        problems += differences
+        compared = f"{count - len(differences)}/{count} outputs as stored"
     for toast in driver.execute_script(JS_TOASTS):
         problems.append(f"JupyterLab showed a pop-up: {toast[:120]}")
     driver.execute_script("window.jupyterapp.shell.collapseLeft();")  # more room for the notebook
     widgets, responded, moved, widget_problems = check_widgets(driver)
     problems += widget_problems
+    solution = ""
+    if notebook.parent.name == "notebooks":
+        solution, link_problems = check_solution_link(driver, lab, notebook)
+        problems += link_problems
+        driver.execute_script(  # back to the lesson for the screenshot; the solution closes unsaved
+            "const app = window.jupyterapp; const w = app.shell.currentWidget;"
+            "if (w && w.context && w.context.path.startsWith('solutions/')) w.dispose();"
+        )
     # the screenshot shows the first widget after its controls moved, or else the notebook's top
     driver.execute_script(
         "const box = document.querySelector('.jp-OutputArea-output .widget-vbox');"
@@ -383,6 +662,10 @@ def check_notebook(driver, lab: Lab, notebook: Path, shots: Path, timeout: float
         "widgets": widgets,
         "responded": responded,
         "moved": moved,
+        "pictures": f"{pictures}/{widget_cells} widget pictures before running" if widget_cells else "",
+        "compared": compared,
+        "clean": clean,
+        "solution": solution,
         "problems": problems,
     }
 
@@ -602,6 +885,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--site", type=Path, help="a built site to check (make site)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "browser", help="where screenshots go")
     parser.add_argument("--timeout", type=float, default=NOTEBOOK_TIMEOUT, help="seconds allowed per notebook")
+    parser.add_argument(
+        "--compare-under",
+        metavar="NAME=VALUE",
+        help="run the kernels with this environment setting and compare every output with the stored one, as "
+        "strict nbval does (make browser-check: MKL_CBWR=COMPATIBLE, one of make nbval-portability's settings)",
+    )
     args = parser.parse_args(argv)
     chromium = chromium_binary()
     if chromium is None or not CHROMEDRIVER.is_file():
@@ -622,10 +911,16 @@ def main(argv: list[str]) -> int:
     if args.notebooks:
         work = Path(tempfile.mkdtemp(prefix="browser-check-"))
         _cleanup.append(lambda: shutil.rmtree(work, ignore_errors=True))
-        lab = Lab(work)
+        kernel_env = dict([args.compare_under.split("=", 1)]) if args.compare_under else None
+        lab = Lab(work, kernel_env)
         driver, quit_driver = new_driver(chromium)
+        for problem in check_autosave_works(driver, lab):
+            print(f"    {problem}", flush=True)
+            failed = True
         for notebook in args.notebooks:
-            result = check_notebook(driver, lab, notebook, args.out, args.timeout)
+            result = check_notebook(
+                driver, lab, notebook, args.out, before[notebook], args.timeout, compare=bool(args.compare_under)
+            )
             results.append(result)
             widgets = (
                 f"{result['widgets']} widget{'s' if result['widgets'] > 1 else ''}: "
@@ -633,9 +928,10 @@ def main(argv: list[str]) -> int:
                 if result["widgets"]
                 else "no widgets"
             )
+            extras = "".join(f"; {result[k]}" for k in ("pictures", "clean", "compared", "solution") if result[k])
             print(
                 f"{result['name']:48} {result['seconds']:6.1f} s  {result['cells']:3d} cells  "
-                f"{result['errors']} errors  {result['unexecuted']} unexecuted  {widgets}",
+                f"{result['errors']} errors  {result['unexecuted']} unexecuted  {widgets}{extras}",
                 flush=True,
             )
             for problem in result["problems"]:

@@ -4,7 +4,10 @@ Execution counts come out as 1, 2, 3, ...; per-cell timing metadata is not writt
 stdout (or stderr) chunks are merged into one output (how the kernel splits them depends on timing), so a
 refresh that changes no output changes no byte, except in widget cells: each run gives a widget new random
 model ids. Widget state (the figure the widget showed) is stored in the notebook's metadata, for viewers
-that can show it without a kernel.
+that can show it without a kernel; a widget cell's output also holds a PNG of the widget's first view
+(attention_helpers.viz.widgets), which GitHub, Colab, JupyterLab before running and the website show.
+The kernel metadata is written as JupyterLab writes it (tools/notebook_metadata.py), so that opening a
+refreshed notebook in JupyterLab leaves it unchanged.
 """
 
 import sys
@@ -14,6 +17,10 @@ import nbformat
 import zmq
 from nbclient import NotebookClient
 from traitlets.config import Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hang_watchdog import CellWatchdog, nbclient_options  # noqa: E402
+from notebook_metadata import KERNEL_NAME, kernelspec  # noqa: E402
 
 # Encrypt the kernel's transport when pyzmq can: otherwise ipykernel logs "Kernel is running over TCP without
 # encryption" for every notebook (tools/run_notebooks.py does the same for papermill).
@@ -39,15 +46,22 @@ def merge_streams(outputs: list) -> list:
 
 def refresh(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
+    watchdog = CellWatchdog(str(path))  # no wall-clock limit per cell: the watchdog stops a hung one
     client = NotebookClient(
         notebook,
-        timeout=600,
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
         config=KERNEL_CONFIG,
+        **nbclient_options(watchdog),
     )
-    client.execute()
+    try:
+        client.execute()  # nbclient stores the kernel's language_info, as JupyterLab does
+    except Exception:
+        if watchdog.reason is None:
+            raise
+        sys.exit(watchdog.sentence())
+    notebook.metadata["kernelspec"] = nbformat.from_dict(kernelspec())
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":

@@ -4,12 +4,17 @@ function from ``plotting`` or a computation from ``functional``, both tested on 
 Every function returns a ``VBox`` of the controls above an ``Image`` that shows the figure, redrawn as
 PNG bytes whenever a control moves. An ``Image`` rather than an ``Output`` area: the figure never reaches
 the cell's output, so a batch run (nbval, papermill) stores the same output as a live kernel, and nbclient
-has no output-capture messages to route (its ``Output`` handling can hang under load). A stored notebook
-(GitHub) shows no figure for a widget, so each notebook also draws the same figure statically.
+has no output-capture messages to route (its ``Output`` handling can hang under load).
+
+A widget needs a live kernel to show anything, so its cell output also carries an ``image/png``: the first
+view, with a line under it saying that moving the controls needs a live kernel. GitHub, Colab before
+running, JupyterLab before running (an untrusted notebook) and the website show that picture; a live
+JupyterLab shows the widget. nbval compares the cell's ``text/plain`` and never PNG images.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 from collections.abc import Callable, Sequence
 
@@ -25,28 +30,63 @@ from .plotting import plot_attention, plot_dropout, plot_embeddings_3d, plot_sca
 PANEL_TEXT = "Interactive figure (needs a live kernel: run the notebook). The lesson also draws it as a plain figure."
 
 
-class WidgetPanel(widgets.VBox):
-    """A ``VBox`` of controls over an ``Image``, whose text form says what it is instead of listing its children.
+# Under the static picture: the picture cannot move, and what would move it.
+STATIC_NOTE = "The first view of an interactive figure: run the notebook to move its controls ({values})."
 
-    Viewers without a kernel (GitHub, Colab before running) show a widget's ``text/plain`` form; this one is a
-    sentence that never changes between runs (not ``VBox(children=(HBox(...``), so strict nbval compares it.
+
+class WidgetPanel(widgets.VBox):
+    """A ``VBox`` of controls over an ``Image``, whose text form says what it is instead of listing its children,
+    and whose stored output carries a picture of its first view.
+
+    Viewers without a kernel show the richest form they can: the ``image/png`` (``static_png``), else the
+    ``text/plain`` form, a sentence that never changes between runs (not ``VBox(children=(HBox(...``), so strict
+    nbval compares it.
     """
+
+    static_png: bytes = b""
 
     def __repr__(self) -> str:
         return PANEL_TEXT
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None and self.static_png:
+            bundle["image/png"] = base64.b64encode(self.static_png).decode("ascii")
+        return bundle
+
+
+def control_text(name: str, control: widgets.ValueWidget) -> str:
+    """'temperature = 1' for the note under the static picture: a menu's label, a slider's value."""
+    value = getattr(control, "label", None) or control.value
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{control.description or name} = {shown}"
+
+
+def figure_png(figure, note: str | None = None) -> bytes:
+    """The figure as PNG bytes at 100 dpi, cropped to what it draws; ``note`` as a line of text under it."""
+    if note is not None:  # under everything drawn, axis labels included
+        drawn = figure.get_tightbbox(figure.canvas.get_renderer())  # inches
+        bottom = (drawn.y0 - 0.08) / figure.get_figheight()
+        x = (drawn.x0 + drawn.x1) / 2 / figure.get_figwidth()
+        figure.text(x, bottom, note, ha="center", va="top", fontsize=9, style="italic", color="0.3")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
 
 
 def widget_panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> WidgetPanel:
     """Controls over an image of ``draw(**values)``, which returns the Matplotlib Axes or Figure it drew."""
     image = widgets.Image(format="png")
+    panel_static = []
 
     def redraw(change=None) -> None:
         drawn = draw(**{name: control.value for name, control in controls.items()})
         figure = getattr(drawn, "figure", drawn)  # an Axes knows its figure; a Figure is its own
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        png = figure_png(figure)
+        if not panel_static:  # the first view: the same figure with the note under it
+            values = ", ".join(control_text(name, control) for name, control in controls.items())
+            panel_static.append(figure_png(figure, STATIC_NOTE.format(values=values)))
         plt.close(figure)  # so that the inline backend does not also show it under the cell
-        png = buffer.getvalue()
         image.width = str(int.from_bytes(png[16:20], "big"))  # the PNG's own width: shown 1:1, not stretched
         image.value = png
 
@@ -54,7 +94,9 @@ def widget_panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -
         control.style.description_width = "initial"  # the whole label, not "temperat..."
         control.observe(redraw, names="value")
     redraw()
-    return WidgetPanel([widgets.HBox(list(controls.values())), image])
+    panel = WidgetPanel([widgets.HBox(list(controls.values())), image])
+    panel.static_png = panel_static[0]
+    return panel
 
 
 def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
