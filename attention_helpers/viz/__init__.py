@@ -10,7 +10,7 @@ import importlib
 
 # In the order their imports flow (widgets uses plotting; pretrained uses plotting and widgets), so the first
 # submodule that holds a name is the one that defines it, and a plotting name never imports ipywidgets.
-_SUBMODULES = ("plotting", "training", "widgets", "pretrained")
+_SUBMODULES = ("plotting", "training", "widgets", "pretrained", "tiling", "alignment")
 
 __all__ = [
     "diagram_path",
@@ -18,10 +18,14 @@ __all__ = [
     "heads_widget",
     "layer_head_widget",
     "plot_attention",
+    "plot_attention_cost",
     "plot_attention_heads",
     "plot_attention_layers",
     "plot_attention_received",
+    "plot_causal_blocks",
     "plot_context_vector",
+    "plot_cross_attention",
+    "plot_cross_attention_heads",
     "plot_dot_product_2d",
     "plot_dropout",
     "plot_embeddings_3d",
