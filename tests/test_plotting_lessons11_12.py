@@ -59,3 +59,28 @@ def test_cross_attention_heads_grid_has_one_titled_map_per_layer_and_head():
     assert torch.equal(torch.as_tensor(heatmaps[5].images[0].get_array()), weights[1, 1])
     with pytest.raises(ValueError, match="source"):
         ah.plot_cross_attention_heads(weights, "2000-05-15", "15 May 200", "per head")
+
+
+def test_field_shares_draw_one_annotated_map_per_layer_with_formats_and_fields_as_ticks():
+    shares = torch.rand(2, 4, 3)
+    formats, fields = ["a", "b", "c", "d"], ["year", "month", "day"]
+    fig = ah.plot_field_shares(shares, formats, fields)
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in heatmaps] == ["decoder layer 0", "decoder layer 1"]
+    assert torch.equal(torch.as_tensor(heatmaps[1].images[0].get_array()), shares[1])
+    assert [t.get_text() for t in heatmaps[0].get_yticklabels()] == formats
+    assert [t.get_text() for t in heatmaps[0].get_xticklabels()] == fields
+    assert len(heatmaps[0].texts) == 12  # every share written in its cell
+    with pytest.raises(ValueError, match="formats"):
+        ah.plot_field_shares(shares, formats[:3], fields)
+
+
+def test_exact_match_bars_have_one_bar_per_format_and_entry_at_its_rate():
+    results = {"own": torch.tensor([1.0, 1.0, 0.9, 1.0]), "uniform": torch.tensor([0.0, 0.1, 0.0, 0.2])}
+    ax = ah.plot_exact_match(results, ["a", "b", "c", "d"])
+    heights = [patch.get_height() for patch in ax.patches]
+    assert heights == pytest.approx(results["own"].tolist() + results["uniform"].tolist())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["own", "uniform"]
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    with pytest.raises(ValueError, match="at least one"):
+        ah.plot_exact_match({}, ["a"])

@@ -29,6 +29,8 @@ __all__ = [
     "plot_dot_product_2d",
     "plot_dropout",
     "plot_embeddings_3d",
+    "plot_exact_match",
+    "plot_field_shares",
     "plot_history",
     "plot_layer_head",
     "plot_scaling",

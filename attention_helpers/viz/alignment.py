@@ -66,3 +66,45 @@ def plot_cross_attention_heads(weights: torch.Tensor, target: str, source: str, 
     fig.supylabel("output character (query)")
     fig.suptitle(title)
     return fig
+
+
+def plot_field_shares(shares: torch.Tensor, formats: Sequence[str], fields: Sequence[str]):
+    """One annotated heatmap per decoder layer of ``shares`` ``(num_layers, len(formats), len(fields))``: the share
+    of each output field's cross-attention that lands on the same field of the input, per input format, on one
+    scale from 0 to 1. Returns the figure."""
+    check_tensor("shares", shares, (3,), "(num_layers, num_formats, num_fields)")
+    check_labels("formats", formats, shares.shape[1], "formats in shares")
+    check_labels("fields", fields, shares.shape[2], "fields in shares")
+    num_layers = shares.shape[0]
+    fig, axes = plt.subplots(1, num_layers, figsize=(1.5 + 3.6 * num_layers, 3.4), squeeze=False, layout="constrained")
+    for layer, ax in enumerate(axes[0]):
+        plot_attention(
+            shares[layer], list(formats), list(fields), ax=ax, title=f"decoder layer {layer}", vmin=0.0, vmax=1.0
+        )
+        ax.images[0].colorbar.remove()
+        ax.set(xlabel="output field", ylabel="input format" if layer == 0 else "")
+        ax.tick_params(axis="x", rotation=0)
+    fig.colorbar(axes[0, 0].images[0], ax=axes[0].tolist(), label="share on the same input field")
+    fig.suptitle("Where each output field's cross-attention lands (held-out inputs, mean over heads)")
+    return fig
+
+
+def plot_exact_match(results: dict, formats: Sequence[str]):
+    """Grouped bars: for each input format, the exact-match rate of every entry of ``results`` (a name, such as
+    ``"own weights"``, mapped to a ``(len(formats),)`` tensor of rates from 0 to 1). Returns the axes."""
+    if not results:
+        raise ValueError("results must map at least one name to a tensor of exact-match rates, one per format")
+    for name, rates in results.items():
+        check_tensor(f"results[{name!r}]", rates, (1,), "(num_formats,)")
+        check_labels("formats", formats, rates.shape[0], f"rates in results[{name!r}]")
+    ax = plt.figure(figsize=(9, 3.6)).add_subplot()
+    width = 0.8 / len(results)
+    for k, (name, rates) in enumerate(results.items()):
+        positions = [f + (k - (len(results) - 1) / 2) * width for f in range(len(formats))]
+        ax.bar(positions, rates.detach().float().cpu().tolist(), width, label=name)
+    ax.set_xticks(range(len(formats)), list(formats))
+    ax.set(ylim=(0, 1.05), xlabel="input format", ylabel="exact match (held-out)")
+    ax.set_title("Decoding with the cross-attention weights replaced")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.figure.tight_layout()
+    return ax
