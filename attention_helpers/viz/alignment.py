@@ -97,7 +97,7 @@ def plot_exact_match(results: dict, formats: Sequence[str]):
     for name, rates in results.items():
         check_tensor(f"results[{name!r}]", rates, (1,), "(num_formats,)")
         check_labels("formats", formats, rates.shape[0], f"rates in results[{name!r}]")
-    ax = plt.figure(figsize=(9, 3.6)).add_subplot()
+    ax = plt.figure(figsize=(11.5, 3.6)).add_subplot()
     width = 0.8 / len(results)
     for k, (name, rates) in enumerate(results.items()):
         positions = [f + (k - (len(results) - 1) / 2) * width for f in range(len(formats))]
