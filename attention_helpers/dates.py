@@ -224,6 +224,15 @@ def _decoder_layer_with_weights(layer, x: torch.Tensor, memory: torch.Tensor, we
     return layer.norm3(x + layer.ffn(x))
 
 
+def _logits_from_memory(model, memory: torch.Tensor, tgt_ids: torch.Tensor, cross_weights: torch.Tensor):
+    """The decoder and head of ``model`` (in eval mode) on ``memory`` ``(batch, src_len, d_model)``, with every
+    decoder layer's cross-attention weights replaced: logits ``(batch, tgt_len, vocab)``."""
+    x = model.embed_target(tgt_ids)  # (batch, tgt_len, d_model)
+    for layer, weights in zip(model.transformer.decoder_layers, cross_weights, strict=True):
+        x = _decoder_layer_with_weights(layer, x, memory, weights)
+    return model.head(model.transformer.decoder_norm(x))
+
+
 @torch.no_grad()
 def logits_with_cross_weights(model, src_ids: torch.Tensor, tgt_ids: torch.Tensor, cross_weights: torch.Tensor):
     """A :class:`~attention_helpers.encoder_decoder.Seq2SeqTransformer`'s logits ``(batch, tgt_len, vocab)`` for
@@ -237,10 +246,7 @@ def logits_with_cross_weights(model, src_ids: torch.Tensor, tgt_ids: torch.Tenso
     model.eval()
     try:
         memory, _ = model.encode(src_ids)  # (batch, src_len, d_model); padding is hidden by the weights given
-        x = model.embed_target(tgt_ids)  # (batch, tgt_len, d_model)
-        for layer, weights in zip(model.transformer.decoder_layers, cross_weights, strict=True):
-            x = _decoder_layer_with_weights(layer, x, memory, weights)
-        return model.head(model.transformer.decoder_norm(x))
+        return _logits_from_memory(model, memory, tgt_ids, cross_weights)
     finally:
         model.train(was_training)
 
@@ -250,11 +256,18 @@ def greedy_decode_with_cross_weights(model, src_ids: torch.Tensor, bos_id: int, 
     """Greedy decoding as :func:`~attention_helpers.encoder_decoder.greedy_decode`, with the cross-attention
     weights of output position ``i`` forced to ``cross_weights[:, :, :, i]``; ``cross_weights``
     ``(num_decoder_layers, batch, num_heads, num_tokens, src_len)`` sets how many tokens are written.
-    Returns ``(batch, num_tokens)`` int64 ids, without ``bos_id``."""
+    Returns ``(batch, num_tokens)`` int64 ids, without ``bos_id``. Runs in eval mode; the model's mode is
+    restored afterwards."""
     num_tokens = cross_weights.shape[3] if isinstance(cross_weights, torch.Tensor) and cross_weights.dim() == 5 else 0
     _check_cross_weights(model, src_ids, max(num_tokens, 1), cross_weights)
-    tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
-    for step in range(num_tokens):  # no cache: each step reruns the decoder on the whole target so far
-        logits = logits_with_cross_weights(model, src_ids, tokens, cross_weights[:, :, :, : step + 1])
-        tokens = torch.cat([tokens, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
-    return tokens[:, 1:]
+    was_training = model.training
+    model.eval()
+    try:
+        memory, _ = model.encode(src_ids)  # (batch, src_len, d_model): the source is encoded once
+        tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
+        for step in range(num_tokens):  # no cache: each step reruns the decoder on the whole target so far
+            logits = _logits_from_memory(model, memory, tokens, cross_weights[:, :, :, : step + 1])
+            tokens = torch.cat([tokens, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+        return tokens[:, 1:]
+    finally:
+        model.train(was_training)
