@@ -198,3 +198,100 @@ def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
             f"{shape_str(targets.shape)}"
         )
     return (predicted == targets).all(dim=1).float().mean().item()
+
+
+def format_of(text: str) -> int:
+    """The index in :data:`FORMATS` of the format ``text`` is written in, e.g. 2 for ``"Tuesday 24 Nov 2026"``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    first = text.split(" ")[0]
+    if "/" in text:
+        return 3
+    if first in MONTHS:
+        return 1
+    if first in WEEKDAYS:
+        return 2
+    if first.isdigit():
+        return 0
+    raise ValueError(f"text must be a date in one of the formats {FORMATS}, got {text!r}")
+
+
+def _check_cross_weights(model, src_ids: torch.Tensor, num_tokens: int, cross_weights) -> None:
+    layers, heads = len(model.transformer.decoder_layers), model.transformer.num_heads
+    expected = (layers, src_ids.shape[0], heads, num_tokens, src_ids.shape[1])
+    if not isinstance(cross_weights, torch.Tensor) or tuple(cross_weights.shape) != expected:
+        got = (
+            shape_str(cross_weights.shape) if isinstance(cross_weights, torch.Tensor) else type(cross_weights).__name__
+        )
+        raise ValueError(
+            "cross_weights must have shape (num_decoder_layers, batch, num_heads, tgt_len, src_len) = "
+            f"{expected}, got {got}"
+        )
+
+
+def _decoder_layer_with_weights(layer, x: torch.Tensor, memory: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """One decoder layer on ``x`` ``(batch, tgt_len, d_model)`` whose cross-attention uses the given attention
+    weights ``(batch, num_heads, tgt_len, src_len)`` instead of its own softmax: only its values and output
+    projection are the layer's."""
+    mha = layer.cross_attention
+    values = mha.W_value(memory).unflatten(-1, (mha.num_heads, mha.head_dim)).transpose(1, 2)  # (b, h, src_len, hd)
+
+    def cross_attention(h):  # h is ignored: the weights, not queries from h, decide what is read
+        return mha.out_proj((weights.to(values.dtype) @ values).transpose(1, 2).flatten(2))  # (b, tgt_len, d_model)
+
+    if layer.norm_first:
+        x = x + layer.self_attention(layer.norm1(x))
+        x = x + cross_attention(layer.norm2(x))
+        return x + layer.ffn(layer.norm3(x))
+    x = layer.norm1(x + layer.self_attention(x))
+    x = layer.norm2(x + cross_attention(x))
+    return layer.norm3(x + layer.ffn(x))
+
+
+def _logits_from_memory(model, memory: torch.Tensor, tgt_ids: torch.Tensor, cross_weights: torch.Tensor):
+    """The decoder and head of ``model`` (in eval mode) on ``memory`` ``(batch, src_len, d_model)``, with every
+    decoder layer's cross-attention weights replaced: logits ``(batch, tgt_len, vocab)``."""
+    x = model.embed_target(tgt_ids)  # (batch, tgt_len, d_model)
+    for layer, weights in zip(model.transformer.decoder_layers, cross_weights, strict=True):
+        x = _decoder_layer_with_weights(layer, x, memory, weights)
+    return model.head(model.transformer.decoder_norm(x))
+
+
+@torch.no_grad()
+def logits_with_cross_weights(model, src_ids: torch.Tensor, tgt_ids: torch.Tensor, cross_weights: torch.Tensor):
+    """A :class:`~attention_helpers.encoder_decoder.Seq2SeqTransformer`'s logits ``(batch, tgt_len, vocab)`` for
+    ``src_ids`` ``(batch, src_len)`` and ``tgt_ids`` ``(batch, tgt_len)``, with every decoder layer's
+    cross-attention weights replaced by ``cross_weights`` ``(num_decoder_layers, batch, num_heads, tgt_len,
+    src_len)``: an ablation that tests what the model needs from its cross-attention. Given the weights the
+    model computes itself (``model(src_ids, tgt_ids, return_weights=True)``), the logits are the model's own.
+    Runs in eval mode (no dropout); the model's mode is restored afterwards."""
+    _check_cross_weights(model, src_ids, tgt_ids.shape[1], cross_weights)
+    was_training = model.training
+    model.eval()
+    try:
+        memory, _ = model.encode(src_ids)  # (batch, src_len, d_model); padding is hidden by the weights given
+        return _logits_from_memory(model, memory, tgt_ids, cross_weights)
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
+def greedy_decode_with_cross_weights(model, src_ids: torch.Tensor, bos_id: int, cross_weights: torch.Tensor):
+    """Greedy decoding as :func:`~attention_helpers.encoder_decoder.greedy_decode`, with the cross-attention
+    weights of output position ``i`` forced to ``cross_weights[:, :, :, i]``; ``cross_weights``
+    ``(num_decoder_layers, batch, num_heads, num_tokens, src_len)`` sets how many tokens are written.
+    Returns ``(batch, num_tokens)`` int64 ids, without ``bos_id``. Runs in eval mode; the model's mode is
+    restored afterwards."""
+    num_tokens = cross_weights.shape[3] if isinstance(cross_weights, torch.Tensor) and cross_weights.dim() == 5 else 0
+    _check_cross_weights(model, src_ids, max(num_tokens, 1), cross_weights)
+    was_training = model.training
+    model.eval()
+    try:
+        memory, _ = model.encode(src_ids)  # (batch, src_len, d_model): the source is encoded once
+        tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
+        for step in range(num_tokens):  # no cache: each step reruns the decoder on the whole target so far
+            logits = _logits_from_memory(model, memory, tokens, cross_weights[:, :, :, : step + 1])
+            tokens = torch.cat([tokens, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+        return tokens[:, 1:]
+    finally:
+        model.train(was_training)

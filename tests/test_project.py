@@ -82,7 +82,7 @@ def test_package_modules_import_on_their_own_without_cycles():
     on_disk = {p.stem for p in (ROOT / "attention_helpers").glob("*.py")} - {"__init__"}
     on_disk |= {p.parent.name for p in (ROOT / "attention_helpers").glob("*/__init__.py")}  # subpackages
     assert on_disk == set(CORE_MODULES + TOP_MODULES), "place every module in CORE_MODULES or TOP_MODULES"
-    assert VIZ_MODULES == ["plotting", "pretrained", "training", "widgets"]
+    assert VIZ_MODULES == ["alignment", "plotting", "pretrained", "tiling", "training", "widgets"]
     for module in CORE_MODULES + TOP_MODULES + [f"viz.{name}" for name in VIZ_MODULES]:
         subprocess.run([sys.executable, "-c", f"import attention_helpers.{module}"], check=True, cwd=ROOT)
     for i, module in enumerate(CORE_MODULES):

@@ -10,7 +10,7 @@ import importlib
 
 # In the order their imports flow (widgets uses plotting; pretrained uses plotting and widgets), so the first
 # submodule that holds a name is the one that defines it, and a plotting name never imports ipywidgets.
-_SUBMODULES = ("plotting", "training", "widgets", "pretrained")
+_SUBMODULES = ("plotting", "training", "widgets", "pretrained", "tiling", "alignment")
 
 __all__ = [
     "diagram_path",
@@ -18,21 +18,27 @@ __all__ = [
     "heads_widget",
     "layer_head_widget",
     "plot_attention",
+    "plot_attention_cost",
     "plot_attention_heads",
     "plot_attention_layers",
     "plot_attention_received",
     "plot_attention_steps",
+    "plot_causal_blocks",
     "plot_context_vector",
+    "plot_cross_attention",
+    "plot_cross_attention_heads",
     "plot_dot_product_2d",
     "plot_dot_products_2d",
     "plot_dropout",
     "plot_dropout_average",
     "plot_embeddings_3d",
+    "plot_exact_match",
+    "plot_field_shares",
     "plot_heads_side_by_side",
     "plot_history",
-    "plot_query_and_keys_2d",
     "plot_layer_head",
     "plot_positional_encoding",
+    "plot_query_and_keys_2d",
     "plot_scaling",
     "plot_score_gradients",
     "plot_scores",
