@@ -91,6 +91,17 @@ def test_package_modules_import_on_their_own_without_cycles():
             assert f"from .{later} import" not in text, f"{module} imports {later}: imports must flow one way"
 
 
+def test_no_module_imports_interop_not_even_inside_a_function():
+    """interop depends on the modules, never the reverse: a lazy ``from . import interop`` in a classmethod is an
+    import circle too (each class's from_torch uses _convert, which imports none of the modules)."""
+    for module in CORE_MODULES:
+        tree = ast.parse((ROOT / "attention_helpers" / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [alias.name for alias in node.names]
+                assert "interop" not in names, f"{module} imports interop (line {node.lineno})"
+
+
 def test_importing_the_package_is_light_and_plotting_loads_on_first_use():
     script = """
 import sys
