@@ -1,8 +1,8 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
 Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``, with
-``efficient`` (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains
+``data -> functional -> rope -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``,
+with ``efficient`` (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains
 on) beside ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``; ``viz`` (figures, diagrams and
 widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``interop`` and ``lessons`` (the
 notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
@@ -17,13 +17,14 @@ from inspect import ismodule as _ismodule
 from . import viz  # light: its names import Matplotlib and ipywidgets on first use
 from .attention import (
     CausalAttention,
+    GroupedQueryAttention,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     SelfAttentionV1,
     SelfAttentionV2,
 )
 from .data import WORDS, toy_embeddings
-from .decoding import GroupedQueryAttention, KVCache, generate, sample_next_token, top_k_filter
+from .decoding import KVCache, generate, sample_next_token, top_k_filter
 from .efficient import (
     merge_partial_attention,
     online_softmax,
@@ -31,7 +32,7 @@ from .efficient import (
     tiled_attention,
     tiled_attention_blocks,
 )
-from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate
+from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
 from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
 from .functional import (
     attention_scores_loop,
@@ -42,7 +43,7 @@ from .functional import (
     softmax_stable,
     softmax_with_temperature,
 )
-from .gpt import GPT, BigramLanguageModel, DecoderBlock, evaluate_loss, language_model_loss, next_token_batch
+from .gpt import GPT, GPTBlock
 from .interop import from_torch, to_torch
 from .lessons import check_answer, check_function
 from .lessons.parameters import ParameterError, check_parameter
@@ -55,7 +56,15 @@ from .pretrained import (
     mean_pool,
     shipped_model_path,
 )
-from .text import CharTokenizer, shakespeare_text
+from .rope import rope_rotate
+from .text import (
+    BigramLanguageModel,
+    CharTokenizer,
+    evaluate_loss,
+    language_model_loss,
+    next_token_batch,
+    shakespeare_text,
+)
 from .training import (
     TASKS,
     History,

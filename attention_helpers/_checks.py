@@ -113,7 +113,7 @@ def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens
     """``mask``: None or a boolean padding mask (True = padding) of shape ``(batch, what)`` or ``(what,)`` for
     ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given): one entry per key, shared by
     the batch or not; a ``(batch, 1)`` mask, which would hide all of a sequence's keys or none, is refused.
-    Returns it expanded to ``(batch, what)``: what ``MultiHeadAttention.forward_unchecked`` takes unchecked."""
+    Returns it expanded to ``(batch, what)``."""
     if mask is None:
         return None
     batch, length = x.shape[0], x.shape[1] if length is None else length
@@ -299,3 +299,251 @@ def check_attention_inputs(queries, keys, values) -> torch.Size:
             f"the leading (batch, head) dimensions of queries {shape_str(queries.shape)}, keys "
             f"{shape_str(keys.shape)} and values {shape_str(values.shape)} do not broadcast together"
         ) from None
+
+
+def check_positive_real(name: str, value) -> float:
+    """Require a real number (not a bool) that is positive and finite; return it as a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Require one of the strings ``choices``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {sorted(choices)} as a string, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+
+
+def normalized_shape(parameters_shape) -> tuple[int, ...]:
+    """``d_model`` or a sequence of sizes -> a tuple of positive ints, with errors that name parameters_shape."""
+    if isinstance(parameters_shape, numbers.Integral) and not isinstance(parameters_shape, bool):
+        shape = (int(parameters_shape),)
+    elif isinstance(parameters_shape, (Sequence, torch.Size)) and not isinstance(parameters_shape, str):
+        shape = tuple(parameters_shape)
+    else:
+        raise TypeError(
+            "parameters_shape must be an int (d_model) or a sequence of ints, "
+            f"got {type(parameters_shape).__name__} ({parameters_shape!r})"
+        )
+    if not shape:
+        raise ValueError("parameters_shape must name at least one dimension, got ()")
+    for size in shape:
+        check_positive_int("parameters_shape", size)
+    return tuple(int(size) for size in shape)
+
+
+def check_positions(positions, x: torch.Tensor) -> None:
+    """Require ``positions``: a real tensor that broadcasts to ``x.shape[:-1]`` (one position per token)."""
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
+            f"got {type(positions).__name__}"
+        )
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must hold integers or real numbers, got dtype {positions.dtype}")
+    try:
+        broadcast = torch.broadcast_shapes(positions.shape, x.shape[:-1])
+    except RuntimeError:
+        broadcast = None
+    if broadcast != x.shape[:-1]:
+        raise ValueError(
+            f"positions of shape {shape_str(positions.shape)} does not broadcast to x's "
+            f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
+        )
+    check_same_device("positions", positions, "x", x)
+
+
+# --- attention modules ------------------------------------------------------------------------------------------
+
+
+def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool) -> None:
+    """The constructor arguments every attention module shares."""
+    check_positive_int("d_in", d_in)
+    check_positive_int("d_out", d_out)
+    check_probability("dropout", dropout)
+    if context_length is None and causal:
+        raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
+    if context_length is not None:
+        check_positive_int("context_length", context_length)
+
+
+def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
+    check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads} so that every key/value "
+            f"head serves the same number of query heads (num_heads % num_kv_heads = {num_heads % num_kv_heads})"
+        )
+
+
+def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
+    """Check ``x`` against ``module``'s ``d_in``, ``context_length`` and the dtype of its query weights."""
+    layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
+    check_tensor("x", x, ndims, layout)
+    check_size("x", x, -1, module.d_in, "d_in", layout)
+    weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
+    check_module_dtype("x", x, weight, type(module).__name__)
+    context_length = getattr(module, "context_length", None)
+    if context_length is not None and x.shape[-2] > context_length:
+        raise ValueError(
+            f"x has num_tokens={x.shape[-2]} but the module was built with context_length={context_length}; "
+            "build it with a larger context_length"
+        )
+
+
+def check_memory(module, x: torch.Tensor, memory: torch.Tensor) -> None:
+    """``memory``, the sequence cross-attention takes keys and values from, against ``x`` and ``module``."""
+    if module.causal:
+        raise ValueError(
+            "memory= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
+            "within one sequence and has no meaning between the queries' sequence and the memory's"
+        )
+    layout = "(batch, num_memory_tokens, d_in)"
+    check_tensor("memory", memory, (3,), layout)
+    check_size("memory", memory, -1, module.d_in, "d_in", layout)
+    if memory.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
+            f"(memory {shape_str(memory.shape)}, x {shape_str(x.shape)})"
+        )
+    if memory.dtype != x.dtype:
+        raise TypeError(f"memory has dtype {memory.dtype} but x has dtype {x.dtype}; convert one to the other")
+    check_same_device("memory", memory, "x", x)
+
+
+# --- the KV cache -----------------------------------------------------------------------------------------------
+
+
+def check_cache_type(cache) -> None:
+    if not all(hasattr(cache, name) for name in ("update", "num_tokens", "capacity", "layers_written")):
+        raise TypeError(f"cache must be a KVCache (model.new_cache(batch)), got {type(cache).__name__}")
+
+
+def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str) -> None:
+    """``num_new`` tokens after ``num_cached`` cached ones must stay within ``limit`` (named ``name``)."""
+    if limit is not None and num_cached + num_new > limit:
+        raise ValueError(
+            f"the cache holds {num_cached} tokens and the input adds {num_new}, more than {name}={limit}; "
+            "start a new cache or keep the input shorter"
+        )
+
+
+def check_cache(cache, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor) -> None:
+    """At a model's entry point: ``num_new`` tokens of ``batch`` sequences (``like``'s dtype and device) can
+    continue ``cache`` (a :class:`~attention_helpers.decoding.KVCache`) in a model of ``num_layers`` layers."""
+    check_cache_type(cache)
+    if cache.num_layers != num_layers:
+        raise ValueError(
+            f"the cache holds num_layers={cache.num_layers} but the model has num_layers={num_layers}; "
+            "make one with model.new_cache(batch)"
+        )
+    if cache.batch != batch:
+        raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
+    if cache.layers_written:
+        raise ValueError(
+            f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
+            f"{cache.num_layers}): a model call that failed left it so; start a new cache"
+        )
+    check_cache_fits(cache.num_tokens, num_new, cache.capacity, "its capacity")
+    check_cache_fits(cache.num_tokens, num_new, context_length, "context_length")
+    if (cache.dtype, cache.device) != (like.dtype, like.device):
+        raise TypeError(
+            f"the cache holds {cache.dtype} on {cache.device}, the model runs {like.dtype} on {like.device}"
+        )
+
+
+def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
+    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
+    if isinstance(layer_idx, bool) or not isinstance(layer_idx, numbers.Integral):
+        raise TypeError(f"layer_idx must be an int, got {type(layer_idx).__name__} ({layer_idx!r})")
+    if not 0 <= layer_idx < cache.num_layers:
+        raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
+    if layer_idx in cache.layers_written:
+        raise ValueError(
+            f"layer {layer_idx} already wrote its keys and values at position {cache.num_tokens}, and the cache "
+            f"moves on only once all {cache.num_layers} layers have written: give each layer its own layer_idx"
+        )
+    if keys.shape[0] != cache.batch:
+        raise ValueError(
+            f"the cache holds batch={cache.batch} but the input has batch={keys.shape[0]}; start a new cache"
+        )
+    if (keys.shape[1], keys.shape[3]) != (cache.num_kv_heads, cache.head_dim) or values.shape != keys.shape:
+        raise ValueError(
+            f"the cache holds num_kv_heads={cache.num_kv_heads}, head_dim={cache.head_dim} but the attention layer "
+            f"has num_kv_heads={keys.shape[1]}, head_dim={keys.shape[3]}"
+        )
+    if cache.pending_new is not None and keys.shape[2] != cache.pending_new:
+        raise ValueError(
+            f"layer {layer_idx} writes {keys.shape[2]} tokens but an earlier layer wrote {cache.pending_new}"
+        )
+    check_cache_fits(cache.num_tokens, keys.shape[2], cache.capacity, "its capacity")
+    if (keys.dtype, keys.device) != (cache.dtype, cache.device):
+        raise TypeError(f"the cache holds {cache.dtype} on {cache.device}, the input is {keys.dtype} on {keys.device}")
+
+
+# --- conversion to and from PyTorch's modules -------------------------------------------------------------------
+
+
+def check_torch_norm(torch_norm) -> None:
+    if torch_norm.weight is None or torch_norm.bias is None:
+        raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
+
+
+def check_torch_mha(torch_mha) -> None:
+    if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
+        raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
+    embed_dim = torch_mha.embed_dim
+    if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
+        raise ValueError(
+            "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
+            f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
+        )
+
+
+def check_mha_for_torch(mha) -> bool:
+    """Raise if ``nn.MultiheadAttention`` cannot hold ``mha``; return its one bias flag (a bias that ``mha``
+    lacks, with the other present, becomes zeros)."""
+    if mha.d_in != mha.d_out:
+        raise ValueError(
+            f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
+            f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
+        )
+    if getattr(mha, "num_kv_heads", mha.num_heads) != mha.num_heads:
+        raise ValueError(
+            f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
+            f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"
+        )
+    return mha.W_query.bias is not None or mha.out_proj.bias is not None
+
+
+# --- decoders ---------------------------------------------------------------------------------------------------
+
+
+def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, start=0):
+    """Check a decoder's inputs: ``tgt`` ``(batch, tgt_len, d_model)`` at positions ``start, start + 1, ...`` and
+    ``memory`` ``(batch, src_len, d_model)`` of ``weight``'s dtype for ``module`` (its ``d_model`` and
+    ``context_length``). Returns the two padding masks expanded to ``(batch, start + tgt_len)`` and ``(batch,
+    src_len)`` (or None)."""
+    name = type(module).__name__
+    check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name)
+    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name)
+    if tgt.shape[0] != memory.shape[0]:
+        raise ValueError(
+            f"src and tgt must hold the same number of sequences, got src batch={memory.shape[0]} and "
+            f"tgt {shape_str(tgt.shape)}"
+        )
+    check_same_device("tgt", tgt, "src", memory)
+    if start + tgt.shape[1] > module.context_length:
+        cached = f" after {start} cached tokens" if start else ""
+        raise ValueError(
+            f"tgt has tgt_len={tgt.shape[1]}{cached} but the model was built with "
+            f"context_length={module.context_length}"
+        )
+    return (
+        check_padding_mask("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len", start + tgt.shape[1]),
+        check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, memory, "src_len"),
+    )

@@ -13,60 +13,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_attention_input,
+    check_attention_sizes,
     check_bool,
+    check_cache_fits,
+    check_cache_type,
     check_heads,
-    check_module_dtype,
+    check_kv_heads,
+    check_memory,
     check_padding_mask,
     check_positive_int,
-    check_probability,
-    check_same_device,
-    check_size,
-    check_tensor,
-    shape_str,
 )
+from ._convert import from_torch_into
 from .functional import causal_mask, scaled_dot_product_attention
-
-
-def _check_input(module: nn.Module, x, ndims: tuple[int, ...] = (3,)) -> None:
-    """Check ``x`` against ``module``'s ``d_in`` and the dtype of its query weights."""
-    layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
-    check_tensor("x", x, ndims, layout)
-    check_size("x", x, -1, module.d_in, "d_in", layout)
-    weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
-    check_module_dtype("x", x, weight, type(module).__name__)
-
-
-def _check_context_length(num_tokens: int, context_length: int | None) -> None:
-    if context_length is not None and num_tokens > context_length:
-        raise ValueError(
-            f"x has num_tokens={num_tokens} but the module was built with context_length={context_length}; "
-            "build it with a larger context_length"
-        )
-
-
-def _check_sizes(d_in, d_out) -> None:
-    check_positive_int("d_in", d_in)
-    check_positive_int("d_out", d_out)
-
-
-def _check_context(module: nn.Module, x: torch.Tensor, context: torch.Tensor) -> None:
-    """``context``, the sequence cross-attention takes keys and values from, against ``x`` and ``module``."""
-    if module.causal:
-        raise ValueError(
-            "context= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
-            "within one sequence and has no meaning between the queries' sequence and the context's"
-        )
-    layout = "(batch, num_context_tokens, d_in)"
-    check_tensor("context", context, (3,), layout)
-    check_size("context", context, -1, module.d_in, "d_in", layout)
-    if context.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"context has batch={context.shape[0]} but x has batch={x.shape[0]} "
-            f"(context {shape_str(context.shape)}, x {shape_str(x.shape)})"
-        )
-    if context.dtype != x.dtype:
-        raise TypeError(f"context has dtype {context.dtype} but x has dtype {x.dtype}; convert one to the other")
-    check_same_device("context", context, "x", x)
+from .rope import rope_rotate
 
 
 class SelfAttentionV1(nn.Module):
@@ -80,7 +40,7 @@ class SelfAttentionV1(nn.Module):
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
-        _check_sizes(d_in, d_out)
+        check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
         self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
@@ -89,7 +49,7 @@ class SelfAttentionV1(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return ``context_vec`` ``(..., num_tokens, d_out)``, and the ``(..., num_tokens, num_tokens)``
         attention weights too when ``return_weights`` is set."""
-        _check_input(self, x, (2, 3))
+        check_attention_input(self, x, (2, 3))
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
@@ -106,7 +66,7 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
-        _check_sizes(d_in, d_out)
+        check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
         self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -114,7 +74,7 @@ class SelfAttentionV2(nn.Module):
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
-        _check_input(self, x, (2, 3))
+        check_attention_input(self, x, (2, 3))
         context_vec, attn_weights = scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
@@ -130,9 +90,7 @@ class CausalAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
-        _check_sizes(d_in, d_out)
-        check_positive_int("context_length", context_length)
-        check_probability("dropout", dropout)
+        check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -144,9 +102,8 @@ class CausalAttention(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
         num_tokens)`` attention weights when ``return_weights`` is set)."""
-        _check_input(self, x)
+        check_attention_input(self, x)
         num_tokens = x.shape[1]
-        _check_context_length(num_tokens, self.context_length)
         mask = self.mask[:num_tokens, :num_tokens]
         queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
         context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
@@ -190,6 +147,10 @@ class MultiHeadAttention(nn.Module):
       and in training mode with ``dropout > 0`` (``nn.Dropout`` on the weights, so the masks are the book's);
     - the *fused* path, ``F.scaled_dot_product_attention``, one kernel that never stores the weights.
 
+    Later lessons add three options, each off by default: ``num_kv_heads`` (grouped-query attention, lesson 11),
+    ``rope`` (rotary positions, lesson 10) and, in :meth:`forward`, ``memory=`` (cross-attention, lesson 12) and
+    ``cache=`` (a :class:`~attention_helpers.decoding.KVCache`, lesson 10).
+
     Args:
         d_in, d_out: input and output widths.
         context_length: the most tokens a causal module accepts (its mask buffer is that size); may be ``None``
@@ -197,8 +158,12 @@ class MultiHeadAttention(nn.Module):
         dropout: probability of dropping an attention weight during training, in [0, 1).
         num_heads: number of heads; must divide ``d_out``.
         qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
-        causal: hide future tokens (default, as in the book); ``False`` for an encoder.
+        causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
         fused: take the fused path whenever the weights are not needed (default ``True``).
+        num_kv_heads: key/value heads shared by groups of query heads: query head ``h`` uses key/value head
+            ``h // (num_heads // num_kv_heads)`` (Ainslie et al., 2023); 1 is multi-query attention (Shazeer,
+            2019). ``None``: one per query head. ``W_key`` and ``W_value`` project to ``num_kv_heads * head_dim``.
+        rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
     """
@@ -215,87 +180,112 @@ class MultiHeadAttention(nn.Module):
         causal: bool = True,
         proj_bias: bool = True,
         fused: bool = True,
+        num_kv_heads: int | None = None,
+        rope: bool = False,
     ):
         super().__init__()
-        _check_sizes(d_in, d_out)
+        for name, flag in (("causal", causal), ("fused", fused), ("rope", rope)):
+            check_bool(name, flag)
+        check_attention_sizes(d_in, d_out, context_length, dropout, causal)
         check_heads(d_out, num_heads)
-        check_probability("dropout", dropout)
-        check_bool("causal", causal)
-        check_bool("fused", fused)
-        if context_length is None and causal:
-            raise ValueError("context_length=None is only allowed with causal=False; give the longest input length")
-        if context_length is not None:
-            check_positive_int("context_length", context_length)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        check_kv_heads(num_heads, num_kv_heads)
         self.d_in, self.d_out, self.context_length, self.causal, self.fused = d_in, d_out, context_length, causal, fused
-        self.num_heads, self.head_dim = num_heads, d_out // num_heads
+        self.num_heads, self.num_kv_heads, self.head_dim, self.rope = num_heads, num_kv_heads, d_out // num_heads, rope
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rope=True rotates pairs of dimensions: head_dim={self.head_dim} must be even")
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
         # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
-    def forward(self, x, key_padding_mask=None, return_weights=False, *, context=None):
-        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``context`` (cross-attention).
+    def forward(self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0):
+        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` (cross-attention).
 
         ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
-        no query may attend to (``nn.MultiheadAttention``'s convention). ``context``: optional
+        no query may attend to (``nn.MultiheadAttention``'s convention). ``memory``: optional
         ``(batch, num_keys, d_in)`` that keys and values come from, for a module built with ``causal=False``.
-        Returns ``context_vec`` ``(batch, num_tokens, d_out)``, and the ``attn_weights``
-        ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
+        ``cache``: a :class:`~attention_helpers.decoding.KVCache`; ``x`` then holds the tokens after the
+        ``cache.num_tokens`` cached ones: their keys and values go into layer ``layer_idx`` of the cache, and they
+        attend over the cached ones too (``key_padding_mask`` covers them all). With ``memory``, the cache keeps
+        the memory's keys and values from the first call. Returns ``context_vec`` ``(batch, num_tokens, d_out)``,
+        and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
         """
-        key_padding_mask = self.check_inputs(x, key_padding_mask, context)
-        return self.forward_unchecked(x, key_padding_mask, return_weights, context=context)
-
-    def check_inputs(self, x, key_padding_mask=None, context=None, num_keys: int | None = None):
-        """Raise a clear error for a bad input; return ``key_padding_mask`` expanded to ``(batch, num_keys)``."""
-        _check_input(self, x)
-        _check_context_length(x.shape[1], self.context_length)
-        if context is not None:
-            _check_context(self, x, context)
-        num_keys = num_keys or (x if context is None else context).shape[1]
-        return check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
-
-    def forward_unchecked(self, x, key_padding_mask=None, return_weights: bool = False, *, context=None):
-        """:meth:`forward` without its input checks, for a module that checks its inputs once for all its layers:
-        ``key_padding_mask`` must be ``None`` or a boolean ``(batch, num_keys)`` tensor, True at padding."""
-        source = x if context is None else context
+        check_attention_input(self, x)
+        start = 0  # query i is the token at position start + i
+        if cache is not None:
+            check_cache_type(cache)
+            start = cache.num_tokens
+            check_cache_fits(start, x.shape[1], self.context_length if memory is None else None, "context_length")
+        if memory is not None:
+            check_memory(self, x, memory)
+        num_keys = start + x.shape[1] if memory is None else memory.shape[1]
+        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
         queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self.split_heads(self.W_key(source))  # (batch, num_heads, num_keys, head_dim)
-        values = self.split_heads(self.W_value(source))
-        hidden = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
-        context_vec, attn_weights = self.attend_heads(queries, keys, values, hidden, self.causal, return_weights)
-        return self.merge_heads(context_vec, attn_weights, return_weights)
+        if memory is not None:
+            keys, values = self.memory_keys_values(memory, cache, layer_idx)
+        else:
+            keys, values = self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
+            if self.rope:
+                positions = torch.arange(start, start + x.shape[1], device=x.device)
+                queries, keys = rope_rotate(queries, positions), rope_rotate(keys, positions)
+            if cache is not None:  # (batch, num_kv_heads, start + num_tokens, head_dim): the cached ones too
+                keys, values = cache.update(layer_idx, keys, values)
+        hide = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
+        causal = self.causal and memory is None
+        context_vec, attn_weights = self.attend_heads(queries, keys, values, hide, causal, start, return_weights)
+        context_vec = self.out_proj(self.merge_heads(context_vec))
+        return (context_vec, attn_weights) if return_weights else context_vec
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         """``(batch, num_tokens, heads * head_dim)`` -> ``(batch, heads, num_tokens, head_dim)``."""
         return t.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
 
-    def merge_heads(self, context_vec: torch.Tensor, attn_weights, return_weights: bool):
-        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back next
-        to head_dim *before* the two are merged; then ``out_proj`` mixes the heads."""
-        context_vec = self.out_proj(context_vec.transpose(1, 2).flatten(2))
-        return (context_vec, attn_weights) if return_weights else context_vec
+    def merge_heads(self, context_vec: torch.Tensor) -> torch.Tensor:
+        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back
+        next to head_dim *before* the two are merged."""
+        return context_vec.transpose(1, 2).flatten(2)
 
-    def attend_heads(self, queries, keys, values, hidden=None, causal: bool = False, return_weights: bool = False):
+    def memory_keys_values(self, memory, cache=None, layer_idx: int = 0):
+        """Cross-attention's keys and values of ``memory``, ``(batch, num_kv_heads, num_memory_tokens, head_dim)``
+        each; with a ``cache``, computed on the first call and kept in the cache (the memory does not change)."""
+        if cache is not None and cache.memory_keys[layer_idx] is not None:
+            return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
+        keys, values = self.split_heads(self.W_key(memory)), self.split_heads(self.W_value(memory))
+        if cache is not None:
+            cache.memory_keys[layer_idx], cache.memory_values[layer_idx] = keys, values
+        return keys, values
+
+    def attend_heads(self, queries, keys, values, hide=None, causal=False, start=0, return_weights=False):
         """Every head at once: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys``, ``values`` ``(batch,
-        num_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hidden``: None or a boolean mask
-        broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides key j > i."""
+        num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hide``: None or a boolean
+        mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides the
+        keys after each query, query i being the token at position ``start + i``."""
         num_tokens, num_keys = queries.shape[2], keys.shape[2]
+        if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
+            keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
+            values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         explicit = return_weights or not self.fused or (self.training and self.dropout.p > 0)
-        if causal and (explicit or hidden is not None):
-            future = self.mask[:num_tokens, :num_keys]  # (num_tokens, num_keys)
-            hidden, causal = (future if hidden is None else hidden | future), False
+        if num_tokens == 1:
+            causal = False  # one query after every key it sees: no mask (the fused kernel's fastest case)
+        if causal and (explicit or hide is not None or start > 0):
+            future = self.mask[start : start + num_tokens, :num_keys]  # (num_tokens, num_keys)
+            hide, causal = (future if hide is None else hide | future), False
         if explicit:
-            return scaled_dot_product_attention(queries, keys, values, hidden, self.dropout)
+            return scaled_dot_product_attention(queries, keys, values, hide, self.dropout)
         # F.scaled_dot_product_attention's boolean masks mark the positions that MAY be attended.
-        keep = None if hidden is None else ~hidden
+        keep = None if hide is None else ~hide
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, is_causal=causal), None
 
     @classmethod
     def from_torch(cls, torch_mha: nn.MultiheadAttention, *, causal=False, context_length=None) -> MultiHeadAttention:
         """The weights of a ``torch.nn.MultiheadAttention`` (batch-first!): :func:`~attention_helpers.from_torch`."""
-        from . import interop  # interop imports this module
+        return from_torch_into(cls, torch_mha, nn.MultiheadAttention, causal=causal, context_length=context_length)
 
-        return interop.from_torch(torch_mha, into=cls, causal=causal, context_length=context_length)
+
+class GroupedQueryAttention(MultiHeadAttention):
+    """:class:`MultiHeadAttention` under the name lesson 11 gives it when ``num_kv_heads < num_heads``: every
+    argument, method and conversion is the parent's (``from_torch``, ``to_torch``)."""

@@ -1,152 +1,73 @@
-"""What generation needs: grouped-query attention, an explicit KV cache, sampling and ``generate``.
+"""What generation needs: the KV cache, sampling, and the decoding loop that ``generate`` and ``greedy_decode`` share.
 
 Under a causal mask, earlier tokens' keys and values do not change when a token is added, so a generation step
-can run the new token alone and reuse them. They live in a :class:`KVCache` that :func:`generate` creates, passes
-to the model and gets back at each step (as Hugging Face passes ``past_key_values``): no module keeps hidden
-state. Preallocated for the whole generation, the cache takes each step's keys and values in place and copies
-nothing already cached (with grouped heads, attention still repeats each shared head for its query heads).
+can run the new token alone and reuse them. They live in a :class:`KVCache` that the decoding loop creates and
+passes to the model at each step (as Hugging Face passes ``past_key_values``): no module keeps hidden state.
+Preallocated for the whole generation, the cache takes each step's keys and values in place and copies nothing
+already cached.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
-from ._checks import check_no_nan, check_positive_int, check_temperature, check_tensor, check_token_ids, shape_str
-from .attention import MultiHeadAttention
+from ._checks import (
+    check_cache_write,
+    check_no_nan,
+    check_positive_int,
+    check_temperature,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+)
 
 
 class KVCache:
     """Every layer's keys and values for the tokens seen so far, preallocated for ``capacity`` tokens.
 
-    ``keys`` and ``values`` are ``(num_layers, batch, num_kv_heads, capacity, head_dim)``; positions
+    ``keys[layer]`` and ``values[layer]`` are ``(batch, num_kv_heads, capacity, head_dim)``; positions
     ``0 .. num_tokens - 1`` are filled. A model call writes its new tokens' keys and values after them in every
-    layer (:meth:`update`), then moves ``num_tokens`` on (:meth:`advance`).
+    layer (:meth:`update`); once all ``num_layers`` layers have written, the cache counts them (``num_tokens``
+    moves on), so a layer cannot write twice at one position. An encoder-decoder also keeps each layer's
+    cross-attention keys and values of the encoder's output in ``memory_keys[layer]`` and ``memory_values[layer]``,
+    computed at the first step. ``model.new_cache(batch)`` makes one that fits the model.
     """
 
     def __init__(self, num_layers, batch, num_kv_heads, capacity, head_dim, *, dtype=torch.float32, device=None):
         shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
         for name, value in zip(("num_layers", "batch", "num_kv_heads", "capacity", "head_dim"), shape, strict=True):
             check_positive_int(name, value)
-        self.keys = torch.zeros(shape, dtype=dtype, device=device)
-        self.values = torch.zeros_like(self.keys)
+        self.num_layers, self.batch, self.num_kv_heads, self.capacity, self.head_dim = shape
+        self.keys = [torch.zeros(shape[1:], dtype=dtype, device=device) for _ in range(num_layers)]
+        self.values = [torch.zeros_like(k) for k in self.keys]
+        self.dtype, self.device = self.keys[0].dtype, self.keys[0].device
+        self.memory_keys: list[torch.Tensor | None] = [None] * num_layers
+        self.memory_values: list[torch.Tensor | None] = [None] * num_layers
         self.num_tokens = 0
+        self.layers_written: set[int] = set()  # at the current position
+        self.pending_new: int | None = None  # how many tokens those layers wrote
 
     def update(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
         after the ``num_tokens`` cached ones; return all of them, ``(batch, num_kv_heads, num_tokens + num_new,
-        head_dim)`` views of the preallocated tensors (nothing already cached is copied, unless autograd records
-        the call: then the cache is copied first, so that gradients flow through every step)."""
+        head_dim)`` views of the preallocated tensors. Nothing cached is copied, unless autograd records the call:
+        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned."""
+        check_cache_write(self, layer_idx, keys, values)
         start, end = self.num_tokens, self.num_tokens + keys.shape[2]
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
-            # Autograd keeps the views returned by earlier writes: write into new tensors, not over them.
-            self.keys, self.values = self.keys.clone(), self.values.clone()
-        self.keys[layer_idx, :, :, start:end] = keys
-        self.values[layer_idx, :, :, start:end] = values
-        return self.keys[layer_idx, :, :, :end], self.values[layer_idx, :, :, :end]
-
-    def advance(self, num_new: int) -> None:
-        """Count ``num_new`` more cached tokens, once every layer has written them."""
-        self.num_tokens += num_new
-
-
-def check_kv_cache(cache, attention, batch: int, num_new: int, dtype, device, *, num_layers=None, layer_idx=0) -> None:
-    """Raise a clear error if ``num_new`` tokens of ``batch`` sequences (``dtype`` on ``device``) cannot continue
-    ``cache`` in layer ``layer_idx`` of a stack of ``GroupedQueryAttention`` layers like ``attention`` (a model
-    with ``num_layers`` of them, when given)."""
-    if not isinstance(cache, KVCache):
-        raise TypeError(f"past_key_values must be a KVCache, got {type(cache).__name__}")
-    cache_layers, cache_batch, num_kv_heads, capacity, head_dim = cache.keys.shape
-    if num_layers is not None and num_layers != cache_layers:
-        raise ValueError(
-            f"the cache holds num_layers={cache_layers} but the model has num_layers={num_layers}; "
-            "make one with model.new_cache(batch)"
-        )
-    if not 0 <= layer_idx < cache_layers:
-        raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache_layers}")
-    if (num_kv_heads, head_dim) != (attention.num_kv_heads, attention.head_dim):
-        raise ValueError(
-            f"the cache holds num_kv_heads={num_kv_heads}, head_dim={head_dim} but the attention layer has "
-            f"num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}"
-        )
-    if batch != cache_batch:
-        raise ValueError(f"the cache holds batch={cache_batch} but the input has batch={batch}; start a new cache")
-    for limit, name in ((capacity, "its capacity"), (attention.context_length, "context_length")):
-        if cache.num_tokens + num_new > limit:
-            raise ValueError(
-                f"the cache holds {cache.num_tokens} tokens and the input adds {num_new}, more than {name}={limit}; "
-                "start a new cache or keep the input shorter"
-            )
-    if (dtype, torch.device(device)) != (cache.keys.dtype, cache.keys.device):
-        raise TypeError(f"the cache holds {cache.keys.dtype} on {cache.keys.device}, the input is {dtype} on {device}")
-
-
-class GroupedQueryAttention(MultiHeadAttention):
-    """Causal multi-head attention whose query heads share ``num_kv_heads`` key/value heads, with a KV cache.
-
-    ``W_key`` and ``W_value`` project to ``num_kv_heads * head_dim``, and query head ``h`` uses key/value head
-    ``h // (num_heads // num_kv_heads)`` (Ainslie et al., 2023), as ``F.scaled_dot_product_attention(...,
-    enable_gqa=True)`` does; ``num_kv_heads=1`` is multi-query attention (Shazeer, 2019). The KV cache then holds
-    ``num_kv_heads`` heads instead of ``num_heads``. ``num_kv_heads=None`` (the default) is plain multi-head
-    attention, with the same parameters, created in the same order, as :class:`MultiHeadAttention`.
-    """
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, *, num_kv_heads=None):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        check_positive_int("num_kv_heads", self.num_kv_heads)
-        if num_heads % self.num_kv_heads != 0:
-            raise ValueError(
-                f"num_heads={num_heads} must be divisible by num_kv_heads={self.num_kv_heads} so that every key/value "
-                f"head serves the same number of query heads (num_heads % num_kv_heads = {num_heads % num_kv_heads})"
-            )
-        if self.num_kv_heads != num_heads:  # narrower key and value projections
-            self.W_key = nn.Linear(d_in, self.num_kv_heads * self.head_dim, bias=qkv_bias)
-            self.W_value = nn.Linear(d_in, self.num_kv_heads * self.head_dim, bias=qkv_bias)
-
-    def forward(self, x, key_padding_mask=None, return_weights=False, *, past_key_values=None, layer_idx=0):
-        """``x`` ``(batch, num_tokens, d_in)`` -> ``(batch, num_tokens, d_out)``, like :class:`MultiHeadAttention`.
-
-        With ``past_key_values`` (a :class:`KVCache`), ``x`` holds the tokens after the ``num_tokens`` cached ones:
-        their keys and values are written into layer ``layer_idx`` of the cache, and the queries attend over
-        every cached token too (``key_padding_mask`` then covers all of them). The caller calls
-        ``past_key_values.advance(x.shape[1])`` once every layer has run.
-        """
-        key_padding_mask = self.check_inputs(x, key_padding_mask, past_key_values=past_key_values, layer_idx=layer_idx)
-        options = {"past_key_values": past_key_values, "layer_idx": layer_idx}
-        return self.forward_unchecked(x, key_padding_mask, return_weights, **options)
-
-    def check_inputs(self, x, key_padding_mask=None, *, past_key_values=None, layer_idx=0):
-        """Raise a clear error for a bad input or cache; return ``key_padding_mask`` expanded to
-        ``(batch, num_keys)``, where ``num_keys`` counts the cached tokens too."""
-        if past_key_values is None:
-            return super().check_inputs(x, key_padding_mask)
-        super().check_inputs(x)  # the input's own mistakes first
-        check_kv_cache(past_key_values, self, *x.shape[:2], x.dtype, x.device, layer_idx=layer_idx)
-        if key_padding_mask is None:
-            return None
-        return super().check_inputs(x, key_padding_mask, num_keys=past_key_values.num_tokens + x.shape[1])
-
-    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False, *, past_key_values=None, layer_idx=0):
-        """:meth:`forward` without its input checks."""
-        queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
-        keys = self.split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
-        values = self.split_heads(self.W_value(x))
-        num_tokens, hidden, causal = x.shape[1], None, True
-        if past_key_values is not None:
-            start = past_key_values.num_tokens  # query i is the token at position start + i
-            keys, values = past_key_values.update(layer_idx, keys, values)  # (batch, num_kv_heads, num_keys, head_dim)
-            # One new token comes after every key it sees and needs no mask (the fused kernel's fastest case).
-            hidden = self.mask[start : start + num_tokens, : start + num_tokens] if num_tokens > 1 else None
-            causal = False
-        if key_padding_mask is not None:
-            padding = key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
-            hidden = padding if hidden is None else hidden | padding
-        if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
-            keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-            values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-        context_vec, attn_weights = self.attend_heads(queries, keys, values, hidden, causal, return_weights)
-        return self.merge_heads(context_vec, attn_weights, return_weights)
+            self.keys[layer_idx], self.values[layer_idx] = self.keys[layer_idx].clone(), self.values[layer_idx].clone()
+        self.keys[layer_idx][:, :, start:end] = keys
+        self.values[layer_idx][:, :, start:end] = values
+        written = self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+        self.layers_written.add(layer_idx)
+        self.pending_new = end - start
+        if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them
+            self.num_tokens, self.pending_new = end, None
+            self.layers_written.clear()
+        return written
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -210,35 +131,9 @@ def generate(
     and keeps only the last row of logits. With ``use_cache=True`` the prompt is run once into a new
     :class:`KVCache` and every later step feeds only the newest token with it: the same tokens, far less work.
     Once the sequence outgrows ``context_length``, the window slides and every position changes, so both ways
-    recompute the window at each step. The inputs are checked once, before the first step; the model runs in
-    eval mode (no dropout) and is restored to its mode afterwards.
+    recompute the window at each step. ``model`` may be a ``torch.compile`` d GPT: it is what runs.
     """
-    _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k)
-    token_ids = token_ids.long()  # int32 ids are accepted; the sampled ones are int64
-    context_length = model.context_length
-    cache = None
-    if use_cache and token_ids.shape[1] < context_length:  # the cache helps while the sequence fits the context
-        capacity = min(token_ids.shape[1] + max_new_tokens, context_length)
-        cache = model.new_cache(token_ids.shape[0], capacity)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():  # no_grad, and no autograd bookkeeping (version counters) on any tensor either
-            for step in range(max_new_tokens):
-                if cache is not None and token_ids.shape[1] <= context_length:
-                    new_ids = token_ids if step == 0 else token_ids[:, -1:]  # the prompt once, then the newest token
-                    logits, cache = model.forward_unchecked(new_ids, cache)
-                else:
-                    logits = model.forward_unchecked(token_ids[:, -context_length:])
-                next_id = _sample(logits[:, -1, :], temperature, top_k, generator)  # (batch, 1)
-                token_ids = torch.cat([token_ids, next_id], dim=1)
-    finally:
-        model.train(was_training)
-    return token_ids.clone()  # a normal tensor again: autograd refuses the tensors made in inference mode
-
-
-def _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k) -> None:
-    if not (isinstance(model, nn.Module) and callable(getattr(model, "new_cache", None))):  # GPT, or a subclass
+    if not (isinstance(model, nn.Module) and callable(getattr(model, "new_cache", None))):  # GPT, or compiled
         raise TypeError(f"model must be an attention_helpers.GPT, got {type(model).__name__}")
     check_token_ids("token_ids", token_ids, model.vocab_size)
     if token_ids.shape[1] == 0:
@@ -249,3 +144,43 @@ def _check_generate_args(model, token_ids, max_new_tokens, temperature, top_k) -
     check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
+
+    def pick(logits):
+        return _sample(logits, temperature, top_k, generator)
+
+    return decode_tokens(model, model, token_ids.long(), max_new_tokens, pick, use_cache)
+
+
+def decode_tokens(
+    model: nn.Module,
+    step: Callable,
+    token_ids: torch.Tensor,
+    num_new: int,
+    pick: Callable,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """The decoding loop of :func:`generate` and :func:`~attention_helpers.greedy_decode`: append ``num_new`` tokens
+    to ``token_ids`` ``(batch, num_tokens)``, one per step.
+
+    ``step(ids, cache)`` returns logits ``(batch, len(ids), vocab_size)`` for the ids that follow those in
+    ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
+    maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
+    the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
+    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode.
+    """
+    context_length, cache = model.context_length, None
+    if use_cache and token_ids.shape[1] < context_length:  # the cache helps while the sequence fits the context
+        cache = model.new_cache(token_ids.shape[0], min(token_ids.shape[1] + num_new, context_length))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():  # no_grad, and no autograd bookkeeping (version counters) on any tensor either
+            for _ in range(num_new):
+                if cache is not None and token_ids.shape[1] <= context_length:
+                    logits = step(token_ids[:, cache.num_tokens :], cache)
+                else:
+                    logits = step(token_ids[:, -context_length:], None)
+                token_ids = torch.cat([token_ids, pick(logits[:, -1, :])], dim=1)
+    finally:
+        model.train(was_training)
+    return token_ids.clone()  # a normal tensor again: autograd refuses the tensors made in inference mode

@@ -3,13 +3,12 @@
 ``Encoder(d_model, ffn_hidden, num_heads, dropout, num_layers)``. By default each layer is post-LN, as in the
 original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
 later models (``x = x + sublayer(norm(x))``). Positions: the sinusoidal :class:`PositionalEncoding` added to the
-embeddings, and :func:`rope_rotate`, the rotary embedding applied to queries and keys.
+embeddings (the rotary embedding applied to queries and keys is :func:`~attention_helpers.rope.rope_rotate`).
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import torch
@@ -18,53 +17,23 @@ from torch import nn
 
 from ._checks import (
     check_bool,
+    check_choice,
     check_heads,
     check_module_dtype,
     check_padding_mask,
     check_positive_int,
+    check_positive_real,
     check_probability,
-    check_same_device,
     check_sequence,
     check_size,
     check_tensor,
+    normalized_shape,
     shape_str,
 )
+from ._convert import from_torch_into
 from .attention import MultiHeadAttention
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-
-
-def _check_activation(activation) -> None:
-    if not isinstance(activation, str):
-        raise TypeError(f"activation must be one of {sorted(ACTIVATIONS)} as a string, got {type(activation).__name__}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-
-
-def _normalized_shape(parameters_shape) -> tuple[int, ...]:
-    """``d_model`` or a sequence of sizes -> a tuple of positive ints, with errors that name parameters_shape."""
-    if isinstance(parameters_shape, numbers.Integral) and not isinstance(parameters_shape, bool):
-        shape = (int(parameters_shape),)
-    elif isinstance(parameters_shape, (Sequence, torch.Size)) and not isinstance(parameters_shape, str):
-        shape = tuple(parameters_shape)
-    else:
-        raise TypeError(
-            "parameters_shape must be an int (d_model) or a sequence of ints, "
-            f"got {type(parameters_shape).__name__} ({parameters_shape!r})"
-        )
-    if not shape:
-        raise ValueError("parameters_shape must name at least one dimension, got ()")
-    for size in shape:
-        check_positive_int("parameters_shape", size)
-    return tuple(int(size) for size in shape)
-
-
-def _check_positive_real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
-    return float(value)
 
 
 class LayerNorm(nn.Module):
@@ -90,8 +59,8 @@ class LayerNorm(nn.Module):
 
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()
-        self.parameters_shape = _normalized_shape(parameters_shape)
-        self.eps = _check_positive_real("eps", eps)
+        self.parameters_shape = normalized_shape(parameters_shape)
+        self.eps = check_positive_real("eps", eps)
         self.gamma = nn.Parameter(torch.ones(self.parameters_shape))
         self.beta = nn.Parameter(torch.zeros(self.parameters_shape))
 
@@ -118,9 +87,7 @@ class LayerNorm(nn.Module):
     @classmethod
     def from_torch(cls, torch_norm: nn.LayerNorm) -> LayerNorm:
         """Copy an ``nn.LayerNorm`` (with its affine weight and bias)."""
-        from . import interop  # interop imports this module
-
-        return interop.from_torch(torch_norm, into=cls)
+        return from_torch_into(cls, torch_norm, nn.LayerNorm)
 
 
 def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
@@ -131,31 +98,27 @@ def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
 
 class FeedForward(nn.Module):
     """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``, applied to every
-    token separately, widening ``d_model`` to ``hidden`` and back.
+    token separately, widening ``d_model`` to ``ffn_hidden`` and back.
 
     Input ``(batch, num_tokens, d_model)``; output the same shape.
     """
 
-    def __init__(self, d_model: int, hidden: int, dropout: float = 0.1, activation: str = "relu"):
+    def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
         check_positive_int("d_model", d_model)
-        check_positive_int("hidden", hidden)
+        check_positive_int("ffn_hidden", ffn_hidden)
         check_probability("dropout", dropout)
-        _check_activation(activation)
+        check_choice("activation", activation, ACTIVATIONS)
         self.d_model = d_model
-        self.linear1 = nn.Linear(d_model, hidden)
+        self.linear1 = nn.Linear(d_model, ffn_hidden)
         self.activation = ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(hidden, d_model)
+        self.linear2 = nn.Linear(ffn_hidden, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, 1, "(..., d_model)")
         check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
         check_module_dtype("x", x, self.linear1.weight, "FeedForward")
-        return self.forward_unchecked(x)
-
-    def forward_unchecked(self, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`forward` without its input checks, for a layer that checked its input once."""
         return self.linear2(dropout_if_training(self.dropout, self.activation(self.linear1(x))))
 
 
@@ -208,32 +171,22 @@ class EncoderLayer(nn.Module):
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
         attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
         check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
-        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
-        x, attn_weights = self.forward_unchecked(x, key_padding_mask, return_weights)
-        return (x, attn_weights) if return_weights else x
-
-    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
-        """:meth:`forward` without its input checks, for a stack that checked them once; ``key_padding_mask`` is
-        None or a boolean ``(batch, num_tokens)`` tensor. Returns ``(x, attn_weights)``, the weights None unless
-        ``return_weights``."""
         attn_input = self.norm1(x) if self.norm_first else x
-        out = self.attention.forward_unchecked(attn_input, key_padding_mask, return_weights)
+        out = self.attention(attn_input, key_padding_mask, return_weights)
         attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ffn.forward_unchecked(self.norm2(x)))
+            x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
             x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ffn.forward_unchecked(x)))
-        return x, attn_weights
+            x = self.norm2(x + self.dropout2(self.ffn(x)))
+        return (x, attn_weights) if return_weights else x
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer`` (ours is batch-first: see
         :func:`~attention_helpers.interop.from_torch`)."""
-        from . import interop  # interop imports this module
-
-        return interop.from_torch(torch_layer, into=cls)
+        return from_torch_into(cls, torch_layer, nn.TransformerEncoderLayer)
 
 
 class Encoder(nn.Module):
@@ -270,34 +223,30 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, ffn_hidden, num_heads, dropout, **settings) for _ in range(num_layers)
         )
-        self.norm = LayerNorm(d_model, eps=eps) if final_norm else None
+        self.final_norm = LayerNorm(d_model, eps=eps) if final_norm else None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``.
 
         Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
-        stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``. Checked once here, not per layer.
+        stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
         """
         first = self.layers[0]
         check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
-        return self.forward_unchecked(x, check_padding_mask("key_padding_mask", key_padding_mask, x), return_weights)
-
-    def forward_unchecked(self, x, key_padding_mask=None, return_weights=False):
-        """:meth:`forward` without its input checks (``key_padding_mask`` None or boolean ``(batch, num_tokens)``)."""
+        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
         all_weights = []
         for layer in self.layers:
-            x, attn_weights = layer.forward_unchecked(x, key_padding_mask, return_weights)
+            out = layer(x, key_padding_mask, return_weights)
+            x, attn_weights = out if return_weights else (out, None)
             all_weights.append(attn_weights)
-        x = x if self.norm is None else self.norm(x)
+        x = x if self.final_norm is None else self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
         """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first: see
         :func:`~attention_helpers.interop.from_torch`)."""
-        from . import interop  # interop imports this module
-
-        return interop.from_torch(torch_encoder, into=cls)
+        return from_torch_into(cls, torch_encoder, nn.TransformerEncoder)
 
 
 class PositionalEncoding(nn.Module):
@@ -334,61 +283,3 @@ class PositionalEncoding(nn.Module):
                 f"context_length={self.context_length}"
             )
         return x + self.pe[: x.shape[1]].to(x.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn of every pair."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
-    """Rotary position embedding (RoPE, Su et al. 2021, arXiv 2104.09864): rotate queries or keys by their position.
-
-    Dimensions ``i`` and ``i + head_dim / 2`` form a pair (Llama's half-split ``rotate_half``; the paper pairs
-    ``2i, 2i + 1``, which only reorders the dimensions) that turns by ``m * base^(-2i / head_dim)`` at position
-    ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the projected
-    queries and keys, per head, not to the embeddings or the values.
-
-    Args:
-        x: ``(..., num_tokens, head_dim)``, floating point, ``head_dim`` even; e.g. ``(batch, num_heads,
-            num_tokens, head_dim)``.
-        positions: the position of each token, a tensor of shape ``(num_tokens,)`` or any shape that broadcasts
-            to ``x.shape[:-1]`` (e.g. ``(batch, 1, num_tokens)``); ``None`` means ``0, 1, ..., num_tokens - 1``.
-        base: the wavelength scale; ``10000`` in the paper and in Llama 2.
-
-    Returns a tensor of ``x``'s shape and dtype.
-    """
-    check_tensor("x", x, 2, "(..., num_tokens, head_dim)")
-    head_dim = x.shape[-1]
-    if head_dim < 2 or head_dim % 2 != 0:
-        raise ValueError(
-            f"x must have shape (..., num_tokens, head_dim) with an even head_dim >= 2 (RoPE rotates pairs of "
-            f"dimensions), got shape {shape_str(x.shape)} (head_dim={head_dim})"
-        )
-    _check_positive_real("base", base)
-    if positions is None:
-        positions = torch.arange(x.shape[-2], device=x.device)
-    elif not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
-            f"got {type(positions).__name__}"
-        )
-    elif positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"positions must hold integers or real numbers, got dtype {positions.dtype}")
-    else:
-        try:
-            broadcast = torch.broadcast_shapes(positions.shape, x.shape[:-1])
-        except RuntimeError:
-            broadcast = None
-        if broadcast != x.shape[:-1]:
-            raise ValueError(
-                f"positions of shape {shape_str(positions.shape)} does not broadcast to x's "
-                f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
-            )
-        check_same_device("positions", positions, "x", x)
-    # Angles in float64, then cast: large positions times fast frequencies lose digits in float32.
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim)
-    angles = positions.to(torch.float64)[..., None] * inv_freq  # (..., num_tokens, head_dim / 2)
-    angles = torch.cat((angles, angles), dim=-1)  # pair i and pair i + head_dim / 2 share an angle
-    return x * angles.cos().to(x.dtype) + _rotate_half(x) * angles.sin().to(x.dtype)

@@ -5,7 +5,7 @@
 
 Without the cache, every new token reruns the model on the whole sequence so far; with it, the prompt is run
 once into a preallocated KVCache and each step feeds only the newest token, reusing every layer's cached keys and
-values (and checking nothing again: generate checks its prompt once).
+values (the model checks its token ids once per call, at its entry point, not in every layer).
 Prints, for each batch size, the median time of each and the ratio uncached / cached (the speed-up). With one
 sequence and a model this small, the cached step is dominated by the fixed cost of launching each small operation,
 so the speed-up grows with the batch. Before timing, both are checked to produce the same tokens, greedy and

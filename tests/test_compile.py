@@ -59,11 +59,12 @@ def test_gpt_forward_with_the_kv_cache_compiles_in_one_graph():
     chunks = (token_ids[:, :3], token_ids[:, 3:4], token_ids[:, 4:5])
     with torch.no_grad():
         cache = model.new_cache(batch=2)
-        expected = [model(chunk, cache)[0] for chunk in chunks]
+        expected = [model(chunk, cache) for chunk in chunks]
         compiled_model, compiled_cache = compiled(model), model.new_cache(batch=2)
-        actual = [compiled_model(chunk, compiled_cache)[0] for chunk in chunks]
+        actual = [compiled_model(chunk, compiled_cache) for chunk in chunks]
     assert compiled_cache.num_tokens == 5
-    close(compiled_cache.keys, cache.keys)
+    for got, want in zip(compiled_cache.keys, cache.keys, strict=True):
+        close(got, want)
     for got, want in zip(actual, expected, strict=True):
         close(got, want)
 
@@ -95,13 +96,13 @@ def test_causal_attention_without_mask_compiles_in_one_graph():
 
 @pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
 def test_cross_attention_compiles_in_one_graph(return_weights):
-    """Queries from x (3 tokens), keys and values from a context of 5 tokens whose last is padding."""
+    """Queries from x (3 tokens), keys and values from a memory of 5 tokens whose last is padding."""
     module = perturb_(ah.MultiHeadAttention(6, 8, None, 0.0, num_heads=4, causal=False)).eval()
     x, context = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
     key_padding_mask = torch.tensor([False] * 4 + [True])  # (num_keys,): the same for every sequence
     with torch.no_grad():
-        expected = module(x, key_padding_mask, return_weights, context=context)
-        actual = compiled(module)(x, key_padding_mask, return_weights, context=context)
+        expected = module(x, key_padding_mask, return_weights, memory=context)
+        actual = compiled(module)(x, key_padding_mask, return_weights, memory=context)
     close(actual, expected)
 
 
@@ -114,6 +115,26 @@ def test_grouped_query_attention_compiles_in_one_graph(return_weights):
         expected = module(x, key_padding_mask, return_weights)
         actual = compiled(module)(x, key_padding_mask, return_weights)
     close(actual, expected)
+
+
+def test_generate_on_a_compiled_gpt_runs_the_compiled_module():
+    """generate calls the model it is given, so a torch.compile'd GPT runs its compiled graphs (a backend that
+    counts its calls sees every step) and gives the eager model's tokens."""
+    calls = []
+
+    def counting_backend(graph_module, example_inputs):
+        def run(*args):
+            calls.append(len(args))
+            return graph_module(*args)
+
+        return run
+
+    torch._dynamo.reset()
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 3))
+    tokens = ah.generate(torch.compile(model, backend=counting_backend), prompt, 6, temperature=0)
+    assert len(calls) >= 6, f"the compiled graphs ran {len(calls)} times for 6 steps"
+    assert torch.equal(tokens, ah.generate(model, prompt, 6, temperature=0))
 
 
 def test_is_compiling_is_true_only_while_tracing(monkeypatch):

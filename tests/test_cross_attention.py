@@ -1,4 +1,4 @@
-"""MultiHeadAttention's cross-attention (``context=``): queries from one sequence, keys and values from another."""
+"""MultiHeadAttention's cross-attention (``memory=``): queries from one sequence, keys and values from another."""
 
 import pytest
 import torch
@@ -31,13 +31,13 @@ def test_cross_attention_equals_torch_multihead_attention_forward_and_backward(n
     padding = _padding(3, 9, [0, 2, 8]) if padded else None
     expected, _ = torch_mha(x, context, context, key_padding_mask=padding, need_weights=False)
     if explicit:
-        actual, weights = ours(x, padding, return_weights=True, context=context)
+        actual, weights = ours(x, padding, return_weights=True, memory=context)
         assert weights.shape == (3, num_heads, 5, 9)
         close(weights.sum(-1), torch.ones(3, num_heads, 5))
         if padded:
             assert (weights[2, :, :, 1:] == 0).all()
     else:
-        actual = ours(x, padding, context=context)
+        actual = ours(x, padding, memory=context)
     close(actual, expected)
     grads = torch.autograd.grad(actual.square().sum(), [x, context, *ours.parameters()])
     torch_grads = torch.autograd.grad(expected.square().sum(), [x, context, *torch_mha.parameters()])
@@ -52,34 +52,34 @@ def test_cross_attention_equals_torch_multihead_attention_forward_and_backward(n
 def test_cross_attention_to_itself_is_self_attention_with_d_in_not_d_out():
     mha = perturb_(MultiHeadAttention(6, 12, None, 0.0, 3, qkv_bias=True, causal=False))
     x = torch.randn(2, 7, 6)
-    close(mha(x, context=x), mha(x))
+    close(mha(x, memory=x), mha(x))
 
 
 def test_cross_attention_ignores_the_order_of_the_context_tokens_and_each_query_is_on_its_own():
     mha = perturb_(MultiHeadAttention(6, 12, None, 0.0, 3, causal=False))
     x, context = torch.randn(2, 4, 6), torch.randn(2, 10, 6)
     padding = _padding(2, 10, [0, 3])
-    out = mha(x, padding, context=context)
+    out = mha(x, padding, memory=context)
     order = torch.randperm(10)
-    close(mha(x, padding[:, order], context=context[:, order]), out)
+    close(mha(x, padding[:, order], memory=context[:, order]), out)
     # each query reads the context alone: one query at a time gives the same rows
-    close(torch.cat([mha(x[:, i : i + 1], padding, context=context) for i in range(4)], dim=1), out)
+    close(torch.cat([mha(x[:, i : i + 1], padding, memory=context) for i in range(4)], dim=1), out)
     # and a change in the context changes the output
-    assert not torch.allclose(mha(x, padding, context=context + 1), out)
+    assert not torch.allclose(mha(x, padding, memory=context + 1), out)
 
 
 def test_cross_attention_bad_input_names_what_is_wrong():
     cross = MultiHeadAttention(6, 12, None, 0.0, 3, causal=False)
     x = torch.randn(2, 4, 6)
     with pytest.raises(ValueError, match="causal=False"):
-        MultiHeadAttention(6, 12, 8, 0.0, 3)(x, context=torch.randn(2, 5, 6))
-    with pytest.raises(ValueError, match=r"context must have shape .* d_in=6.*\(2, 5, 7\)"):
-        cross(x, context=torch.randn(2, 5, 7))
-    with pytest.raises(ValueError, match="context has batch=3 but x has batch=2"):
-        cross(x, context=torch.randn(3, 5, 6))
+        MultiHeadAttention(6, 12, 8, 0.0, 3)(x, memory=torch.randn(2, 5, 6))
+    with pytest.raises(ValueError, match=r"memory must have shape .* d_in=6.*\(2, 5, 7\)"):
+        cross(x, memory=torch.randn(2, 5, 7))
+    with pytest.raises(ValueError, match="memory has batch=3 but x has batch=2"):
+        cross(x, memory=torch.randn(3, 5, 6))
     with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 4\).*\(2, 5\)"):
-        cross(x, torch.zeros(2, 4, dtype=torch.bool), context=torch.randn(2, 5, 6))
-    with pytest.raises(TypeError, match="context must have a floating-point dtype"):
-        cross(x, context=torch.ones(2, 5, 6, dtype=torch.long))
-    with pytest.raises(TypeError, match="context has dtype torch.float64 but x has dtype torch.float32"):
-        cross(x, context=torch.ones(2, 5, 6, dtype=torch.float64))
+        cross(x, torch.zeros(2, 4, dtype=torch.bool), memory=torch.randn(2, 5, 6))
+    with pytest.raises(TypeError, match="memory must have a floating-point dtype"):
+        cross(x, memory=torch.ones(2, 5, 6, dtype=torch.long))
+    with pytest.raises(TypeError, match="memory has dtype torch.float64 but x has dtype torch.float32"):
+        cross(x, memory=torch.ones(2, 5, 6, dtype=torch.float64))

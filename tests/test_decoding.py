@@ -160,14 +160,12 @@ def test_the_kv_cache_of_grouped_query_attention_holds_only_the_kv_heads():
         cache = KVCache(1, 2, 2, 7, 3)  # (num_layers, batch, num_kv_heads, capacity, head_dim)
         pieces = []
         for start, end in ((0, 4), (4, 5), (5, 6), (6, 7)):
-            pieces.append(gqa(x[:, start:end], past_key_values=cache))
-            cache.advance(end - start)
+            pieces.append(gqa(x[:, start:end], cache=cache))
         torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-6, rtol=1e-5)
-        assert cache.keys.shape == cache.values.shape == (1, 2, 2, 7, 3)
+        assert cache.keys[0].shape == cache.values[0].shape == (2, 2, 7, 3)
         cache = KVCache(1, 2, 2, 7, 3)
-        _, weights = gqa(x[:, :5], past_key_values=cache, return_weights=True)
-        cache.advance(5)
-        _, step_weights = gqa(x[:, 5:6], past_key_values=cache, return_weights=True)
+        _, weights = gqa(x[:, :5], cache=cache, return_weights=True)
+        _, step_weights = gqa(x[:, 5:6], cache=cache, return_weights=True)
         assert weights.shape == (2, 4, 5, 5) and step_weights.shape == (2, 4, 1, 6)
 
 
@@ -217,8 +215,7 @@ def run_in_chunks(attention, x, chunks, padding=None, return_weights=False):
     outputs, start = [], 0
     for size in chunks:
         mask = None if padding is None else padding[:, : start + size]
-        outputs.append(attention(x[:, start : start + size], mask, return_weights, past_key_values=cache))
-        cache.advance(size)
+        outputs.append(attention(x[:, start : start + size], mask, return_weights, cache=cache))
         start += size
     return outputs, cache
 
@@ -287,7 +284,7 @@ def test_gradients_flow_through_the_cache():
     expected = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     cache = model.new_cache(batch=2)
-    pieces = [model(ids[:, :4], cache)[0]] + [model(ids[:, i : i + 1], cache)[0] for i in range(4, 7)]
+    pieces = [model(ids[:, :4], cache)] + [model(ids[:, i : i + 1], cache) for i in range(4, 7)]
     torch.cat(pieces, dim=1).square().sum().backward()
     for param, grad in zip(model.parameters(), expected, strict=True):
         close(param.grad, grad, atol=1e-4)
@@ -300,61 +297,85 @@ def test_the_modules_keep_no_cache_state():
     keys_before = list(gqa.state_dict())
     x = torch.randn(1, 4, 6, requires_grad=True)
     cache = KVCache(1, 1, 3, 10, 4)
-    gqa(x, past_key_values=cache).sum().backward(retain_graph=True)
-    cache.advance(4)
+    gqa(x, cache=cache).sum().backward(retain_graph=True)
     assert list(gqa.state_dict()) == keys_before
     assert tensors_kept(gqa) == []
     clone = copy.deepcopy(gqa)
     close(clone(x), gqa(x))
     second = torch.randn(1, 4, 6)
-    close(gqa(second), gqa(second, past_key_values=KVCache(1, 1, 3, 10, 4)))  # a new cache: a new sequence
+    close(gqa(second), gqa(second, cache=KVCache(1, 1, 3, 10, 4)))  # a new cache: a new sequence
 
 
 def test_the_cache_writes_in_place_and_returns_views():
     """Preallocated: update() copies a step's keys into the cache and returns views of it, so no step recopies the
     tokens already cached."""
-    cache = KVCache(2, 1, 3, 8, 4)
-    storage = cache.keys.data_ptr()
+    cache = KVCache(1, 1, 3, 8, 4)
+    storage = cache.keys[0].data_ptr()
     for step in range(8):
-        keys, values = cache.update(1, torch.full((1, 3, 1, 4), float(step)), torch.zeros(1, 3, 1, 4))
-        cache.advance(1)
-        assert keys.shape == (1, 3, step + 1, 4) and keys.data_ptr() == storage + cache.keys[1].storage_offset() * 4
+        keys, values = cache.update(0, torch.full((1, 3, 1, 4), float(step)), torch.zeros(1, 3, 1, 4))
+        assert keys.shape == (1, 3, step + 1, 4) and keys.data_ptr() == storage
         assert torch.equal(keys[0, 0, :, 0], torch.arange(step + 1, dtype=torch.float32))
-    assert cache.keys.data_ptr() == storage and torch.equal(cache.keys[0], torch.zeros(1, 3, 8, 4))
+    assert cache.keys[0].data_ptr() == storage and cache.num_tokens == 8
+
+
+def test_the_cache_moves_on_once_every_layer_has_written_and_refuses_a_second_write():
+    """The cache owns its position: it counts new tokens when the last layer has written them, and a layer that
+    writes twice at one position (a forgotten or doubled advance, in a cache that the caller advances) is an error."""
+    cache = KVCache(2, 1, 3, 8, 4)
+    new = torch.randn(1, 3, 2, 4)
+    cache.update(0, new, new)
+    assert cache.num_tokens == 0  # layer 1 has not written yet
+    with pytest.raises(ValueError, match="layer 0 already wrote its keys and values at position 0"):
+        cache.update(0, new, new)
+    with pytest.raises(ValueError, match="layer 1 writes 1 tokens but an earlier layer wrote 2"):
+        cache.update(1, new[:, :, :1], new[:, :, :1])
+    keys, _ = cache.update(1, new, new)
+    assert cache.num_tokens == 2 and keys.shape == (1, 3, 2, 4)
+    assert not hasattr(cache, "advance"), "the position is the cache's own business"
+
+
+def test_under_autograd_a_write_copies_only_the_layer_it_writes():
+    """With gradients on, a write copies the layer's tensors first (autograd keeps the views earlier writes gave
+    out), and no other layer's."""
+    cache = KVCache(4, 1, 2, 6, 3)
+    before = [k.data_ptr() for k in cache.keys] + [v.data_ptr() for v in cache.values]
+    new = torch.randn(1, 2, 1, 3, requires_grad=True)
+    cache.update(2, new, new)
+    after = [k.data_ptr() for k in cache.keys] + [v.data_ptr() for v in cache.values]
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed == [2, 6], "only layer 2's keys and values are new tensors"
 
 
 def test_cache_bad_use_names_what_is_wrong():
     gqa = GroupedQueryAttention(6, 12, 5, 0.0, 3)
     cache = KVCache(1, 2, 3, 5, 4)
-    gqa(torch.randn(2, 4, 6), past_key_values=cache)
-    cache.advance(4)
-    with pytest.raises(ValueError, match=r"holds 4 tokens and the input adds 2.*capacity=5"):
-        gqa(torch.randn(2, 2, 6), past_key_values=cache)
+    gqa(torch.randn(2, 4, 6), cache=cache)  # 4 tokens cached
+    with pytest.raises(ValueError, match=r"holds 4 tokens and the input adds 2, more than context_length=5"):
+        gqa(torch.randn(2, 2, 6), cache=cache)
     with pytest.raises(ValueError, match="batch=2 but the input has batch=3"):
-        gqa(torch.randn(3, 1, 6), past_key_values=cache)
+        gqa(torch.randn(3, 1, 6), cache=cache)
     with pytest.raises(ValueError, match="num_kv_heads=3, head_dim=4 but the attention layer has num_kv_heads=1"):
-        GroupedQueryAttention(6, 12, 5, 0.0, 3, num_kv_heads=1)(torch.randn(2, 1, 6), past_key_values=cache)
+        GroupedQueryAttention(6, 12, 5, 0.0, 3, num_kv_heads=1)(torch.randn(2, 1, 6), cache=cache)
+    gqa64 = copy.deepcopy(gqa).double()
     with pytest.raises(TypeError, match="the cache holds torch.float32 on cpu, the input is torch.float64"):
-        gqa.double()(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=cache)
-    with pytest.raises(TypeError, match="past_key_values must be a KVCache, got tuple"):
-        gqa(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=(cache.keys, cache.values))
+        gqa64(torch.randn(2, 1, 6, dtype=torch.float64), cache=cache)
+    with pytest.raises(TypeError, match="cache must be a KVCache .*, got tuple"):
+        gqa(torch.randn(2, 1, 6), cache=(cache.keys, cache.values))
     # with the cache, the padding mask covers every key: the 4 cached tokens and the new one
-    cache = KVCache(1, 2, 3, 5, 4, dtype=torch.float64)
-    cache.advance(4)
     with pytest.raises(ValueError, match=r"key_padding_mask of shape \(2, 3\).*\(2, 5\)"):
-        gqa(torch.randn(2, 1, 6, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.bool), past_key_values=cache)
+        gqa(torch.randn(2, 1, 6), torch.zeros(2, 3, dtype=torch.bool), cache=cache)
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         KVCache(1, 2, 3, 0, 4)
     with pytest.raises(ValueError, match="layer_idx=1 but the cache holds num_layers=1"):
-        gqa.double()(torch.randn(2, 1, 6, dtype=torch.float64), past_key_values=cache, layer_idx=1)
+        gqa(torch.randn(2, 1, 6), cache=cache, layer_idx=1)
     # cached and new tokens together may not outrun the causal mask, whatever the cache's capacity
     cache = KVCache(1, 1, 3, 8, 4)
-    cache.advance(3)
+    gqa(torch.randn(1, 3, 6), cache=cache)
     with pytest.raises(ValueError, match="holds 3 tokens and the input adds 3, more than context_length=5"):
-        GroupedQueryAttention(6, 12, 5, 0.0, 3)(torch.randn(1, 3, 6), past_key_values=cache)
+        gqa(torch.randn(1, 3, 6), cache=cache)
     # the input's own mistakes are named before the cache's
     with pytest.raises(ValueError, match=r"x must have 3 dimensions \(batch, num_tokens, d_in\)"):
-        gqa(torch.randn(5, 6), past_key_values=cache)
+        gqa(torch.randn(5, 6), cache=cache)
 
 
 def test_a_model_names_a_cache_that_does_not_fit_it():
@@ -370,7 +391,7 @@ def test_a_model_names_a_cache_that_does_not_fit_it():
     block = model.blocks[0]
     with pytest.raises(ValueError, match="x has num_tokens=13 but the module was built with context_length=12"):
         block(torch.randn(1, 13, 16))
-    with pytest.raises(ValueError, match="d_in=16"):
+    with pytest.raises(ValueError, match=r"must end with parameters_shape \(16,\)"):
         block(torch.randn(1, 3, 8))
 
 
@@ -571,14 +592,13 @@ def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragm
         assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
 
 
-def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch):
-    """The per-step path re-validates nothing: the token ids and the temperature are checked once, and neither the
-    model's forward (with its host-synchronising id check), the cache's check, the attention's input check nor
-    sample_next_token's checks run per step."""
+def test_generate_checks_sampling_once_and_the_ids_once_per_model_call(monkeypatch):
+    """The arguments of sampling are checked once; each step calls the model, whose entry point checks the token ids
+    and the cache once for all its layers (no layer reads a tensor's values); sample_next_token's checks never run."""
     import attention_helpers.decoding as decoding
     import attention_helpers.gpt as gpt
 
-    calls = dict.fromkeys(["prompt ids", "model ids", "cache", "attention", "feed-forward", "logits", "temperature"], 0)
+    calls = dict.fromkeys(["prompt ids", "model ids", "cache", "logits", "temperature"], 0)
 
     def counting(key, function):
         def wrapper(*args, **kwargs):
@@ -589,19 +609,13 @@ def test_generate_checks_its_input_once_and_the_steps_check_nothing(monkeypatch)
 
     monkeypatch.setattr(decoding, "check_token_ids", counting("prompt ids", decoding.check_token_ids))
     monkeypatch.setattr(gpt, "check_token_ids", counting("model ids", gpt.check_token_ids))
-    monkeypatch.setattr(decoding, "check_kv_cache", counting("cache", decoding.check_kv_cache))
-    monkeypatch.setattr(gpt, "check_kv_cache", counting("cache", gpt.check_kv_cache))
-    monkeypatch.setattr(MultiHeadAttention, "check_inputs", counting("attention", MultiHeadAttention.check_inputs))
-    check_grouped = GroupedQueryAttention.check_inputs
-    monkeypatch.setattr(GroupedQueryAttention, "check_inputs", counting("attention", check_grouped))
-    monkeypatch.setattr(ah.FeedForward, "forward", counting("feed-forward", ah.FeedForward.forward))
+    monkeypatch.setattr(gpt, "check_cache", counting("cache", gpt.check_cache))
     monkeypatch.setattr(decoding, "check_tensor", counting("logits", decoding.check_tensor))
     monkeypatch.setattr(decoding, "check_temperature", counting("temperature", decoding.check_temperature))
     model = small_gpt()
     prompt = torch.randint(0, 11, (2, 3))
     out = ah.generate(model, prompt, 8, temperature=1.0, top_k=3, generator=torch.Generator().manual_seed(0))
-    once = {"prompt ids": 1, "temperature": 1}
-    assert calls == {key: once.get(key, 0) for key in calls}
+    assert calls == {"prompt ids": 1, "model ids": 8, "cache": 8, "logits": 0, "temperature": 1}
     uncached = ah.generate(model, prompt, 8, 1.0, 3, use_cache=False, generator=torch.Generator().manual_seed(0))
     assert torch.equal(out, uncached)
 

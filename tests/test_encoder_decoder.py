@@ -71,8 +71,8 @@ def test_to_torch_gives_an_equal_nn_transformer_outputs_and_gradients(norm_first
             ours_named[f"decoder_layers.{layer}.ffn.linear1.weight"],
             theirs_named[f"decoder.layers.{layer}.linear1.weight"],
         )
-    torch.testing.assert_close(ours_named["decoder_norm.gamma"], theirs_named["decoder.norm.weight"])
-    torch.testing.assert_close(ours_named["encoder.norm.gamma"], theirs_named["encoder.norm.weight"])
+    torch.testing.assert_close(ours_named["final_norm.gamma"], theirs_named["decoder.norm.weight"])
+    torch.testing.assert_close(ours_named["encoder.final_norm.gamma"], theirs_named["encoder.norm.weight"])
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -124,24 +124,22 @@ def test_decoder_is_causal_and_cross_attention_skips_source_padding():
 
 
 @pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1), (3, 2), (5,)])
-def test_decode_step_with_the_cache_equals_the_full_decoder(chunks):
+def test_decode_with_the_cache_equals_the_full_decoder(chunks):
     model = _model(True)
     src, tgt, src_padding, _ = _inputs()
     with torch.no_grad():
         memory = model.encode(src, src_padding)
         full, full_weights = model.decode(tgt, memory, None, src_padding, return_weights=True)
-        cache, outputs, weights, start = None, [], [], 0
+        cache, outputs, weights, start = model.new_cache(batch=3), [], [], 0
         for size in chunks:
-            out, new_cache, w = model.decode_step(
-                tgt[:, start : start + size], memory if cache is None else None, cache, src_padding, return_weights=True
-            )
-            if cache is not None:
-                assert cache[0][0].shape[2] == start  # the cache passed in is left as it was
-            cache, start = new_cache, start + size
+            out, w = model.decode(tgt[:, start : start + size], memory, None, src_padding, True, cache=cache)
+            start += size
+            assert cache.num_tokens == start
             outputs.append(out)
             weights.append(w)
-    assert cache[0][0].shape == (3, NUM_HEADS, TGT_LEN, D_MODEL // NUM_HEADS)
-    assert cache[0][2].shape == (3, NUM_HEADS, SRC_LEN, D_MODEL // NUM_HEADS)
+    assert type(cache) is type(ah.GPT(5, 4, 12, 3, 1, 0.0).new_cache(1))  # one cache class for every decoder
+    assert cache.keys[0][:, :, :start].shape == (3, NUM_HEADS, TGT_LEN, D_MODEL // NUM_HEADS)
+    assert cache.memory_keys[0].shape == (3, NUM_HEADS, SRC_LEN, D_MODEL // NUM_HEADS)
     torch.testing.assert_close(torch.cat(outputs, 1), full, rtol=0, atol=1e-12)
     torch.testing.assert_close(torch.cat(weights, 3), full_weights, rtol=0, atol=1e-12)
 
@@ -220,8 +218,16 @@ def test_date_task_is_deterministic_and_keeps_heldout_dates_out_of_training():
             ValueError,
             r"tgt_key_padding_mask .* \(2, 4\)",
         ),
-        (lambda m: m.decode_step(torch.randn(2, 1, 12)), ValueError, r"first decode_step needs memory"),
-        (lambda m: m.decode_step(torch.randn(2, 1, 12), None, ()), ValueError, r"past_key_values must be the tuple"),
+        (
+            lambda m: m.decode(torch.randn(2, 1, 12), torch.randn(2, 5, 12), cache=()),
+            TypeError,
+            r"cache must be a KVCache .*, got tuple",
+        ),
+        (
+            lambda m: m.decode(torch.randn(2, 1, 12), torch.randn(2, 5, 12), cache=m.new_cache(3)),
+            ValueError,
+            r"the cache holds batch=3 but the input has batch=2",
+        ),
     ],
 )
 def test_bad_input_gets_a_clear_error(call, error, match):

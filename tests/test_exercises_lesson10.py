@@ -41,6 +41,12 @@ def make_step(append=True, attend_before_append=False, first_row_mask=False):
     return kv_step
 
 
+def recompute_from_cached_inputs(attention, x_new, cache):
+    """Not a KV cache: keeps the inputs and reruns the whole layer on them, which gives the right rows."""
+    inputs = x_new if cache is None else torch.cat([cache, x_new], dim=1)
+    return attention(inputs)[:, -1:], inputs
+
+
 def test_kv_cache_step(capsys):
     assert verdict(capsys, checks.exercise_1, None) == (False, "Exercise 1: " + NOT_ANSWERED)
     ok, out = verdict(capsys, checks.exercise_1, make_step())
@@ -50,6 +56,7 @@ def test_kv_cache_step(capsys):
         (make_step(first_row_mask=True), "a causal mask's first row"),
         (make_step(attend_before_append=True), "not to itself"),
         (lambda attention, x_new, cache: attention(x_new), "must return a pair"),
+        (recompute_from_cached_inputs, "projected 2 tokens"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out

@@ -29,8 +29,8 @@ def _pre_ln(residual_normalised=False, use_mask=True, cross_on_target=False, pos
     def pre_ln_decoder_layer(layer, x, memory, mask):
         def cross(h):
             if cross_on_target:
-                return layer.cross_attention(h, context=h)
-            return layer.cross_attention(h, mask if use_mask else None, context=memory)
+                return layer.cross_attention(h, memory=h)
+            return layer.cross_attention(h, mask if use_mask else None, memory=memory)
 
         if post_ln:
             x = layer.norm1(x + layer.self_attention(x))
@@ -84,7 +84,7 @@ def test_exercise_1_names_the_mistake(capsys, wrong, reason, hint):
         (_pre_ln(post_ln=True), "post-LN layer", "x + sublayer(norm(x))"),
         (_pre_ln(residual_normalised=True), "residual adds the normalised copy", "unnormalised x"),
         (_pre_ln(use_mask=False), "attends to the source's padding", "memory_key_padding_mask"),
-        (_pre_ln(cross_on_target=True), "reads the target instead", "context=memory"),
+        (_pre_ln(cross_on_target=True), "reads the target instead", "memory=memory"),
         (_pre_ln(extra_norm=True), "normalised once more", "residual stream"),
         (lambda layer, x, memory, mask: x, "some values differ", "norm1, self_attention"),
     ],

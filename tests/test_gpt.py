@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import small_gpt
+from conftest import perturb_, small_gpt
 from test_decoding import tensors_kept
 
 import attention_helpers as ah
@@ -66,9 +66,9 @@ def test_every_dropout_drops_in_training_and_none_in_eval(site):
 
 def test_output_head_is_tied_to_the_token_embedding():
     model = small_gpt()
-    assert model.lm_head.weight is model.token_embedding.weight
+    assert model.head.weight is model.token_embedding.weight
     assert sum(p.numel() for p in model.parameters()) == sum(
-        p.numel() for name, p in model.named_parameters() if not name.startswith("lm_head")
+        p.numel() for name, p in model.named_parameters() if not name.startswith("head")
     )
     ids = torch.randint(0, 11, (2, 5))
     x = model.token_embedding(ids) + model.position_embedding.weight[:5]
@@ -83,11 +83,10 @@ def test_the_cache_gives_the_same_logits_as_the_full_pass():
     cache = model.new_cache(batch=2)
     pieces = []
     for start, end in [(0, 5)] + [(i, i + 1) for i in range(5, 12)]:
-        logits, returned = model(ids[:, start:end], cache)
-        assert returned is cache and cache.num_tokens == end
-        pieces.append(logits)
+        pieces.append(model(ids[:, start:end], cache))
+        assert cache.num_tokens == end  # the cache moved itself on
     close(torch.cat(pieces, dim=1), full)
-    assert cache.keys.shape == (2, 2, 4, 12, 4)  # (num_layers, batch, num_kv_heads, capacity, head_dim)
+    assert len(cache.keys) == 2 and cache.keys[0].shape == (2, 4, 12, 4)  # per layer: (batch, kv heads, capacity, d)
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
@@ -95,8 +94,8 @@ def test_a_gpt_with_grouped_heads_caches_its_kv_heads_only(num_kv_heads):
     model = ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, dropout=0.0, num_kv_heads=num_kv_heads).eval()
     ids = torch.randint(0, 11, (2, 9))
     cache = model.new_cache(batch=2, capacity=9)
-    assert cache.keys.shape == (2, 2, num_kv_heads, 9, 4)
-    pieces = [model(ids[:, :3], cache)[0]] + [model(ids[:, i : i + 1], cache)[0] for i in range(3, 9)]
+    assert cache.keys[0].shape == (2, num_kv_heads, 9, 4)
+    pieces = [model(ids[:, :3], cache)] + [model(ids[:, i : i + 1], cache) for i in range(3, 9)]
     close(torch.cat(pieces, dim=1), model(ids))
     assert torch.equal(ah.generate(model, ids[:, :3], 6, 0), ah.generate(model, ids[:, :3], 6, 0, use_cache=False))
 
@@ -106,7 +105,7 @@ def test_a_gpt_copies_after_a_cached_call_with_gradients():
     deepcopy works and the copy computes the same logits (a cache inside the modules broke both)."""
     model = small_gpt()
     ids = torch.randint(0, 11, (1, 6))
-    logits, _ = model(ids, model.new_cache(batch=1))
+    logits = model(ids, model.new_cache(batch=1))
     assert logits.requires_grad
     clone = copy.deepcopy(model)
     close(clone(ids), model(ids))
@@ -156,12 +155,47 @@ def test_the_cache_cannot_outgrow_the_context():
     model = small_gpt()
     cache = model.new_cache(batch=1)
     model(torch.zeros(1, 10, dtype=torch.long), cache)
-    with pytest.raises(ValueError, match=r"10 cached tokens \+ 3 new.*context_length=12"):
+    with pytest.raises(ValueError, match=r"holds 10 tokens and the input adds 3, more than its capacity=12"):
         model(torch.zeros(1, 3, dtype=torch.long), cache)
     with pytest.raises(ValueError, match="the cache holds batch=1 but the input has batch=2"):
         model(torch.zeros(2, 1, dtype=torch.long), cache)
-    with pytest.raises(TypeError, match="past_key_values must be a KVCache, got tuple"):
+    with pytest.raises(TypeError, match="cache must be a KVCache .*, got tuple"):
         model(torch.zeros(1, 1, dtype=torch.long), (cache.keys, cache.values))
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_cached_generation_equals_uncached_with_either_kind_of_positions(positions):
+    """RoPE rotates each block's queries and keys by their position, which the cache's offset supplies: cached
+    logits and tokens equal the full pass."""
+    torch.manual_seed(0)
+    model = perturb_(ah.GPT(11, 12, 16, 4, 2, 0.0, positions=positions)).eval()
+    ids = torch.randint(0, 11, (2, 9))
+    cache = model.new_cache(batch=2)
+    pieces = [model(ids[:, :4], cache)] + [model(ids[:, i : i + 1], cache) for i in range(4, 9)]
+    close(torch.cat(pieces, dim=1), model(ids))
+    for temperature in (0, 1.0):
+        runs = [
+            ah.generate(model, ids[:, :3], 12, temperature, use_cache=c, generator=torch.Generator().manual_seed(1))
+            for c in (True, False)
+        ]
+        assert torch.equal(*runs)
+
+
+def test_rope_rotates_the_queries_and_keys_of_every_block_instead_of_a_position_table():
+    """With positions="rope" there is no position embedding; every block's attention rotates its queries and keys,
+    which changes the logits (the same weights with the rotation off give others)."""
+    torch.manual_seed(0)
+    model = perturb_(ah.GPT(11, 12, 16, 4, 2, 0.0, positions="rope")).eval()
+    assert model.position_embedding is None and all(block.attention.rope for block in model.blocks)
+    ids = torch.randint(0, 11, (2, 6))
+    with torch.no_grad():
+        rotated = model(ids)
+        for block in model.blocks:
+            block.attention.rope = False
+        assert not torch.allclose(rotated[:, 1:], model(ids)[:, 1:], atol=1e-4)
+        close(rotated[:, 0], model(ids)[:, 0])  # position 0 is not rotated at all
+    with pytest.raises(ValueError, match=r"positions must be one of \['learned', 'rope'\], got 'sinusoidal'"):
+        ah.GPT(11, 12, 16, 4, 2, 0.0, positions="sinusoidal")
 
 
 # --- training pieces and the baseline -----------------------------------------------------------------------

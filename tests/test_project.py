@@ -71,7 +71,7 @@ def test_readme_lists_every_notebook():
 
 # The package's modules in the one direction imports may flow: each core module may import only earlier ones;
 # the modules on top (figures, widgets, interop, exercise checks) may import any core module.
-CORE_MODULES = ["_checks", "data", "functional", "efficient", "attention", "decoding", "encoder"]
+CORE_MODULES = ["_checks", "_convert", "data", "functional", "efficient", "rope", "attention", "decoding", "encoder"]
 CORE_MODULES += ["training"]
 CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
 TOP_MODULES = ["viz", "interop", "lessons", "distributed"]
@@ -89,6 +89,17 @@ def test_package_modules_import_on_their_own_without_cycles():
         text = (ROOT / "attention_helpers" / f"{module}.py").read_text()
         for later in CORE_MODULES[i + 1 :] + TOP_MODULES:
             assert f"from .{later} import" not in text, f"{module} imports {later}: imports must flow one way"
+
+
+def test_no_module_imports_interop_not_even_inside_a_function():
+    """interop depends on the modules, never the reverse: a lazy ``from . import interop`` in a classmethod is an
+    import circle too (each class's from_torch uses _convert, which imports none of the modules)."""
+    for module in CORE_MODULES:
+        tree = ast.parse((ROOT / "attention_helpers" / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [alias.name for alias in node.names]
+                assert "interop" not in names, f"{module} imports interop (line {node.lineno})"
 
 
 def test_importing_the_package_is_light_and_plotting_loads_on_first_use():

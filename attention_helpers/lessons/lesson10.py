@@ -53,6 +53,15 @@ def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch
     }
 
 
+def _count_projected_tokens(layer: MultiHeadAttention) -> list[int]:
+    """Record how many tokens each call of ``layer.W_key`` and ``layer.W_value`` projects (forward hooks; the
+    module is the checker's own, made for this check)."""
+    counts: list[int] = []
+    for projection in (layer.W_key, layer.W_value):
+        projection.register_forward_hook(lambda module, inputs, output: counts.append(inputs[0].shape[-2]))
+    return counts
+
+
 @torch.no_grad()
 def exercise_1(kv_step) -> bool:
     """``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``,
@@ -73,11 +82,20 @@ def exercise_1(kv_step) -> bool:
         batch, num_tokens, d_in = x.shape
         where = f"on hidden case {number} of {len(cases)} ({num_tokens} tokens, batch {batch}, d_in {d_in})"
         expected = layer(x)  # (batch, num_tokens, d_out): the uncached causal layer
+        projected = _count_projected_tokens(layer)
         cache, outputs = None, []
         for t in range(num_tokens):
             ran, result = run_candidate(name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where)
             if not ran:
                 return False
+            if any(count > 1 for count in projected):  # keys or values recomputed from cached inputs
+                return not_yet(
+                    name,
+                    f"at step {t} W_key or W_value projected {max(projected)} tokens {where}: a KV cache keeps the "
+                    "keys and values themselves, so each step projects only the new token",
+                    "cache the split keys and values, not the inputs, and append the new token's to them",
+                )
+            projected.clear()
             if not isinstance(result, (tuple, list)) or len(result) != 2:
                 return not_yet(
                     name, f"kv_step must return a pair (out, cache), got {type(result).__name__} {where}", hint

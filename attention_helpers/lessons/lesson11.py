@@ -16,9 +16,9 @@ import numbers
 
 import torch
 
-from ..decoding import GroupedQueryAttention
-from ..gpt import GPT, evaluate_loss, language_model_loss, next_token_batch
-from ..text import CharTokenizer, shakespeare_text
+from ..attention import GroupedQueryAttention
+from ..gpt import GPT
+from ..text import CharTokenizer, evaluate_loss, language_model_loss, next_token_batch, shakespeare_text
 from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 _SEED = 11_01

@@ -107,7 +107,7 @@ CROSS_HINT = (
 
 
 def exercise_1(cross_attention_step) -> bool:
-    """``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, context=memory)``."""
+    """``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``."""
     name = "Exercise 1"
     if cross_attention_step is None:
         return not_answered(name)
@@ -119,7 +119,7 @@ def exercise_1(cross_attention_step) -> bool:
             f"{keys.shape[2]} source tokens, {mha.num_heads} heads)"
         )
         with torch.no_grad():
-            expected = mha(x, mask, context=memory)
+            expected = mha(x, mask, memory=memory)
             ran, answer = run_candidate(
                 name, cross_attention_step, mha, x, keys, values, mask, hint=CROSS_HINT, case=where
             )
@@ -162,8 +162,8 @@ def _layer_variants(layer, x, memory, mask):
 
     def cross(h, use_mask=True, source=None):
         if source is not None:  # the source's padding mask does not fit another sequence
-            return layer.cross_attention(h, context=source)
-        return layer.cross_attention(h, mask if use_mask else None, context=memory)
+            return layer.cross_attention(h, memory=source)
+        return layer.cross_attention(h, mask if use_mask else None, memory=memory)
 
     post = layer.norm1(x + self_attn(x))
     post = layer.norm2(post + cross(post))
@@ -199,7 +199,7 @@ def _layer_variants(layer, x, memory, mask):
         (
             pre(lambda h: cross(h, source=h)),
             "the cross-attention reads the target instead of the encoder's output",
-            "the keys and values of cross-attention come from memory: context=memory",
+            "the keys and values of cross-attention come from memory: memory=memory",
         ),
         (swapped, "the self-attention and the cross-attention are swapped", "self-attention (norm1) comes first"),
         (final_norm, "the output is normalised once more at the end", "a pre-LN layer returns the residual stream"),
