@@ -254,7 +254,7 @@ def _logits_from_memory(model, memory: torch.Tensor, tgt_ids: torch.Tensor, cros
     x = model.embed_target(tgt_ids)  # (batch, tgt_len, d_model)
     for layer, weights in zip(model.transformer.decoder_layers, cross_weights, strict=True):
         x = _decoder_layer_with_weights(layer, x, memory, weights)
-    return model.head(model.transformer.decoder_norm(x))
+    return model.head(model.transformer.final_norm(x))
 
 
 @torch.no_grad()

@@ -350,9 +350,11 @@ def greedy_decode(
             f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"
         )
     was_training = model.training
-    with torch.inference_mode():
-        memory, padding = model.eval().encode(src_ids)  # once, for every step
-    model.train(was_training)
+    try:
+        with torch.inference_mode():
+            memory, padding = model.eval().encode(src_ids)  # once, for every step
+    finally:
+        model.train(was_training)
     step_weights = []
 
     def step(ids, cache):

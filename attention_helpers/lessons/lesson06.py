@@ -213,7 +213,6 @@ FUSED_FORBIDDEN = Forbidden(
     (
         (scaled_dot_product_attention, "ah.scaled_dot_product_attention"),
         (MultiHeadAttention.forward, "ah.MultiHeadAttention"),
-        (MultiHeadAttention.forward_unchecked, "ah.MultiHeadAttention"),
         (MultiHeadAttention.attend_heads, "ah.MultiHeadAttention.attend_heads"),
         (nn.MultiheadAttention.forward, "nn.MultiheadAttention"),
         (F.multi_head_attention_forward, "F.multi_head_attention_forward"),
