@@ -78,13 +78,36 @@ TOP_MODULES = ["viz", "interop", "lessons", "distributed"]
 VIZ_MODULES = sorted(p.stem for p in (ROOT / "attention_helpers" / "viz").glob("[!_]*.py"))
 
 
+# Each module imported first, in a fresh child process: the parent pays for torch's import once and forks a child
+# per module (a child starts with none of the package imported), instead of one new interpreter per module.
+IMPORT_EACH_IN_A_FORK = """
+import importlib, os, sys, traceback
+import torch  # noqa: F401 (shared by every child)
+assert not [m for m in sys.modules if m.startswith("attention_helpers")]
+failed = []
+for module in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(module)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1] != 0:
+        failed.append(module)
+sys.exit(f"these modules fail to import on their own: {failed}" if failed else 0)
+"""
+
+
 def test_package_modules_import_on_their_own_without_cycles():
     on_disk = {p.stem for p in (ROOT / "attention_helpers").glob("*.py")} - {"__init__"}
     on_disk |= {p.parent.name for p in (ROOT / "attention_helpers").glob("*/__init__.py")}  # subpackages
     assert on_disk == set(CORE_MODULES + TOP_MODULES), "place every module in CORE_MODULES or TOP_MODULES"
     assert VIZ_MODULES == ["alignment", "plotting", "pretrained", "tiling", "training", "widgets"]
-    for module in CORE_MODULES + TOP_MODULES + [f"viz.{name}" for name in VIZ_MODULES]:
-        subprocess.run([sys.executable, "-c", f"import attention_helpers.{module}"], check=True, cwd=ROOT)
+    modules = [f"attention_helpers.{m}" for m in CORE_MODULES + TOP_MODULES + [f"viz.{n}" for n in VIZ_MODULES]]
+    result = subprocess.run([sys.executable, "-c", IMPORT_EACH_IN_A_FORK, *modules], cwd=ROOT, capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
     for i, module in enumerate(CORE_MODULES):
         text = (ROOT / "attention_helpers" / f"{module}.py").read_text()
         for later in CORE_MODULES[i + 1 :] + TOP_MODULES:
