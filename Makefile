@@ -144,7 +144,7 @@ repo-url:
 # run (outputs compared with the stored ones under BROWSER_KERNEL_SETTING), its widgets moved, a solution link
 # clicked; then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
 browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
-	nice -n 5 $(BIN)/python tools/browser_check.py $(NOTEBOOKS) $(SOLUTIONS) --compare-under $(BROWSER_KERNEL_SETTING) \
+	nice -n 5 $(BIN)/python tools/browser_check.py $(SLOW_FIRST) --jobs $(JOBS) --compare-under $(BROWSER_KERNEL_SETTING) \
 		--site $(BUILD)/site --out $(BUILD)/browser
 
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.

@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
         for notebook in [nb for nb in args.notebooks if not uses_parameters(nb, names)]:
             print(f"{notebook}: skipped, no cell uses {', '.join(names)} (make nbval runs it as stored)", flush=True)
             args.notebooks.remove(notebook)
-    jobs = os.cpu_count() or 1 if args.jobs == "auto" else int(args.jobs)
+    jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
     parameters = {name: parse_value(value) for name, value in args.parameter}
     shown = " ".join(f"-p {n} {v}" for n, v in args.parameter)
     # a lesson and its solutions share a name
