@@ -286,6 +286,35 @@ def _notebook(*cells: tuple[str, str], outputs: list | None = None) -> dict:
 PNG_OUTPUT = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}
 
 
+def test_site_links_a_lessons_solution_link_to_its_exercise_heading():
+    """The lessons link to a solution's heading cell by id (JupyterLab scrolls there on opening); the site's page has
+    no such anchor, so the site's copy links to the heading's own anchor, which every heading of the site has."""
+    import re
+
+    build_site = _load_tool("build_site")
+    solutions = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    checked = 0
+    for lesson in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if not (ROOT / "solutions" / lesson.name).is_file():
+            continue
+        site = build_site.for_the_site(json.loads(lesson.read_text()))
+        text = "\n".join(build_site.source_of(cell) for cell in site["cells"])
+        assert "cell-id=" not in text, lesson.name
+        solution = json.loads((ROOT / "solutions" / lesson.name).read_text())
+        headings = {  # the anchors the site gives the solutions notebook's exercise headings
+            build_site.heading_anchor(m.group(1))
+            for cell in solution["cells"]
+            for m in re.finditer(r"^### (Exercise \d+: .+)$", build_site.source_of(cell), re.M)
+        }
+        for anchor in re.findall(rf"\]\(\.\./solutions/{lesson.name}#([^)]+)\)", text):
+            assert anchor in headings, (lesson.name, anchor)
+            checked += 1
+    assert len(solutions) == 13 and checked >= 2 * len(solutions)
+    stale = _notebook(("markdown", "Stuck? See the [solution](../solutions/04_causal_attention.ipynb#cell-id=nosuch)"))
+    with pytest.raises(SystemExit, match="no heading cell with id nosuch"):
+        build_site.for_the_site(stale)
+
+
 def test_site_copy_of_a_solutions_notebook_has_its_lessons_title_no_heading_gaps_and_a_local_badge():
     build_site = _load_tool("build_site")
     badge = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.x/y.ipynb)"

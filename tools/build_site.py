@@ -13,7 +13,8 @@ The staged copies, never the notebooks themselves, are adapted for the web (`for
 page is titled "Solutions · " and its lesson's title; headings that skip a level (a solutions notebook's
 "### Exercise" under its title) move up to close the gap; each figure an output shows gets alt text from the
 titles its cell's code gives the plot (else from the sentence before it); the Colab badge is the site's own
-image. Sphinx runs with -W: any warning fails the build.
+image; a solution link to a cell (`#cell-id=...`, which JupyterLab scrolls to) links to that cell's heading. Sphinx
+runs with -W: any warning fails the build.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ HEADING = re.compile(r"^(#{1,6})(\s+\S.*)$")
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 LOCAL_BADGE = "../images/colab-badge.svg"  # tools/site/colab-badge.svg, staged next to the diagrams
 TITLE_CALLS = {"set_title", "suptitle", "title"}
+# A lesson's "See the solution" link: ../solutions/NN_name.ipynb#cell-id=<the exercise heading's cell id>, the
+# fragment JupyterLab scrolls to on a notebook's first opening (it does not find a heading's anchor before the
+# cells are rendered). The site links to that heading's anchor instead.
+CELL_LINK = re.compile(r"\]\(\.\./solutions/([0-9]{2}_\w+\.ipynb)#cell-id=([\w-]+)\)")
 
 
 def pages(folder: str) -> list[Path]:
@@ -180,6 +185,23 @@ def figure_alt(code: str, context: str) -> str:
     return f"Figure: {context}" if context else "Figure"
 
 
+def heading_anchor(title: str) -> str:
+    """The anchor the site (and GitHub) give a heading: "Exercise 1: A b" -> "exercise-1-a-b"."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def heading_link(match: re.Match) -> str:
+    """`](../solutions/NN.ipynb#cell-id=ID)` -> `](../solutions/NN.ipynb#<anchor of that cell's first heading>)`."""
+    name, cell_id = match.groups()
+    for cell in json.loads((ROOT / "solutions" / name).read_text())["cells"]:
+        if cell.get("id") == cell_id:
+            lines = markdown_lines(source_of(cell))
+            headings = [line for _index, line, fenced in lines if not fenced and HEADING.match(line)]
+            if headings:
+                return f"](../solutions/{name}#{heading_anchor(headings[0].lstrip('#'))})"
+    raise SystemExit(f"solutions/{name} has no heading cell with id {cell_id}: a lesson's solution link is stale")
+
+
 def for_the_site(notebook: dict, lesson_title: str | None = None) -> dict:
     """A copy of a notebook adapted for the site (see the module's docstring); `lesson_title` is the title of
     the lesson a solutions notebook belongs to."""
@@ -192,6 +214,7 @@ def for_the_site(notebook: dict, lesson_title: str | None = None) -> dict:
         if cell["cell_type"] == "markdown":
             text = text.replace("](../README.md", "](../index.md")  # the README is the landing page, index.md
             text = text.replace(COLAB_BADGE, LOCAL_BADGE)
+            text = CELL_LINK.sub(heading_link, text)
             if lesson_title and re.search(r"^# ", text, flags=re.M):
                 text = re.sub(r"^# .*$", f"# Solutions · {lesson_title}", text, count=1, flags=re.M)
                 lesson_title = None
