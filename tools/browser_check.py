@@ -560,27 +560,23 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
     ]
 
 
+def notebook_result(notebook: Path, start: float, **found) -> dict:
+    """One notebook's line of the report: what was found, zero or empty for what was not checked."""
+    counts = dict.fromkeys(("cells", "errors", "unexecuted", "widgets", "responded", "moved"), 0)
+    texts = dict.fromkeys(("pictures", "compared", "clean", "solution"), "")
+    name = f"{notebook.parent.name}/{notebook.name}"
+    return {"name": name, "seconds": time.monotonic() - start, **counts, **texts, "problems": [], **found}
+
+
 def check_notebook(
     driver, lab: Lab, notebook: Path, shots: Path, stored: str, timeout: float = NOTEBOOK_TIMEOUT, compare=False
 ) -> dict:
     start = time.monotonic()
     problems: list[str] = []
     if not open_notebook(driver, lab, notebook, autosave=True):
-        return {
-            "name": f"{notebook.parent.name}/{notebook.name}",
-            "seconds": time.monotonic() - start,
-            "cells": 0,
-            "errors": 1,
-            "unexecuted": 0,
-            "widgets": 0,
-            "responded": 0,
-            "moved": 0,
-            "pictures": "",
-            "compared": "",
-            "clean": "",
-            "solution": "",
-            "problems": ["the notebook or its kernel did not start within 180 s"],
-        }
+        return notebook_result(
+            notebook, start, errors=1, problems=["the notebook or its kernel did not start within 180 s"]
+        )
     widget_cells, pictures = driver.execute_async_script(JS_WIDGET_PICTURES)
     if pictures < widget_cells:
         problems.append(f"{widget_cells - pictures} of {widget_cells} widget cells show no picture before running")
@@ -594,21 +590,7 @@ def check_notebook(
     clean = "clean after autosave" if not (problem or dirty or changed) else "CHANGED by opening"
     if driver.execute_async_script(JS_AUTOSAVE_OFF) is not False:  # running must not write outputs to the file
         problems.append("autosave could not be turned off before running")
-        return {
-            "name": f"{notebook.parent.name}/{notebook.name}",
-            "seconds": time.monotonic() - start,
-            "cells": 0,
-            "errors": 0,
-            "unexecuted": 0,
-            "widgets": 0,
-            "responded": 0,
-            "moved": 0,
-            "pictures": "",
-            "compared": "",
-            "clean": clean,
-            "solution": "",
-            "problems": problems,
-        }
+        return notebook_result(notebook, start, clean=clean, problems=problems)
     driver.execute_script(JS_RUN_ALL)
     time.sleep(2)
 
@@ -660,23 +642,22 @@ def check_notebook(
     time.sleep(1)
     shots.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(shots / f"{notebook.parent.name}_{notebook.stem}.png"))
-    seconds = time.monotonic() - start
     lab.shutdown_kernels()
-    return {
-        "name": f"{notebook.parent.name}/{notebook.name}",
-        "seconds": seconds,
-        "cells": len(code),
-        "errors": errors,
-        "unexecuted": len(unexecuted),
-        "widgets": widgets,
-        "responded": responded,
-        "moved": moved,
-        "pictures": f"{pictures}/{widget_cells} widget pictures before running" if widget_cells else "",
-        "compared": compared,
-        "clean": clean,
-        "solution": solution,
-        "problems": problems,
-    }
+    return notebook_result(
+        notebook,
+        start,
+        cells=len(code),
+        errors=errors,
+        unexecuted=len(unexecuted),
+        widgets=widgets,
+        responded=responded,
+        moved=moved,
+        pictures=f"{pictures}/{widget_cells} widget pictures before running" if widget_cells else "",
+        compared=compared,
+        clean=clean,
+        solution=solution,
+        problems=problems,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- the site
