@@ -343,3 +343,16 @@ def test_going_further_comes_after_the_exercises_and_before_the_summary(path):
     for i, line in headings:
         if line.startswith("## Going further"):
             assert exercises_at < i <= summary_at, f"{line!r} must sit between the exercises and the summary"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_papermill_reads_every_parameter_of_the_parameters_cell(path):
+    """`papermill --help-notebook` and `make run PARAMS=...` list the parameters papermill can parse: a line it cannot
+    (an `=` inside the comment) is dropped from that list with a warning."""
+    import ast
+
+    import papermill
+
+    cell = next(c for c in load(path)["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assigned = [node.targets[0].id for node in ast.parse(source(cell)).body if isinstance(node, ast.Assign)]
+    assert assigned and list(papermill.inspect_notebook(str(path))) == assigned
