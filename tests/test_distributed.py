@@ -1,5 +1,5 @@
-"""attention_helpers.distributed: run() in spawned gloo processes, ring attention against PyTorch's SDPA, and
-data-parallel training against one process. Spawning costs seconds, so each spawn checks several things."""
+"""attention_helpers.distributed: run() in new gloo processes, ring attention against PyTorch's SDPA, and
+data-parallel training against one process. Starting processes costs seconds, so each launch checks several things."""
 
 import multiprocessing
 import os

@@ -1,7 +1,7 @@
 """Attention across processes with ``torch.distributed`` (lesson 13): data-parallel training and ring attention.
 
 - :func:`run` starts ``world_size`` processes in a gloo process group and returns what each rank's function
-  returned; the functions it runs live in modules (:mod:`.examples`), since spawned processes import them.
+  returned; the functions it runs live in modules (:mod:`.examples`), since the new processes import them.
 - :func:`ring_attention` computes attention over a sequence split across the ranks, passing key/value blocks
   around a ring and merging lesson 11's partial results; :func:`ring_schedule` says who holds which block when.
 - :mod:`.data_parallel` trains lesson 10's GPT with ``DistributedDataParallel``; ``python -m

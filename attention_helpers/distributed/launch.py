@@ -2,8 +2,10 @@
 
 ``torch.distributed`` runs one copy of the program per *rank*; the ranks meet at an address (here a free port on
 127.0.0.1) and exchange tensors through a *backend*: gloo on CPUs, nccl on GPUs. :func:`run` is the launch that
-works in a notebook: it starts fresh Python processes (``spawn``), so the function must be importable by module and
-name (a function defined in a notebook cell is not). The command-line launch is ``torchrun`` (see ``train_gpt``).
+works in a notebook: its processes start fresh, none of the notebook's state in them (forked from a *fork server*
+that has imported PyTorch once, so a launch costs no PyTorch import per rank; ``spawn``, a new interpreter per rank,
+where there is no fork server), so the function must be importable by module and name (a function defined in a
+notebook cell is not). The command-line launch is ``torchrun`` (see ``train_gpt``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,16 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def _start_context():
+    """How the ranks start: forked from a fork server that has imported torch and this module (started once per
+    process, on the first launch), else ``spawn``. Both start clean processes, never a copy of the caller."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "torch.distributed", __name__])
+    return context
+
+
 def _worker(fn, rank: int, world_size: int, port: int, timeout: float, args: tuple, results) -> None:
     """One rank: join the group, run ``fn(rank, world_size, *args)``, report ``(rank, ok, value)``, leave."""
     torch.set_num_threads(1)  # each rank one thread: the same arithmetic in every run, and no fight for cores
@@ -72,7 +84,7 @@ def run(fn, world_size: int, *args, timeout: float = DEFAULT_TIMEOUT, oversubscr
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes joined in a gloo process group.
 
     Args:
-        fn: a module-level function (spawned processes import it by module and name).
+        fn: a module-level function (the new processes import it by module and name).
         world_size: number of processes, from 1 to the number of CPUs this process may use.
         *args: passed to every rank; they and the return values travel by pickle.
         timeout: seconds a collective (``all_reduce``, ``send``/``recv``...) waits for the other ranks before it
@@ -97,7 +109,7 @@ def run(fn, world_size: int, *args, timeout: float = DEFAULT_TIMEOUT, oversubscr
         )
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    context = multiprocessing.get_context("spawn")
+    context = _start_context()
     results = context.Queue()
     port = free_port()
     processes = [

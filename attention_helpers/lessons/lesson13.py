@@ -1,6 +1,6 @@
 """Checks for lesson 13's exercises (attention across processes).
 
-The reader's function runs on real ranks: a function defined in a notebook cell cannot be imported by a spawned
+The reader's function runs on real ranks: a function defined in a notebook cell cannot be imported by a new
 process, so the check sends its source text, and each rank defines it again with ``torch``, ``dist``
 (``torch.distributed``), ``F`` and ``math`` in scope.
 
