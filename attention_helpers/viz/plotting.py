@@ -16,7 +16,8 @@ import torch
 from .._checks import check_labels, check_positive_int, check_probability, shape_str
 from ..functional import random_dot_products, softmax_with_temperature
 
-# The diagrams ship inside the package (package data), so they are found after any install, not only in a clone.
+# The diagrams (the repository's images/, which viz/images links to) ship inside the package as package data, so
+# they are found after any install, not only in a clone.
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 
 
@@ -409,7 +410,8 @@ def plot_attention_heads(
 
 
 def diagram_path(name: str) -> Path:
-    """Path of the diagram ``<name>.png`` in the package's ``viz/images/`` (drawn by ``tools/make_diagrams.py``)."""
+    """Path of the diagram ``<name>.png`` in the package's ``viz/images/`` (the repository's ``images/``, drawn by
+    ``tools/make_diagrams.py``)."""
     path = IMAGES_DIR / f"{name}.png"
     if not path.is_file():
         available = sorted(p.stem for p in IMAGES_DIR.glob("*.png"))
