@@ -1,8 +1,10 @@
 """Argument checks shared by the package.
 
-Every public function and module checks its inputs here so that a malformed call fails at once with a
-``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
-with a wrong answer or a traceback from deep inside torch.
+Every public function and module checks its arguments with these validators, so that a malformed call fails at
+once with a ``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
+with a wrong answer or a traceback from deep inside torch, and the same mistake gives the same message everywhere.
+A module raises its own errors only about what it alone knows: a checkpoint's layout, a date's formats, a
+tokenizer's vocabulary, a task function's answers.
 """
 
 from __future__ import annotations
@@ -184,6 +186,49 @@ def check_positive_int(name: str, value, minimum: int = 1) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+def check_index(name: str, value, size: int, size_name: str) -> None:
+    """Require an int index from 0 to ``size - 1``; ``size_name`` names the size (``"num_steps"``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
+
+
+def check_every(name: str, value) -> None:
+    """Require how often to do something, in steps: an int >= 0, where 0 never does it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
+
+
+def check_seed(seed) -> None:
+    """Require a seed for ``torch.manual_seed`` or ``random.Random``: an int (not a bool)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
+
+
+def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
+    """Require an instance of ``cls``; ``what`` says which in the message (``"a TaskData (from make_task)"``)."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+
+
+def check_model(name: str, model, attribute: str, what: str) -> None:
+    """Require an ``nn.Module`` with ``attribute`` (a ``torch.compile`` d model forwards it too); ``what`` names
+    the model in the message (``"an attention_helpers.GPT"``)."""
+    if not (isinstance(model, torch.nn.Module) and hasattr(model, attribute)):
+        raise TypeError(f"{name} must be {what}, got {type(model).__name__}")
+
+
+def check_integer_tensor(name: str, x, layout: str) -> None:
+    """Require a 2-D integer (not boolean) tensor, such as Hugging Face's ``attention_mask``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
+    if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
+        raise TypeError(f"{name} must be an integer tensor, got {x.dtype} with shape {shape_str(x.shape)}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
 
 
 MIN_TEMPERATURE = 0.01

@@ -16,6 +16,7 @@ from torch import nn
 
 from ._checks import (
     check_cache_write,
+    check_model,
     check_no_nan,
     check_positive_int,
     check_temperature,
@@ -133,8 +134,7 @@ def generate(
     Once the sequence outgrows ``context_length``, the window slides and every position changes, so both ways
     recompute the window at each step. ``model`` may be a ``torch.compile`` d GPT: it is what runs.
     """
-    if not (isinstance(model, nn.Module) and callable(getattr(model, "new_cache", None))):  # GPT, or compiled
-        raise TypeError(f"model must be an attention_helpers.GPT, got {type(model).__name__}")
+    check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
     check_token_ids("token_ids", token_ids, model.vocab_size)
     if token_ids.shape[1] == 0:
         raise ValueError(

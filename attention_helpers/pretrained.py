@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_bool_mask, check_positive_int, check_tensor, check_token_ids, shape_str
+from ._checks import (
+    check_bool_mask,
+    check_integer_tensor,
+    check_positive_int,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+)
 from .encoder import Encoder, LayerNorm
 
 # BERT's names (left) and this package's (right), inside one layer ``encoder.layer.{i}.`` -> ``layers.{i}.``
@@ -49,15 +56,6 @@ _NORM_PARAMETERS = {"weight": "gamma", "bias": "beta"}
 _UNUSED = re.compile(r"embeddings\.position_ids|pooler\..*")
 
 
-def _require_integer_tensor(name: str, x, layout: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
-    if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
-        raise TypeError(f"{name} must be an integer tensor, got {x.dtype} with shape {shape_str(x.shape)}")
-    if x.dim() != 2:
-        raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
-
-
 def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Hugging Face's ``attention_mask`` (integers, 1 = real token) -> the series' ``key_padding_mask``
     (booleans, True = padding to hide). Both ``(batch, num_tokens)``.
@@ -71,7 +69,7 @@ def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Te
             f"{shape_str(attention_mask.shape)}: a boolean mask is probably a key_padding_mask already "
             "(True = hide); pass it to the model as it is"
         )
-    _require_integer_tensor("attention_mask", attention_mask, "(batch, num_tokens)")
+    check_integer_tensor("attention_mask", attention_mask, "(batch, num_tokens)")
     if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
         raise ValueError(f"attention_mask must hold only 0 and 1, got the values {attention_mask.unique().tolist()}")
     return attention_mask == 0

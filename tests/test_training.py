@@ -241,8 +241,10 @@ def test_bad_training_arguments_get_clear_errors():
         train(nn.Linear(2, 2), data)
     with pytest.raises(ValueError, match="data has vocab_size=10 but the model was built with vocab_size=12"):
         train(small_model(vocab_size=12), data)
-    with pytest.raises(ValueError, match="lr must be a positive number, got -0.1"):
+    with pytest.raises(ValueError, match="lr must be positive and finite, got -0.1"):  # as every positive real
         train(model, data, lr=-0.1)
+    with pytest.raises(TypeError, match="lr must be a positive number, got str"):
+        train(model, data, lr="0.1")
     with pytest.raises(TypeError, match="num_steps must be an int"):
         train(model, data, num_steps=1.5)
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):

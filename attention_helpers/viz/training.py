@@ -7,15 +7,14 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from .._checks import check_labels, shape_str
+from .._checks import check_instance, check_labels, shape_str
 from ..training import History
 
 
 def plot_history(history: History, title: str = "Training"):
     """Loss (left) and per-token accuracy (right) against the training step: on each step's training batch
     and, when the history has them, on the held-out set at ``history.eval_steps``."""
-    if not isinstance(history, History):
-        raise TypeError(f"history must be a History (what train returns), got {type(history).__name__}")
+    check_instance("history", history, History, "a History (what train returns)")
     if not history.loss:
         raise ValueError("history is empty: train for at least one step first")
     steps = range(1, len(history.loss) + 1)
