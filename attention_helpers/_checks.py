@@ -9,9 +9,11 @@ tokenizer's vocabulary, a task function's answers.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -19,6 +21,21 @@ import torch
 # (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
 # torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+# True inside decoding's loop: the prompt's ids were checked once at its entry point, and every later id is an argmax
+# or a sample over the model's own vocab_size logits, so each step's model call skips re-reading the ids' values.
+_ids_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("ids_checked", default=False)
+
+
+@contextlib.contextmanager
+def ids_checked() -> Iterator[None]:
+    """Within it, :func:`check_token_ids` checks dtypes and shapes but not the values: the caller has checked them
+    once (a host synchronisation on a GPU at each generated token otherwise)."""
+    token = _ids_checked.set(True)
+    try:
+        yield
+    finally:
+        _ids_checked.reset(token)
 
 
 def shape_str(shape) -> str:
@@ -273,7 +290,7 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
-    if not ids.numel() or is_compiling():  # the range check reads the values: eager mode only
+    if not ids.numel() or is_compiling() or _ids_checked.get():  # the range check reads the values: once, eagerly
         return
     low, high = int(ids.min()), int(ids.max())
     if vocab_size is None and low < 0:

@@ -22,6 +22,7 @@ from ._checks import (
     check_temperature,
     check_tensor,
     check_token_ids,
+    ids_checked,
     shape_str,
 )
 
@@ -166,7 +167,8 @@ def decode_tokens(
     ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
     maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
     the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
-    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode.
+    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks the ids of
+    ``token_ids`` once; the model calls skip reading their values (every new id comes from ``pick``).
     """
     context_length, cache = model.context_length, None
     if use_cache and token_ids.shape[1] < context_length:  # the cache helps while the sequence fits the context
@@ -174,7 +176,8 @@ def decode_tokens(
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():  # no_grad, and no autograd bookkeeping (version counters) on any tensor either
+        # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
+        with torch.inference_mode(), ids_checked():
             for _ in range(num_new):
                 if cache is not None and token_ids.shape[1] <= context_length:
                     logits = step(token_ids[:, cache.num_tokens :], cache)
