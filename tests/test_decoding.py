@@ -64,8 +64,8 @@ def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
         queries = gqa.W_query(x).unflatten(-1, (NUM_HEADS, -1)).transpose(1, 2)  # (2, 6, 11, 2)
         keys = gqa.W_key(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)  # (2, num_kv_heads, 11, 2)
         values = gqa.W_value(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)
-        context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
-        expected = gqa.out_proj(context.transpose(1, 2).flatten(2))
+        context_vec = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+        expected = gqa.out_proj(context_vec.transpose(1, 2).flatten(2))
         torch.testing.assert_close(gqa(x), expected)
         torch.testing.assert_close(gqa(x, return_weights=True)[0], expected)
 

@@ -163,7 +163,7 @@ def plot_context_vector(
     if bool((shares < 0).any()) or abs(float(shares.sum()) - 1.0) > 1e-4:
         raise ValueError(f"weights must be non-negative and sum to 1, got sum {float(shares.sum()):.4f}")
     shares = shares.float()
-    context = shares @ points  # (3,)
+    context_vec = shares @ points  # (3,)
     mean = points.mean(dim=0)  # (3,)
     if ax is None:
         ax = plt.figure(figsize=(7, 5.5)).add_subplot(projection="3d")
@@ -175,7 +175,7 @@ def plot_context_vector(
         text_style = dict(fontsize=9, color=f"C{i % 10}", zorder=len(points) + 10)
         _name_point_3d(ax, (x, y, z), f"{word} ({share:.2f})", _twin_side(points, i), gap=gap, **text_style)
     star = {"s": 260, "marker": "*", "color": "crimson", "edgecolors": "white", "linewidths": 0.8}
-    ax.scatter(*context.tolist(), **star, label=f"context vector of {query_label!r}")
+    ax.scatter(*context_vec.tolist(), **star, label=f"context vector of {query_label!r}")
     ax.scatter(*mean.tolist(), s=80, marker="x", linewidths=2, color="black", label="plain mean (equal weights)")
     ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3")
     ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
@@ -640,7 +640,7 @@ def plot_positional_encoding(pe: torch.Tensor, num_shown: int = 40):
     return fig
 
 
-def plot_dot_products_2d(a: torch.Tensor, others: dict[str, torch.Tensor]):
+def plot_dot_product_panels(a: torch.Tensor, others: dict[str, torch.Tensor]):
     """One panel per entry of ``others`` (a name -> a 2-D vector ``(2,)``): ``a`` and that vector as arrows,
     titled with the name over ``plot_dot_product_2d``'s ``a · b = |a| |b| cos θ``. Returns the figure."""
     if not isinstance(others, dict) or not others:
