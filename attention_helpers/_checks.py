@@ -38,6 +38,12 @@ def ids_checked() -> Iterator[None]:
         _ids_checked.reset(token)
 
 
+def check_int(name: str, value) -> None:
+    """Require an int: not a bool, not a float such as ``2.0`` (``range`` and indexing would fail later, or not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+
+
 def shape_str(shape) -> str:
     """Format a shape as ``(2, 6, 3)`` (``torch.Size`` prints as ``torch.Size([2, 6, 3])``)."""
     dims = tuple(shape)
@@ -64,8 +70,7 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
     """Require an int ``dim`` that indexes one of ``x``'s dimensions (negative counts from the end)."""
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(dim).__name__} ({dim!r})")
+    check_int(name, dim)
     if not -x.dim() <= dim < x.dim():
         raise ValueError(
             f"{name}={dim} is out of range for a tensor with {x.dim()} dimensions (shape {shape_str(x.shape)}); "
@@ -199,16 +204,14 @@ def check_class(name: str, cls, allowed: Sequence[type]) -> None:
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:
     """Require an int (not a bool, not a float such as ``2.0``) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    check_int(name, value)
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
 def check_index(name: str, value, size: int, size_name: str) -> None:
     """Require an int index from 0 to ``size - 1``; ``size_name`` names the size (``"num_steps"``)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    check_int(name, value)
     if not 0 <= value < size:
         raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
 
@@ -221,8 +224,7 @@ def check_every(name: str, value) -> None:
 
 def check_seed(seed) -> None:
     """Require a seed for ``torch.manual_seed`` or ``random.Random``: an int (not a bool)."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
+    check_int("seed", seed)
 
 
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
@@ -520,8 +522,7 @@ def check_cache(cache, num_layers: int, batch: int, num_new: int, context_length
 
 def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
     """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
-    if isinstance(layer_idx, bool) or not isinstance(layer_idx, numbers.Integral):
-        raise TypeError(f"layer_idx must be an int, got {type(layer_idx).__name__} ({layer_idx!r})")
+    check_int("layer_idx", layer_idx)
     if not 0 <= layer_idx < cache.num_layers:
         raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
     if layer_idx in cache.layers_written:

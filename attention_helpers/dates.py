@@ -186,8 +186,7 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
 def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of rows of ``predicted`` ``(num, num_tokens)`` equal to ``targets`` in every position."""
     for name, ids in (("predicted", predicted), ("targets", targets)):
-        if not isinstance(ids, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of ids (num, num_tokens), got {type(ids).__name__}")
+        check_instance(name, ids, torch.Tensor, "a torch.Tensor of ids (num, num_tokens)")
         if ids.dim() != 2:
             hint = f"; add a row axis with {name}[None]" if ids.dim() == 1 else ""
             raise ValueError(f"{name} must have 2 dimensions (num, num_tokens), got shape {shape_str(ids.shape)}{hint}")

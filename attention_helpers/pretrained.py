@@ -24,6 +24,7 @@ from torch import nn
 
 from ._checks import (
     check_bool_mask,
+    check_instance,
     check_integer_tensor,
     check_positive_int,
     check_tensor,
@@ -78,8 +79,7 @@ def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Te
 def key_padding_mask_to_attention_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """The series' ``key_padding_mask`` (booleans, True = padding) -> Hugging Face's ``attention_mask``
     (int64, 1 = real token). Both ``(batch, num_tokens)``."""
-    if not isinstance(key_padding_mask, torch.Tensor):
-        raise TypeError(f"key_padding_mask must be a boolean torch.Tensor, got {type(key_padding_mask).__name__}")
+    check_instance("key_padding_mask", key_padding_mask, torch.Tensor, "a boolean torch.Tensor")
     if key_padding_mask.dtype != torch.bool:
         raise TypeError(
             f"key_padding_mask must have dtype torch.bool (True = padding), got {key_padding_mask.dtype} with "
@@ -320,8 +320,7 @@ class SentenceEncoder(nn.Module):
     def attention_weights(self, sentence: str) -> tuple[list[str], torch.Tensor]:
         """One sentence's tokens (``[CLS]`` and ``[SEP]`` included) and the attention weights of every layer
         and head, ``(num_layers, num_heads, num_tokens, num_tokens)``, from one forward pass."""
-        if not isinstance(sentence, str):
-            raise TypeError(f"sentence must be a string, got {type(sentence).__name__}")
+        check_instance("sentence", sentence, str, "a string")
         token_ids, _ = self.tokenize([sentence])  # one sentence: no padding
         _, weights = self(token_ids, return_weights=True)  # (num_layers, 1, num_heads, num_tokens, num_tokens)
         tokens = [self.tokenizer.id_to_token(i) for i in token_ids[0].tolist()]

@@ -45,8 +45,7 @@ def plot_attention_layers(
     ``labels`` name the query rows (and the key columns, unless ``col_labels`` is given). All maps share
     one colour scale from 0 to 1, so that figures drawn before and after training compare directly.
     """
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor")
     if weights.dim() != 4:
         raise ValueError(
             f"weights must have shape (num_layers, num_heads, num_tokens, num_tokens), got {shape_str(weights.shape)}"
