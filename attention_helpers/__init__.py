@@ -66,14 +66,10 @@ from .text import (
     shakespeare_text,
 )
 from .training import (
-    TASKS,
-    History,
-    TaskData,
     TokenClassifier,
     evaluate,
     make_task,
     reverse_targets,
-    sort_targets,
     token_accuracy,
     train,
     warmup_cosine_lr,

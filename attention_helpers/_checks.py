@@ -1,15 +1,19 @@
 """Argument checks shared by the package.
 
-Every public function and module checks its inputs here so that a malformed call fails at once with a
-``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
-with a wrong answer or a traceback from deep inside torch.
+Every public function and module checks its arguments with these validators, so that a malformed call fails at
+once with a ``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
+with a wrong answer or a traceback from deep inside torch, and the same mistake gives the same message everywhere.
+A module raises its own errors only about what it alone knows: a checkpoint's layout, a date's formats, a
+tokenizer's vocabulary, a task function's answers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -17,6 +21,27 @@ import torch
 # (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
 # torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+# True inside decoding's loop: the prompt's ids were checked once at its entry point, and every later id is an argmax
+# or a sample over the model's own vocab_size logits, so each step's model call skips re-reading the ids' values.
+_ids_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("ids_checked", default=False)
+
+
+@contextlib.contextmanager
+def ids_checked() -> Iterator[None]:
+    """Within it, :func:`check_token_ids` checks dtypes and shapes but not the values: the caller has checked them
+    once (a host synchronisation on a GPU at each generated token otherwise)."""
+    token = _ids_checked.set(True)
+    try:
+        yield
+    finally:
+        _ids_checked.reset(token)
+
+
+def check_int(name: str, value) -> None:
+    """Require an int: not a bool, not a float such as ``2.0`` (``range`` and indexing would fail later, or not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
 
 
 def shape_str(shape) -> str:
@@ -45,8 +70,7 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
     """Require an int ``dim`` that indexes one of ``x``'s dimensions (negative counts from the end)."""
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(dim).__name__} ({dim!r})")
+    check_int(name, dim)
     if not -x.dim() <= dim < x.dim():
         raise ValueError(
             f"{name}={dim} is out of range for a tensor with {x.dim()} dimensions (shape {shape_str(x.shape)}); "
@@ -180,10 +204,50 @@ def check_class(name: str, cls, allowed: Sequence[type]) -> None:
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:
     """Require an int (not a bool, not a float such as ``2.0``) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    check_int(name, value)
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+def check_index(name: str, value, size: int, size_name: str) -> None:
+    """Require an int index from 0 to ``size - 1``; ``size_name`` names the size (``"num_steps"``)."""
+    check_int(name, value)
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
+
+
+def check_every(name: str, value) -> None:
+    """Require how often to do something, in steps: an int >= 0, where 0 never does it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
+
+
+def check_seed(seed) -> None:
+    """Require a seed for ``torch.manual_seed`` or ``random.Random``: an int (not a bool)."""
+    check_int("seed", seed)
+
+
+def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
+    """Require an instance of ``cls``; ``what`` says which in the message (``"a TaskData (from make_task)"``)."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+
+
+def check_model(name: str, model, attribute: str, what: str) -> None:
+    """Require an ``nn.Module`` with ``attribute`` (a ``torch.compile`` d model forwards it too); ``what`` names
+    the model in the message (``"an attention_helpers.GPT"``)."""
+    if not (isinstance(model, torch.nn.Module) and hasattr(model, attribute)):
+        raise TypeError(f"{name} must be {what}, got {type(model).__name__}")
+
+
+def check_integer_tensor(name: str, x, layout: str) -> None:
+    """Require a 2-D integer (not boolean) tensor, such as Hugging Face's ``attention_mask``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
+    if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
+        raise TypeError(f"{name} must be an integer tensor, got {x.dtype} with shape {shape_str(x.shape)}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
 
 
 MIN_TEMPERATURE = 0.01
@@ -228,7 +292,7 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
-    if not ids.numel() or is_compiling():  # the range check reads the values: eager mode only
+    if not ids.numel() or is_compiling() or _ids_checked.get():  # the range check reads the values: once, eagerly
         return
     low, high = int(ids.min()), int(ids.max())
     if vocab_size is None and low < 0:
@@ -458,8 +522,7 @@ def check_cache(cache, num_layers: int, batch: int, num_new: int, context_length
 
 def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
     """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
-    if isinstance(layer_idx, bool) or not isinstance(layer_idx, numbers.Integral):
-        raise TypeError(f"layer_idx must be an int, got {type(layer_idx).__name__} ({layer_idx!r})")
+    check_int("layer_idx", layer_idx)
     if not 0 <= layer_idx < cache.num_layers:
         raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
     if layer_idx in cache.layers_written:

@@ -129,7 +129,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         """Return the concatenated context vectors (and the ``(batch, num_heads, num_tokens, num_tokens)``
         weights of every head when ``return_weights`` is set)."""
         outputs = [head(x, return_weights=True) for head in self.heads]
-        context_vec = torch.cat([context for context, _ in outputs], dim=-1)
+        context_vec = torch.cat([head_context_vec for head_context_vec, _ in outputs], dim=-1)
         if not return_weights:
             return context_vec
         return context_vec, torch.stack([weights for _, weights in outputs], dim=1)

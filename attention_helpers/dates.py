@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_positive_int, shape_str
+from ._checks import check_instance, check_positive_int, check_seed, shape_str
 
 _MONTH_NAMES = "January February March April May June July August September October November December"
 MONTHS = tuple(_MONTH_NAMES.split())
@@ -162,8 +162,7 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
     same data). No held-out date appears in the training set, in any format."""
     check_positive_int("num_train", num_train)
     check_positive_int("num_heldout", num_heldout)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
+    check_seed(seed)
     num_days = (LAST_DATE - FIRST_DATE).days + 1
     if num_train + num_heldout > num_days:
         raise ValueError(
@@ -187,8 +186,7 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
 def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of rows of ``predicted`` ``(num, num_tokens)`` equal to ``targets`` in every position."""
     for name, ids in (("predicted", predicted), ("targets", targets)):
-        if not isinstance(ids, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of ids (num, num_tokens), got {type(ids).__name__}")
+        check_instance(name, ids, torch.Tensor, "a torch.Tensor of ids (num, num_tokens)")
         if ids.dim() != 2:
             hint = f"; add a row axis with {name}[None]" if ids.dim() == 1 else ""
             raise ValueError(f"{name} must have 2 dimensions (num, num_tokens), got shape {shape_str(ids.shape)}{hint}")
@@ -202,8 +200,7 @@ def exact_match(predicted: torch.Tensor, targets: torch.Tensor) -> float:
 
 def format_of(text: str) -> int:
     """The index in :data:`FORMATS` of the format ``text`` is written in, e.g. 2 for ``"Tuesday 24 Nov 2026"``."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_instance("text", text, str, "a str")
     first = text.split(" ")[0]
     if "/" in text:
         return 3

@@ -16,11 +16,13 @@ from torch import nn
 
 from ._checks import (
     check_cache_write,
+    check_model,
     check_no_nan,
     check_positive_int,
     check_temperature,
     check_tensor,
     check_token_ids,
+    ids_checked,
     shape_str,
 )
 
@@ -133,8 +135,7 @@ def generate(
     Once the sequence outgrows ``context_length``, the window slides and every position changes, so both ways
     recompute the window at each step. ``model`` may be a ``torch.compile`` d GPT: it is what runs.
     """
-    if not (isinstance(model, nn.Module) and callable(getattr(model, "new_cache", None))):  # GPT, or compiled
-        raise TypeError(f"model must be an attention_helpers.GPT, got {type(model).__name__}")
+    check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
     check_token_ids("token_ids", token_ids, model.vocab_size)
     if token_ids.shape[1] == 0:
         raise ValueError(
@@ -166,7 +167,8 @@ def decode_tokens(
     ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
     maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
     the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
-    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode.
+    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks the ids of
+    ``token_ids`` once; the model calls skip reading their values (every new id comes from ``pick``).
     """
     context_length, cache = model.context_length, None
     if use_cache and token_ids.shape[1] < context_length:  # the cache helps while the sequence fits the context
@@ -174,7 +176,8 @@ def decode_tokens(
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():  # no_grad, and no autograd bookkeeping (version counters) on any tensor either
+        # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
+        with torch.inference_mode(), ids_checked():
             for _ in range(num_new):
                 if cache is not None and token_ids.shape[1] <= context_length:
                     logits = step(token_ids[:, cache.num_tokens :], cache)

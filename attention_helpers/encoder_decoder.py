@@ -16,6 +16,7 @@ from ._checks import (
     check_cache_type,
     check_decoder_inputs,
     check_heads,
+    check_instance,
     check_length,
     check_padding_mask,
     check_positive_int,
@@ -341,8 +342,7 @@ def greedy_decode(
     ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens,
     src_len)``. The model runs in eval mode and is restored to its mode afterwards.
     """
-    if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(f"model must be an attention_helpers.Seq2SeqTransformer, got {type(model).__name__}")
+    check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)
     check_token_id("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
     if num_tokens > model.context_length:

@@ -23,9 +23,6 @@ from .attention import MultiHeadAttention
 from .decoding import KVCache
 from .encoder import FeedForward, LayerNorm, dropout_if_training
 
-# Lesson 11's checks import these from here; they live in ``text`` with the data they train on.
-from .text import evaluate_loss, language_model_loss, next_token_batch  # noqa: F401
-
 POSITIONS = ("learned", "rope")
 
 

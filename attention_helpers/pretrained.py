@@ -22,7 +22,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_bool_mask, check_positive_int, check_tensor, check_token_ids, shape_str
+from ._checks import (
+    check_bool_mask,
+    check_instance,
+    check_integer_tensor,
+    check_positive_int,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+)
 from .encoder import Encoder, LayerNorm
 
 # BERT's names (left) and this package's (right), inside one layer ``encoder.layer.{i}.`` -> ``layers.{i}.``
@@ -49,15 +57,6 @@ _NORM_PARAMETERS = {"weight": "gamma", "bias": "beta"}
 _UNUSED = re.compile(r"embeddings\.position_ids|pooler\..*")
 
 
-def _require_integer_tensor(name: str, x, layout: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
-    if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
-        raise TypeError(f"{name} must be an integer tensor, got {x.dtype} with shape {shape_str(x.shape)}")
-    if x.dim() != 2:
-        raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
-
-
 def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Hugging Face's ``attention_mask`` (integers, 1 = real token) -> the series' ``key_padding_mask``
     (booleans, True = padding to hide). Both ``(batch, num_tokens)``.
@@ -71,7 +70,7 @@ def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Te
             f"{shape_str(attention_mask.shape)}: a boolean mask is probably a key_padding_mask already "
             "(True = hide); pass it to the model as it is"
         )
-    _require_integer_tensor("attention_mask", attention_mask, "(batch, num_tokens)")
+    check_integer_tensor("attention_mask", attention_mask, "(batch, num_tokens)")
     if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
         raise ValueError(f"attention_mask must hold only 0 and 1, got the values {attention_mask.unique().tolist()}")
     return attention_mask == 0
@@ -80,8 +79,7 @@ def attention_mask_to_key_padding_mask(attention_mask: torch.Tensor) -> torch.Te
 def key_padding_mask_to_attention_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     """The series' ``key_padding_mask`` (booleans, True = padding) -> Hugging Face's ``attention_mask``
     (int64, 1 = real token). Both ``(batch, num_tokens)``."""
-    if not isinstance(key_padding_mask, torch.Tensor):
-        raise TypeError(f"key_padding_mask must be a boolean torch.Tensor, got {type(key_padding_mask).__name__}")
+    check_instance("key_padding_mask", key_padding_mask, torch.Tensor, "a boolean torch.Tensor")
     if key_padding_mask.dtype != torch.bool:
         raise TypeError(
             f"key_padding_mask must have dtype torch.bool (True = padding), got {key_padding_mask.dtype} with "
@@ -322,8 +320,7 @@ class SentenceEncoder(nn.Module):
     def attention_weights(self, sentence: str) -> tuple[list[str], torch.Tensor]:
         """One sentence's tokens (``[CLS]`` and ``[SEP]`` included) and the attention weights of every layer
         and head, ``(num_layers, num_heads, num_tokens, num_tokens)``, from one forward pass."""
-        if not isinstance(sentence, str):
-            raise TypeError(f"sentence must be a string, got {type(sentence).__name__}")
+        check_instance("sentence", sentence, str, "a string")
         token_ids, _ = self.tokenize([sentence])  # one sentence: no padding
         _, weights = self(token_ids, return_weights=True)  # (num_layers, 1, num_heads, num_tokens, num_tokens)
         tokens = [self.tokenizer.id_to_token(i) for i in token_ids[0].tolist()]

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor, check_token_ids, shape_str
+from ._checks import check_instance, check_positive_int, check_tensor, check_token_ids, shape_str
 
 
 def shakespeare_text() -> str:
@@ -34,8 +34,7 @@ class CharTokenizer:
     """
 
     def __init__(self, text: str):
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        check_instance("text", text, str, "a str")
         if not text:
             raise ValueError("text must hold at least one character to build a vocabulary from")
         self.chars = sorted(set(text))
@@ -47,8 +46,7 @@ class CharTokenizer:
 
     def encode(self, text: str) -> torch.Tensor:
         """Return the ids of ``text``'s characters, a ``(len(text),)`` int64 tensor."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        check_instance("text", text, str, "a str")
         unknown = sorted(set(text) - self.char_to_id.keys())
         if unknown:
             raise ValueError(

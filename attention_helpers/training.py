@@ -11,7 +11,6 @@ so a per-token classifier on top of an encoder can learn them:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,9 +20,15 @@ from torch import nn
 
 from ._checks import (
     check_bool,
+    check_every,
+    check_index,
+    check_instance,
+    check_model,
     check_positive_int,
+    check_positive_real,
     check_probability,
     check_real,
+    check_seed,
     check_tensor,
     check_token_ids,
     shape_str,
@@ -44,11 +49,6 @@ def sort_targets(inputs: torch.Tensor) -> torch.Tensor:
 
 
 TASKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"reverse": reverse_targets, "sort": sort_targets}
-
-
-def _check_seed(seed) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
 
 
 @dataclass
@@ -119,7 +119,7 @@ def make_task(
     check_positive_int("num_heldout", num_heldout)
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("vocab_size", vocab_size)
-    _check_seed(seed)
+    check_seed(seed)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2 (one digit gives one possible sequence), got {vocab_size}")
     wanted = num_train + num_heldout
@@ -156,7 +156,7 @@ class TokenClassifier(nn.Module):
         positional: add the positional encoding (``False`` shows what attention does without it).
         norm_first: pre-LN layers (with a final LayerNorm, as pre-LN models have) instead of post-LN.
 
-    The parts are created in the order embedding, encoder, classifier, so the same ``torch.manual_seed``
+    The parts are created in the order embedding, encoder, head, so the same ``torch.manual_seed``
     gives the same weights as building those three modules by hand in that order.
 
     Input ``(batch, num_tokens)`` token ids; output logits ``(batch, num_tokens, vocab_size)``.
@@ -189,7 +189,7 @@ class TokenClassifier(nn.Module):
         self.encoder = Encoder(
             d_model, ffn_hidden, num_heads, dropout, num_layers, norm_first=norm_first, final_norm=norm_first
         )
-        self.classifier = nn.Linear(d_model, vocab_size)
+        self.head = nn.Linear(d_model, vocab_size)  # the classifier: a score per token id at every position
 
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
         """``tokens`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``; with
@@ -200,8 +200,8 @@ class TokenClassifier(nn.Module):
             x = self.positional_encoding(x)
         if return_weights:
             x, attn_weights = self.encoder(x, return_weights=True)
-            return self.classifier(x), attn_weights
-        return self.classifier(self.encoder(x))
+            return self.head(x), attn_weights
+        return self.head(self.encoder(x))
 
 
 @dataclass
@@ -223,10 +223,7 @@ def warmup_cosine_lr(
     Lessons 10 and 12 train with it. ``step`` runs from 0 to ``num_steps - 1``."""
     check_positive_int("num_steps", num_steps)
     check_positive_int("warmup_steps", warmup_steps)
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-        raise TypeError(f"step must be an int, got {type(step).__name__} ({step!r})")
-    if not 0 <= step < num_steps:
-        raise ValueError(f"step must be from 0 to num_steps - 1 = {num_steps - 1}, got {step}")
+    check_index("step", step, num_steps, "num_steps")
     check_real("peak_lr", peak_lr, positive=True)
     check_real("final_fraction", final_fraction, minimum=0.0)
     if final_fraction > 1:
@@ -255,7 +252,7 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 1024) -> float:
     """Per-token accuracy of ``model`` on ``inputs`` and ``targets`` (both ``(num_sequences, num_tokens)``),
     in eval mode (no dropout); the model's train/eval mode is restored afterwards."""
-    _check_model(model)
+    check_model("model", model, "vocab_size", "a TokenClassifier (an nn.Module with vocab_size)")
     check_token_ids("inputs", inputs, model.vocab_size)
     check_token_ids("targets", targets, model.vocab_size)
     if inputs.shape != targets.shape:
@@ -276,28 +273,20 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
     return correct / max(1, targets.numel())
 
 
-def _check_model(model) -> None:
-    if not isinstance(model, nn.Module) or not hasattr(model, "vocab_size"):
-        raise TypeError(f"model must be a TokenClassifier (an nn.Module with vocab_size), got {type(model).__name__}")
-
-
 def _check_training(model, data, num_steps, batch_size, lr, seed, eval_every, log_every) -> None:
     """:func:`train`'s arguments, each with an error that names it."""
-    _check_model(model)
-    if not isinstance(data, TaskData):
-        raise TypeError(f"data must be a TaskData (from make_task), got {type(data).__name__}")
+    check_model("model", model, "vocab_size", "a TokenClassifier (an nn.Module with vocab_size)")
+    check_instance("data", data, TaskData, "a TaskData (from make_task)")
     if data.vocab_size != model.vocab_size:
         raise ValueError(
             f"data has vocab_size={data.vocab_size} but the model was built with vocab_size={model.vocab_size}"
         )
     check_positive_int("num_steps", num_steps)
     check_positive_int("batch_size", batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    _check_seed(seed)
-    for name, every in (("eval_every", eval_every), ("log_every", log_every)):
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
-            raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {every!r}")
+    check_positive_real("lr", lr)
+    check_seed(seed)
+    check_every("eval_every", eval_every)
+    check_every("log_every", log_every)
 
 
 def _train_step(model: nn.Module, optimizer, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:

@@ -13,7 +13,8 @@ Each (implementation, size) runs in a fresh Python process, so that one measurem
 another's. The extra peak memory of a call is the process's resident-memory high-water mark (VmHWM) after the
 call minus its resident memory just before it, with the high-water mark reset first by writing 5 to
 /proc/self/clear_refs (Linux). Where that file cannot be written, the ru_maxrss high-water mark before and after
-the call is used instead, which can only under-count. Times are the median of --repeats calls, wall clock and
+the call is used instead, which can only under-count (attention_helpers._memory.PeakMemory, which lesson 13's ring
+attention measures with too). Times are the median of --repeats calls, wall clock and
 CPU (all threads). Ratios are against the fused kernel, measured in the same run.
 
 The tiled loop runs thousands of small operations, and PyTorch splits each one across its threads: on a machine
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_helpers import scaled_dot_product_attention, tiled_attention
+from attention_helpers._memory import PeakMemory
 
 RESULTS = Path(__file__).resolve().parent.parent / "attention_helpers" / "results" / "attention_memory.json"
 IMPLEMENTATIONS = ("explicit", "tiled", "fused")
@@ -55,27 +56,6 @@ def attend(name: str, queries, keys, values, block_size: int) -> torch.Tensor:
     return F.scaled_dot_product_attention(queries, keys, values)
 
 
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _max_rss_kib() -> float:
-    """The process's resident-memory high-water mark so far, in KiB (macOS reports bytes, Linux KiB)."""
-    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return max_rss / 1024 if sys.platform == "darwin" else max_rss
-
-
-def _reset_high_water_mark() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
 def measure(name: str, num_tokens: int, args) -> dict:
     """Run one implementation in this process; return its extra peak memory (MiB) and median times (s)."""
     heads, head_dim, block_size, repeats = args.heads, args.head_dim, args.block_size, args.repeats
@@ -87,8 +67,7 @@ def measure(name: str, num_tokens: int, args) -> dict:
     del warm
     queries, keys, values = (torch.randn(1, heads, num_tokens, head_dim) for _ in range(3))
 
-    exact = _reset_high_water_mark()
-    before_kib = _status_kib("VmRSS") if exact else _max_rss_kib()
+    peak = PeakMemory()
     wall, cpu = [], []
     for repeat in range(repeats):
         wall_start, cpu_start = time.perf_counter(), time.process_time()
@@ -97,15 +76,15 @@ def measure(name: str, num_tokens: int, args) -> dict:
         wall.append(time.perf_counter() - wall_start)
         cpu.append(time.process_time() - cpu_start)
         if repeat == 0:  # the first call's peak: later calls may reuse memory that the first one freed
-            peak_kib = _status_kib("VmHWM") if exact else _max_rss_kib()
+            extra_peak_mib = peak.extra_mib()
         del context_vec
     return {
         "implementation": name,
         "num_tokens": num_tokens,
-        "extra_peak_mib": (peak_kib - before_kib) / 1024,
+        "extra_peak_mib": extra_peak_mib,
         "wall_s": statistics.median(wall),
         "cpu_s": statistics.median(cpu),
-        "peak_method": "VmHWM reset by clear_refs" if exact else "ru_maxrss",
+        "peak_method": peak.method,
     }
 
 

@@ -44,8 +44,8 @@ def test_v2_matches_pytorch_sdpa():
     sa = perturb_(SelfAttentionV2(5, 7, qkv_bias=True))
     x = torch.randn(3, 6, 5)
     expected = F.scaled_dot_product_attention(sa.W_query(x), sa.W_key(x), sa.W_value(x))
-    context, weights = sa(x, return_weights=True)
-    close(context, expected)
+    context_vec, weights = sa(x, return_weights=True)
+    close(context_vec, expected)
     close(weights.sum(-1), torch.ones(3, 6))
 
 

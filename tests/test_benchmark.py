@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from attention_helpers._memory import PeakMemory
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_mha.py"
 GENERATE_SCRIPT = BENCHMARKS / "bench_generate.py"
@@ -45,14 +47,12 @@ def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys
 
 def test_memory_benchmark_peak_method_sees_a_freed_allocation():
     """The method itself: a 64 MiB tensor allocated and freed after the reset shows in the high-water mark."""
-    bench = load(BENCHMARKS / "bench_attention_memory.py")
-    if not bench._reset_high_water_mark():
+    peak = PeakMemory()  # what the memory benchmark and lesson 13's ring attention measure with
+    if not peak.exact:
         pytest.skip("/proc/self/clear_refs cannot be written here; the benchmark falls back to ru_maxrss")
-    before_kib = bench._status_kib("VmRSS")
     block = torch.ones(16 * 2**20)  # 64 MiB of float32, every page written
     del block
-    extra_mib = (bench._status_kib("VmHWM") - before_kib) / 1024
-    assert 60 < extra_mib < 80  # give or take pages the allocator already held
+    assert 60 < peak.extra_mib() < 80  # give or take pages the allocator already held
 
 
 def test_generation_benchmark_runs_and_prints_the_cache_speed_up(capsys):

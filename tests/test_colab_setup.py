@@ -28,15 +28,17 @@ import attention_helpers
 print(json.dumps({
     "module": attention_helpers.__file__,
     "diagram": str(attention_helpers.diagram_path("attention_pipeline")),
+    "diagrams": sorted(p.name for p in attention_helpers.diagram_path("attention_pipeline").parent.glob("*.png")),
 }))
 """
 
 
 def local_repository(tmp_path: Path) -> Path:
-    """A git repository holding this working tree as it is now, to stand in for the GitHub URL."""
+    """A git repository holding this working tree as it is now, to stand in for the GitHub URL (symlinks stay
+    symlinks, as git commits them: attention_helpers/viz/images links to images/)."""
     remote = tmp_path / "remote"
     ignore = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache", "*.egg-info")
-    shutil.copytree(ROOT, remote, ignore=ignore)
+    shutil.copytree(ROOT, remote, ignore=ignore, symlinks=True)
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-C", str(remote)]
     for args in (["init", "--quiet"], ["add", "--all"], ["commit", "--quiet", "-m", "snapshot"]):
         subprocess.run([*git, *args], check=True)
@@ -88,6 +90,7 @@ def test_setup_cell_installs_the_package_from_a_clone_on_colab(tmp_path):
     assert location.resolve() == Path(venv_site).resolve(), installed  # installed into Colab's (the venv's) Python
     assert Path(report["module"]).resolve().is_relative_to(location.resolve()), report  # imported from there
     assert Path(report["diagram"]).is_file() and Path(report["diagram"]).is_relative_to(Path(report["module"]).parent)
+    assert report["diagrams"] == sorted(p.name for p in (ROOT / "images").glob("*.png")), report  # every diagram
 
 
 FAILING_CELL = """

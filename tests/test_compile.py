@@ -98,11 +98,11 @@ def test_causal_attention_without_mask_compiles_in_one_graph():
 def test_cross_attention_compiles_in_one_graph(return_weights):
     """Queries from x (3 tokens), keys and values from a memory of 5 tokens whose last is padding."""
     module = perturb_(ah.MultiHeadAttention(6, 8, None, 0.0, num_heads=4, causal=False)).eval()
-    x, context = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
+    x, memory = torch.randn(2, 3, 6), torch.randn(2, 5, 6)
     key_padding_mask = torch.tensor([False] * 4 + [True])  # (num_keys,): the same for every sequence
     with torch.no_grad():
-        expected = module(x, key_padding_mask, return_weights, memory=context)
-        actual = compiled(module)(x, key_padding_mask, return_weights, memory=context)
+        expected = module(x, key_padding_mask, return_weights, memory=memory)
+        actual = compiled(module)(x, key_padding_mask, return_weights, memory=memory)
     close(actual, expected)
 
 

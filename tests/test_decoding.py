@@ -64,8 +64,8 @@ def test_grouped_query_attention_equals_torch_enable_gqa(num_kv_heads):
         queries = gqa.W_query(x).unflatten(-1, (NUM_HEADS, -1)).transpose(1, 2)  # (2, 6, 11, 2)
         keys = gqa.W_key(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)  # (2, num_kv_heads, 11, 2)
         values = gqa.W_value(x).unflatten(-1, (num_kv_heads, -1)).transpose(1, 2)
-        context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
-        expected = gqa.out_proj(context.transpose(1, 2).flatten(2))
+        context_vec = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+        expected = gqa.out_proj(context_vec.transpose(1, 2).flatten(2))
         torch.testing.assert_close(gqa(x), expected)
         torch.testing.assert_close(gqa(x, return_weights=True)[0], expected)
 
@@ -618,6 +618,38 @@ def test_generate_checks_sampling_once_and_the_ids_once_per_model_call(monkeypat
     assert calls == {"prompt ids": 1, "model ids": 8, "cache": 8, "logits": 0, "temperature": 1}
     uncached = ah.generate(model, prompt, 8, 1.0, 3, use_cache=False, generator=torch.Generator().manual_seed(0))
     assert torch.equal(out, uncached)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_and_greedy_decode_read_the_ids_values_once_not_at_every_step(monkeypatch, use_cache):
+    """Reading ids.min()/ids.max() is a host synchronisation on a GPU: the prompt's ids are read once at the entry
+    point, and the model calls of the decoding loop skip it; a direct model call still checks them, after as before."""
+    reads = []
+    original_max = torch.Tensor.max
+
+    def counting_max(self, *args, **kwargs):
+        if not self.is_floating_point():  # the ids' range check; no other integer max runs while decoding
+            reads.append(tuple(self.shape))
+        return original_max(self, *args, **kwargs)
+
+    model = small_gpt()
+    prompt = torch.randint(0, 11, (2, 3))
+    monkeypatch.setattr(torch.Tensor, "max", counting_max)
+    out = ah.generate(model, prompt, 8, 1.0, generator=torch.Generator().manual_seed(0), use_cache=use_cache)
+    assert reads == [(2, 3)], reads  # the prompt's, once; 8 steps read nothing
+    assert out.shape == (2, 11)
+    reads.clear()
+    with pytest.raises(ValueError, match="token_ids must hold token ids from 0 to 10"):
+        model(torch.tensor([[3, 11]]))  # out of range: a direct call checks the values
+    assert reads == [(1, 2)]
+
+    torch.manual_seed(0)
+    seq2seq = ah.Seq2SeqTransformer(9, 7, 16, 2, 1, 1, 24, context_length=10).eval()
+    reads.clear()
+    ah.greedy_decode(seq2seq, torch.randint(0, 9, (2, 5)), bos_id=1, num_tokens=6, use_cache=use_cache)
+    assert reads == [(2, 5)], reads  # the source's ids, once; 6 decoder steps read nothing
+    with pytest.raises(ValueError, match="tgt_ids must hold token ids from 0 to 6"):
+        seq2seq(torch.randint(0, 9, (1, 5)), torch.tensor([[1, 7]]))
 
 
 def test_generated_ids_can_feed_a_training_step():

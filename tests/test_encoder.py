@@ -44,9 +44,9 @@ def test_feed_forward_acts_on_each_position_separately():
     close(ffn(x), per_token)
 
 
-def _torch_layer(d_model, heads, hidden, norm_first, activation):
+def _torch_layer(d_model, heads, ffn_hidden, norm_first, activation):
     layer = nn.TransformerEncoderLayer(
-        d_model, heads, hidden, dropout=0.1, activation=activation, batch_first=True, norm_first=norm_first
+        d_model, heads, ffn_hidden, dropout=0.1, activation=activation, batch_first=True, norm_first=norm_first
     )
     return perturb_(layer, std=0.2)
 

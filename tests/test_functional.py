@@ -65,39 +65,41 @@ def _random_qkv(*batch, num_queries=5, num_keys=7, d_k=4, d_v=6, dtype=torch.flo
 
 def test_sdpa_matches_pytorch_without_mask():
     q, k, v = _random_qkv(2, 3)  # num_queries != num_keys, d_k != d_v
-    context, weights = scaled_dot_product_attention(q, k, v)
-    torch.testing.assert_close(context, F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5)
+    context_vec, weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(context_vec, F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5)
     assert weights.shape == (2, 3, 5, 7)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
 
 
 def test_sdpa_matches_pytorch_with_causal_and_random_masks():
     q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
-    context, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
-    torch.testing.assert_close(context, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-6, rtol=1e-5)
+    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
+    torch.testing.assert_close(
+        context_vec, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-6, rtol=1e-5
+    )
     assert (weights.triu(1) == 0).all()
 
-    hidden = torch.rand(2, 6, 6) < 0.4
-    hidden[..., 0] = False  # every query keeps at least one key
-    context, weights = scaled_dot_product_attention(q, k, v, mask=hidden)
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden)  # torch: True = may attend
-    torch.testing.assert_close(context, expected, atol=1e-6, rtol=1e-5)
-    assert (weights[hidden] == 0).all()
+    mask = torch.rand(2, 6, 6) < 0.4
+    mask[..., 0] = False  # every query keeps at least one key
+    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)  # torch: True = may attend
+    torch.testing.assert_close(context_vec, expected, atol=1e-6, rtol=1e-5)
+    assert (weights[mask] == 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 6))
 
 
 def test_fully_masked_row_gives_zero_weights_and_zero_context_with_finite_gradients():
     q, k, v = (t.requires_grad_() for t in _random_qkv(2, num_queries=4, num_keys=4))
-    hidden = causal_mask(4).expand(2, 4, 4).clone()
-    hidden[0, 2, :] = True  # query 2 of batch 0 may see nothing
-    context, weights = scaled_dot_product_attention(q, k, v, mask=hidden)
-    assert (weights[0, 2] == 0).all() and (context[0, 2] == 0).all()
-    assert torch.isfinite(context).all()
+    mask = causal_mask(4).expand(2, 4, 4).clone()
+    mask[0, 2, :] = True  # query 2 of batch 0 may see nothing
+    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert (weights[0, 2] == 0).all() and (context_vec[0, 2] == 0).all()
+    assert torch.isfinite(context_vec).all()
     # The same convention as PyTorch's fused kernel.
     torch.testing.assert_close(
-        context, F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden), atol=1e-6, rtol=1e-5
+        context_vec, F.scaled_dot_product_attention(q, k, v, attn_mask=~mask), atol=1e-6, rtol=1e-5
     )
-    context.sum().backward()
+    context_vec.sum().backward()
     for t in (q, k, v):
         assert torch.isfinite(t.grad).all()
 
@@ -106,9 +108,9 @@ def test_fully_masked_row_gives_zero_weights_and_zero_context_with_finite_gradie
 def test_low_precision_stays_finite_and_close(dtype):
     q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
     reference, _ = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
-    context, weights = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask=causal_mask(6))
-    assert context.dtype == dtype and torch.isfinite(context).all() and torch.isfinite(weights).all()
-    torch.testing.assert_close(context.float(), reference, atol=3e-2, rtol=3e-2)
+    context_vec, weights = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask=causal_mask(6))
+    assert context_vec.dtype == dtype and torch.isfinite(context_vec).all() and torch.isfinite(weights).all()
+    torch.testing.assert_close(context_vec.float(), reference, atol=3e-2, rtol=3e-2)
     # Masking with -inf (not -1e20, which overflows float16 to -inf anyway and breaks arithmetic) is exact.
     assert (weights.triu(1) == 0).all()
 

@@ -144,7 +144,7 @@ class TestNotebook:
     def test_diagrams_shown_exist(self, path):
         for cell in code_cells(load(path)):
             for name in re.findall(r'show_diagram\("([^"]+)"', source(cell)):
-                assert (ROOT / "attention_helpers" / "viz" / "images" / f"{name}.png").is_file(), name
+                assert (ROOT / "images" / f"{name}.png").is_file(), name
 
     def test_widget_cells_show_only_the_widget_and_are_checked(self, path):
         for cell in code_cells(load(path)):

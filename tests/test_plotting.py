@@ -398,16 +398,16 @@ def test_positional_encoding_plot_shows_sines_cosines_and_their_dot_products():
         ah.plot_positional_encoding(pe[:, :1])
 
 
-def test_dot_products_2d_draws_one_titled_panel_per_vector():
+def test_dot_product_panels_draw_one_titled_panel_per_vector():
     a = torch.tensor([1.0, 0.5])
     others = {"same": torch.tensor([2.0, 1.0]), "opposite": torch.tensor([-2.0, -1.0])}
-    fig = ah.plot_dot_products_2d(a, others)
+    fig = ah.plot_dot_product_panels(a, others)
     assert len(fig.axes) == 2
     for ax, (name, b) in zip(fig.axes, others.items(), strict=True):
         assert ax.get_title().startswith(name) and f"{torch.dot(a, b).item():+.2f}" in ax.get_title()
         assert ax.get_xlabel() and ax.get_ylabel()
     with pytest.raises(ValueError, match="others must be a non-empty dict"):
-        ah.plot_dot_products_2d(a, {})
+        ah.plot_dot_product_panels(a, {})
 
 
 def test_temperatures_draws_softmax_of_scores_over_t_on_a_0_to_1_scale():

@@ -126,7 +126,7 @@ def _png_width(data: bytes) -> int:
 
 
 def test_diagrams_are_up_to_date_and_legible_when_a_notebook_shrinks_them(monkeypatch):
-    """Every text of every diagram is at least MIN_TEXT_PX tall in a LEGIBLE_AT_PX-wide column, and viz/images/
+    """Every text of every diagram is at least MIN_TEXT_PX tall in a LEGIBLE_AT_PX-wide column, and images/
     holds what the script draws now (run `make diagrams` after editing it)."""
     import io
 

@@ -88,14 +88,14 @@ def test_model_shapes_and_weights_from_one_pass():
 
 
 def test_model_equals_the_same_weights_in_torch_modules():
-    """Embedding + positions + torch's nn.TransformerEncoder (our weights copied in) + classifier."""
+    """Embedding + positions + torch's nn.TransformerEncoder (our weights copied in) + head."""
     for norm_first in (False, True):
         model = small_model(num_layers=2, norm_first=norm_first).eval()
         torch_encoder = ah.to_torch(model.encoder)
         tokens = torch.randint(0, 10, (4, 9))
         with torch.no_grad():
             x = model.embedding(tokens) + model.positional_encoding.pe[:9]
-            expected = model.classifier(torch_encoder(x))
+            expected = model.head(torch_encoder(x))
             torch.testing.assert_close(model(tokens), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -132,7 +132,7 @@ def test_training_is_deterministic_for_a_seed_even_with_dropout():
         if run == 1:
             torch.rand(7)  # the global generator now differs: train must not depend on it
         histories.append(train(model, data, num_steps=20, seed=3, eval_every=10))
-        weights.append(model.classifier.weight.detach().clone())
+        weights.append(model.head.weight.detach().clone())
     assert histories[0] == histories[1]
     assert torch.equal(weights[0], weights[1])
     other = train(small_model(dropout=0.2), data, num_steps=20, seed=4)
@@ -241,8 +241,10 @@ def test_bad_training_arguments_get_clear_errors():
         train(nn.Linear(2, 2), data)
     with pytest.raises(ValueError, match="data has vocab_size=10 but the model was built with vocab_size=12"):
         train(small_model(vocab_size=12), data)
-    with pytest.raises(ValueError, match="lr must be a positive number, got -0.1"):
+    with pytest.raises(ValueError, match="lr must be positive and finite, got -0.1"):  # as every positive real
         train(model, data, lr=-0.1)
+    with pytest.raises(TypeError, match="lr must be a positive number, got str"):
+        train(model, data, lr="0.1")
     with pytest.raises(TypeError, match="num_steps must be an int"):
         train(model, data, num_steps=1.5)
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):

@@ -238,8 +238,7 @@ def stage(source: Path) -> int:
             lesson_title = first_title(json.loads(lesson.read_text())) if solutions_of else None
             notebook = for_the_site(json.loads(path.read_text()), lesson_title)
             (source / folder / path.name).write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
-    # the diagrams are package data (attention_helpers/viz/images/); the site serves them at images/
-    shutil.copytree(ROOT / "attention_helpers" / "viz" / "images", source / "images")
+    shutil.copytree(ROOT / "images", source / "images")  # the diagrams
     shutil.copy2(CONF_DIR / "colab-badge.svg", source / "images" / "colab-badge.svg")
     readme = (ROOT / "README.md").read_text()
     (source / "index.md").write_text(landing_page(readme, read_url(), lessons, solutions))

@@ -1,5 +1,4 @@
-"""Draw the diagrams in attention_helpers/viz/images/ (`make diagrams`): one function per diagram, each writing
-one PNG."""
+"""Draw the diagrams in images/ (`make diagrams`): one function per diagram, each writing one PNG."""
 
 from pathlib import Path
 
@@ -10,7 +9,9 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ROOT / "attention_helpers" / "viz" / "images"  # package data: ah.diagram_path finds them there
+# attention_helpers/viz/images is a symlink to images/: a wheel copies the files in (package data), so that
+# ah.diagram_path finds them after any install, not only in a clone.
+IMAGES = ROOT / "images"
 COLORS = {"input": "#dbe9f6", "proj": "#fde2c8", "qkv": "#e3f1dc", "op": "#efe3f6", "out": "#fff2b3", "norm": "#f7c6c6"}
 HEADS = ("#9ecae1", "#fdae6b")  # one colour per attention head
 HIDDEN = "#e0e0e0"  # masked-out (future) cells

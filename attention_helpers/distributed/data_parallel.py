@@ -13,8 +13,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from .._checks import check_positive_int
-from ..gpt import GPT, language_model_loss, next_token_batch
-from ..text import CharTokenizer, shakespeare_text
+from ..gpt import GPT
+from ..text import CharTokenizer, language_model_loss, next_token_batch, shakespeare_text
 
 CONTEXT_LENGTH, D_MODEL, NUM_HEADS, NUM_LAYERS = 32, 64, 4, 2
 LEARNING_RATE = 3e-3

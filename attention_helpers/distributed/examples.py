@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import resource
-import sys
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
 
+from .._memory import PeakMemory
 from .ring import ring_attention
 
 MIB = 2**20
@@ -51,30 +48,12 @@ def ring_shards(rank: int, world_size: int, seed: int, shape: tuple) -> dict[boo
     return {causal: ring_shard(rank, world_size, seed, shape, causal) for causal in (False, True)}
 
 
-def _resident_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _max_rss_kib() -> float:
-    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return max_rss / 1024 if sys.platform == "darwin" else max_rss  # macOS reports bytes, Linux KiB
-
-
 def extra_peak_mib(fn, *args) -> tuple[object, float]:
     """Run ``fn(*args)``; return its result and how far this process's resident memory rose above its level
-    just before the call, in MiB: the high-water mark (VmHWM, reset by writing 5 to /proc/self/clear_refs) minus
-    the resident memory before. Where that file cannot be written (not Linux), the ``ru_maxrss`` high-water mark
-    before and after is used, which can only under-count."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        before, read_peak = _resident_kib("VmRSS"), lambda: _resident_kib("VmHWM")
-    except OSError:
-        before, read_peak = _max_rss_kib(), _max_rss_kib
+    just before the call, in MiB (:class:`~attention_helpers._memory.PeakMemory`)."""
+    peak = PeakMemory()
     result = fn(*args)
-    return result, max(0.0, read_peak() - before) / 1024
+    return result, peak.extra_mib()
 
 
 def ring_peak_memory(rank: int, world_size: int, num_tokens: int, head_dim: int, causal: bool) -> float:

@@ -21,7 +21,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..distributed.launch import RankError, run
-from ..gpt import GPT, language_model_loss
+from ..gpt import GPT
+from ..text import language_model_loss
 from . import correct, not_answered, not_yet
 
 _SEED = 13_01

@@ -28,7 +28,7 @@ __all__ = [
     "plot_cross_attention",
     "plot_cross_attention_heads",
     "plot_dot_product_2d",
-    "plot_dot_products_2d",
+    "plot_dot_product_panels",
     "plot_dropout",
     "plot_dropout_average",
     "plot_embeddings_3d",

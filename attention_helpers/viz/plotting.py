@@ -13,16 +13,16 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from .._checks import check_labels, check_positive_int, check_probability, shape_str
+from .._checks import check_instance, check_labels, check_positive_int, check_probability, shape_str
 from ..functional import random_dot_products, softmax_with_temperature
 
-# The diagrams ship inside the package (package data), so they are found after any install, not only in a clone.
+# The diagrams (the repository's images/, which viz/images links to) ship inside the package as package data, so
+# they are found after any install, not only in a clone.
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 
 
 def _as_2d(name: str, values, columns: int | None = None) -> torch.Tensor:
-    if not isinstance(values, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
+    check_instance(name, values, torch.Tensor, "a torch.Tensor")
     if values.dim() != 2:
         raise ValueError(f"{name} must have 2 dimensions, got shape {shape_str(values.shape)}")
     if columns is not None and values.shape[1] != columns:
@@ -85,8 +85,7 @@ def plot_dot_product_2d(a: torch.Tensor, b: torch.Tensor, ax=None, a_label: str 
     product can be read off the angle: positive below 90°, zero at 90°, negative above.
     """
     for name, vector in ((a_label, a), (b_label, b)):
-        if not isinstance(vector, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of shape (2,), got {type(vector).__name__}")
+        check_instance(name, vector, torch.Tensor, "a torch.Tensor of shape (2,)")
         if vector.shape != (2,):
             raise ValueError(f"{name} must have shape (2,), got {shape_str(vector.shape)}")
     a, b = a.detach().double().cpu(), b.detach().double().cpu()
@@ -151,8 +150,7 @@ def plot_context_vector(
     ``weights @ vectors`` (a star) and the plain mean of the vectors, equal weights (a cross).
     """
     points = _as_2d("vectors", vectors, columns=3)
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor of shape (num_words,), got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor of shape (num_words,)")
     if weights.shape != (points.shape[0],):
         raise ValueError(
             f"weights must have shape ({points.shape[0]},), one per row of vectors, got {shape_str(weights.shape)}"
@@ -162,7 +160,7 @@ def plot_context_vector(
     if bool((shares < 0).any()) or abs(float(shares.sum()) - 1.0) > 1e-4:
         raise ValueError(f"weights must be non-negative and sum to 1, got sum {float(shares.sum()):.4f}")
     shares = shares.float()
-    context = shares @ points  # (3,)
+    context_vec = shares @ points  # (3,)
     mean = points.mean(dim=0)  # (3,)
     if ax is None:
         ax = plt.figure(figsize=(7, 5.5)).add_subplot(projection="3d")
@@ -174,7 +172,7 @@ def plot_context_vector(
         text_style = dict(fontsize=9, color=f"C{i % 10}", zorder=len(points) + 10)
         _name_point_3d(ax, (x, y, z), f"{word} ({share:.2f})", _twin_side(points, i), gap=gap, **text_style)
     star = {"s": 260, "marker": "*", "color": "crimson", "edgecolors": "white", "linewidths": 0.8}
-    ax.scatter(*context.tolist(), **star, label=f"context vector of {query_label!r}")
+    ax.scatter(*context_vec.tolist(), **star, label=f"context vector of {query_label!r}")
     ax.scatter(*mean.tolist(), s=80, marker="x", linewidths=2, color="black", label="plain mean (equal weights)")
     ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3")
     ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
@@ -193,8 +191,7 @@ def plot_scores(
 ):
     """Bar chart of one value per word, ``(num_words,)``, with the words on the x axis and each bar's
     value written on it (two decimals). Used for one query's scores or its attention weights."""
-    if not isinstance(values, torch.Tensor):
-        raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+    check_instance("values", values, torch.Tensor, "a torch.Tensor")
     if values.dim() != 1:
         raise ValueError(f"values must have shape (num_words,), got {shape_str(values.shape)}")
     check_labels("labels", labels, values.shape[0], "values")
@@ -324,8 +321,7 @@ def _heatmap(
 
 
 def _check_weights_matrix(weights) -> torch.Tensor:
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor")
     if weights.dtype == torch.bool:
         weights = weights.float()
     return _as_2d("weights", weights)
@@ -375,8 +371,7 @@ def plot_attention_heads(
     """A grid of heatmaps, one per head, from ``(num_heads, num_tokens, num_tokens)`` weights
     (take one batch element of a ``(batch, num_heads, ...)`` tensor first), on one colour scale with one
     colour bar and one pair of axis labels for the whole grid. Returns the figure."""
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor")
     if weights.dim() != 3:
         raise ValueError(f"weights must have shape (num_heads, num_tokens, num_tokens), got {shape_str(weights.shape)}")
     check_positive_int("ncols", ncols)
@@ -409,7 +404,8 @@ def plot_attention_heads(
 
 
 def diagram_path(name: str) -> Path:
-    """Path of the diagram ``<name>.png`` in the package's ``viz/images/`` (drawn by ``tools/make_diagrams.py``)."""
+    """Path of the diagram ``<name>.png`` in the package's ``viz/images/`` (the repository's ``images/``, drawn by
+    ``tools/make_diagrams.py``)."""
     path = IMAGES_DIR / f"{name}.png"
     if not path.is_file():
         available = sorted(p.stem for p in IMAGES_DIR.glob("*.png"))
@@ -474,8 +470,7 @@ def plot_attention_steps(scores: torch.Tensor, vectors: torch.Tensor, labels: Se
 def plot_query_and_keys_2d(query: torch.Tensor, keys: torch.Tensor, labels: Sequence[str], query_label: str, ax=None):
     """A ``(2,)`` query and ``(num_words, 2)`` keys as arrows from the origin, each key named with its score
     ``query · key``: the key that reaches farthest along the query's direction gets the largest score."""
-    if not isinstance(query, torch.Tensor):
-        raise TypeError(f"query must be a torch.Tensor of shape (2,), got {type(query).__name__}")
+    check_instance("query", query, torch.Tensor, "a torch.Tensor of shape (2,)")
     if query.shape != (2,):
         raise ValueError(f"query must have shape (2,), got {shape_str(query.shape)}")
     query = query.detach().float().cpu()
@@ -535,8 +530,7 @@ def plot_heads_side_by_side(
     """One heatmap per head, in one row, from ``(num_heads, num_tokens, num_tokens)`` attention weights, on a
     fixed 0-1 colour scale (an even share looks as pale as it is) with the words as ticks and each head's
     weights written in its cells. ``titles`` names each head (default ``"head <n>"``). Returns the figure."""
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor")
     if weights.dim() != 3 or weights.shape[0] == 0:
         raise ValueError(
             f"weights must have shape (num_heads, num_tokens, num_tokens) with num_heads >= 1, "
@@ -638,7 +632,7 @@ def plot_positional_encoding(pe: torch.Tensor, num_shown: int = 40):
     return fig
 
 
-def plot_dot_products_2d(a: torch.Tensor, others: dict[str, torch.Tensor]):
+def plot_dot_product_panels(a: torch.Tensor, others: dict[str, torch.Tensor]):
     """One panel per entry of ``others`` (a name -> a 2-D vector ``(2,)``): ``a`` and that vector as arrows,
     titled with the name over ``plot_dot_product_2d``'s ``a · b = |a| |b| cos θ``. Returns the figure."""
     if not isinstance(others, dict) or not others:

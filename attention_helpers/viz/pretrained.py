@@ -10,7 +10,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from .._checks import check_labels, check_tensor, shape_str
+from .._checks import check_index, check_labels, check_tensor, shape_str
 from .plotting import plot_attention
 from .widgets import widget_panel
 
@@ -25,11 +25,6 @@ def _check_all_weights(attn_weights, tokens: Sequence[str]) -> None:
     check_labels("tokens", tokens, attn_weights.shape[-1], "tokens in attn_weights")
 
 
-def _check_index(name: str, value: int, size: int) -> None:
-    if not 0 <= value < size:
-        raise ValueError(f"{name} must be in [0, {size - 1}], got {value}")
-
-
 def plot_layer_head(
     attn_weights: torch.Tensor, tokens: Sequence[str], layer: int, head: int, ax=None, annotate: bool = False
 ):
@@ -37,8 +32,8 @@ def plot_layer_head(
     the tokens as tick labels (layers and heads counted from 0). The colour scale is 0 to 1 for every layer
     and head, so that two heads' figures can be compared."""
     _check_all_weights(attn_weights, tokens)
-    _check_index("layer", layer, attn_weights.shape[0])
-    _check_index("head", head, attn_weights.shape[1])
+    check_index("layer", layer, attn_weights.shape[0], "num_layers")
+    check_index("head", head, attn_weights.shape[1], "num_heads")
     if ax is None:
         ax = plt.figure(figsize=(7, 6)).add_subplot()
     title = f"Layer {layer}, head {head}"

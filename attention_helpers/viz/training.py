@@ -7,15 +7,14 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from .._checks import check_labels, shape_str
+from .._checks import check_instance, check_labels, shape_str
 from ..training import History
 
 
 def plot_history(history: History, title: str = "Training"):
     """Loss (left) and per-token accuracy (right) against the training step: on each step's training batch
     and, when the history has them, on the held-out set at ``history.eval_steps``."""
-    if not isinstance(history, History):
-        raise TypeError(f"history must be a History (what train returns), got {type(history).__name__}")
+    check_instance("history", history, History, "a History (what train returns)")
     if not history.loss:
         raise ValueError("history is empty: train for at least one step first")
     steps = range(1, len(history.loss) + 1)
@@ -46,8 +45,7 @@ def plot_attention_layers(
     ``labels`` name the query rows (and the key columns, unless ``col_labels`` is given). All maps share
     one colour scale from 0 to 1, so that figures drawn before and after training compare directly.
     """
-    if not isinstance(weights, torch.Tensor):
-        raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
+    check_instance("weights", weights, torch.Tensor, "a torch.Tensor")
     if weights.dim() != 4:
         raise ValueError(
             f"weights must have shape (num_layers, num_heads, num_tokens, num_tokens), got {shape_str(weights.shape)}"
