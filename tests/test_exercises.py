@@ -205,3 +205,24 @@ def test_watch_calls_sees_a_function_however_it_was_imported():
     import sys
 
     assert sys.getprofile() is None, "the profile hook must be removed afterwards"
+
+
+def test_an_answer_that_changes_its_input_in_place_is_rejected_by_name(capsys):
+    def softmax_in_place(scores):
+        scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+        return scores / scores.sum(-1, keepdim=True)
+
+    assert not ah.check_function("f", softmax_in_place, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert out.startswith("f: not yet, your function changed its input scores in place on case 1 of 1.")
+    assert "Hint: build a new tensor" in out
+
+
+@pytest.mark.parametrize("message", ["something broke.\n", "something broke. \n\n", "something\nbroke.", ""])
+def test_an_error_message_gives_one_line_without_a_doubled_full_stop(message, capsys):
+    def raises(x):
+        raise ValueError(message)
+
+    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and ".." not in out and ":." not in out and out.endswith(". Hint: h\n"), out

@@ -98,3 +98,37 @@ def test_exercise_2_names_the_mistake(capsys, wrong, reason, hint):
 def test_not_a_function(capsys):
     assert checks.exercise_1(3) is False
     assert "expected a function" in capsys.readouterr().out
+
+
+def test_exercise_2_may_not_run_the_layer_itself(capsys):
+    """The exercise asks for the layer's forward written out: calling the layer is not an answer, with or without
+    the source's padding mask."""
+    for answer in (
+        lambda layer, x, memory, mask: layer(x, memory, None, mask),
+        lambda layer, x, memory, mask: layer.forward(x, memory, memory_key_padding_mask=mask),
+        lambda layer, x, memory, mask: layer(x, memory),
+    ):
+        assert checks.exercise_2(answer) is False
+        out = capsys.readouterr().out
+        assert out.startswith("Exercise 2: not yet, your code calls the layer itself"), out
+        assert "Hint: build it from layer.norm1, layer.self_attention" in out
+
+
+def test_every_hidden_layer_case_has_padding_that_changes_the_output():
+    """A layer that ignores the padding mask must be wrong on every hidden case, not only on the first."""
+    for layer, x, memory, mask in checks._layer_cases():
+        assert bool(mask.any()), "a hidden case without source padding cannot catch a dropped mask"
+        with torch.no_grad():
+            assert not torch.allclose(layer(x, memory, None, mask), layer(x, memory, None, None), atol=1e-4)
+
+
+def test_changing_an_input_in_place_is_rejected(capsys):
+    right = _cross()
+
+    def in_place(mha, x, keys, values, mask):
+        out = right(mha, x, keys, values, mask)
+        keys.mul_(2)
+        return out
+
+    assert checks.exercise_1(in_place) is False
+    assert "changed its input keys in place" in capsys.readouterr().out

@@ -18,6 +18,7 @@ lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module hold
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
@@ -97,22 +98,66 @@ def watch_calls(forbidden: Forbidden | None):
         sys.setprofile(previous)
 
 
+IN_PLACE_HINT = (
+    "build a new tensor (x * 2, x.masked_fill(...), torch.where(...)) instead of writing into the input "
+    "(x *= 2, x.masked_fill_(...), x[...] = ...): the caller's tensor must stay as it was"
+)
+
+
+def _input_tensors(
+    candidate: Callable, args: tuple, kwargs: dict, may_change: Sequence[int]
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position),
+    except the positional arguments at ``may_change``."""
+    args = tuple(None if number in may_change else arg for number, arg in enumerate(args))
+    try:
+        named = dict(inspect.signature(candidate).bind_partial(*args, **kwargs).arguments)
+    except (TypeError, ValueError):  # no signature, or one the arguments do not fit: name them by position
+        named = {f"argument {number}": arg for number, arg in enumerate(args, start=1)} | kwargs
+    return [(label, value, value.detach().clone()) for label, value in named.items() if isinstance(value, torch.Tensor)]
+
+
+def _unchanged(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether ``tensor`` still holds what ``copy`` holds (nan equal to nan)."""
+    if tensor.shape != copy.shape or tensor.dtype != copy.dtype:
+        return False
+    same = tensor.detach() == copy
+    if tensor.is_floating_point() or tensor.is_complex():
+        same |= tensor.detach().isnan() & copy.isnan()
+    return bool(same.all())
+
+
 def run_candidate(
-    name: str, candidate: Callable, *args, hint: str, case: str = "", forbidden: Forbidden | None = None, **kwargs
+    name: str,
+    candidate: Callable,
+    *args,
+    hint: str,
+    case: str = "",
+    forbidden: Forbidden | None = None,
+    in_place_hint: str = IN_PLACE_HINT,
+    may_change: Sequence[int] = (),
+    **kwargs,
 ):
-    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, or for
-    a call of a ``forbidden`` function (the one the exercise asks for), and return ``(False, None)``. ``case``
-    names the hidden input, such as "on a batch of 1"."""
+    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, for a
+    call of a ``forbidden`` function (the one the exercise asks for), or for a tensor argument it changed in place,
+    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"; ``may_change`` holds
+    the positions of arguments the reader's code owns (such as the cache it returned before)."""
     where = f" {case}" if case else ""
+    inputs = _input_tensors(candidate, args, kwargs, may_change)
     try:
         with watch_calls(forbidden) as seen:
             result = candidate(*args, **kwargs)
     except Exception as error:  # the reader's code: report any failure instead of a traceback
-        not_yet(name, f"your code raised {type(error).__name__}{where}: {error}", hint)
+        message = " ".join(str(error).split())  # one line, whatever the error's own layout
+        not_yet(name, f"your code raised {type(error).__name__}{where}" + (f": {message}" if message else ""), hint)
         return False, None
     if seen:
         not_yet(name, f"your code calls {seen[0]}{where}: that is what the exercise asks you to write", forbidden.hint)
         return False, None
+    for label, tensor, copy in inputs:
+        if not _unchanged(tensor, copy):
+            not_yet(name, f"your function changed its input {label} in place{where}", in_place_hint)
+            return False, None
     return True, result
 
 

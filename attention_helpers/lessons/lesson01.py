@@ -75,12 +75,11 @@ def exercise_1(cosine_matrix) -> bool:
     cases = _hidden_inputs(hidden_generator(SEED))
     for x in cases:
         case = f"on a hidden input of shape {shape_str(x.shape)}"
-        given = x.clone()
-        ran, answer = run_candidate(name, cosine_matrix, given, hint=COSINE_HINT, case=case)
+        ran, answer = run_candidate(
+            name, cosine_matrix, x.clone(), hint=COSINE_HINT, case=case, in_place_hint=IN_PLACE_HINT
+        )
         if not ran:
             return False
-        if not torch.equal(given, x):
-            return not_yet(name, f"your function changed its input x in place {case}", IN_PLACE_HINT)
         if answer is None:
             return not_yet(name, f"your function returned None {case}", "return the matrix")
         expected = cosine_matrix_reference(x)
@@ -138,12 +137,11 @@ def exercise_2(most_similar) -> bool:
     cases = [x for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2]
     for x in cases:
         case = f"on a hidden input of shape {shape_str(x.shape)}"
-        given = x.clone()
-        ran, answer = run_candidate(name, most_similar, given, hint=NEAREST_HINT, case=case)
+        ran, answer = run_candidate(
+            name, most_similar, x.clone(), hint=NEAREST_HINT, case=case, in_place_hint=IN_PLACE_HINT
+        )
         if not ran:
             return False
-        if not torch.equal(given, x):
-            return not_yet(name, f"your function changed its input x in place {case}", IN_PLACE_HINT)
         if answer is None:
             return not_yet(name, f"your function returned None {case}", "return one index per token")
         indices = _as_indices(answer)

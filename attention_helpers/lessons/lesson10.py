@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 _SEED = 10_01
 
@@ -85,7 +85,9 @@ def exercise_1(kv_step) -> bool:
         projected = _count_projected_tokens(layer)
         cache, outputs = None, []
         for t in range(num_tokens):
-            ran, result = run_candidate(name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where)
+            ran, result = run_candidate(
+                name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where, may_change=(2,)
+            )
             if not ran:
                 return False
             if any(count > 1 for count in projected):  # keys or values recomputed from cached inputs
@@ -122,6 +124,14 @@ def exercise_1(kv_step) -> bool:
     return correct(name, f" on all {len(cases)} hidden sequences, step by step equal to the uncached layer")
 
 
+# Exercise 2 asks for top-k filtering: the answer may not call the package's.
+TOP_K_FORBIDDEN = Forbidden(
+    {},
+    ((top_k_filter, "ah.top_k_filter"),),
+    "build it from torch.topk (each row's k-th largest value) and masked_fill with float('-inf')",
+)
+
+
 def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
     """Hidden logits ``(batch, vocab_size)`` and k: a batch of one, k = 1, k = vocab_size, an odd vocabulary."""
     generator = hidden_generator(_SEED + 1)
@@ -144,7 +154,7 @@ def exercise_2(my_top_k) -> bool:
     cases = _top_k_cases()
     for number, (logits, k) in enumerate(cases, start=1):
         where = f"on hidden case {number} of {len(cases)} (k = {k}, logits of shape {tuple(logits.shape)})"
-        ran, answer = run_candidate(name, my_top_k, logits.clone(), k, hint=hint, case=where)
+        ran, answer = run_candidate(name, my_top_k, logits.clone(), k, hint=hint, case=where, forbidden=TOP_K_FORBIDDEN)
         if not ran:
             return False
         expected = top_k_filter(logits, k)

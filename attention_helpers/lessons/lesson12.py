@@ -14,15 +14,16 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..encoder_decoder import DecoderLayer
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 1212
 
 
-def _padding(generator: torch.Generator, batch: int, src_len: int) -> torch.Tensor:
-    """True at padding: each source but the first ends with a random amount of it (at least one real token)."""
+def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 1) -> torch.Tensor:
+    """True at padding: each source from row ``first`` on ends with a random amount of it (at least one real
+    token)."""
     mask = torch.zeros(batch, src_len, dtype=torch.bool)
-    for row in range(1, batch):
+    for row in range(first, batch):
         length = int(torch.randint(1, src_len, (1,), generator=generator))
         mask[row, length:] = True
     return mask
@@ -152,7 +153,7 @@ def _layer_cases():
                     norm.beta.normal_(0.0, 0.3)
         x = torch.randn(batch, tgt_len, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
-        cases.append((layer, x, memory, _padding(generator, batch, src_len)))
+        cases.append((layer, x, memory, _padding(generator, batch, src_len, first=0)))  # padding in every case
     return cases
 
 
@@ -206,6 +207,13 @@ def _layer_variants(layer, x, memory, mask):
     ]
 
 
+# Exercise 2 asks for the layer's forward written out from its parts: the answer may not run the layer itself.
+LAYER_FORBIDDEN = Forbidden(
+    {},
+    ((DecoderLayer.forward, "the layer itself (layer(...), DecoderLayer.forward)"),),
+    "build it from layer.norm1, layer.self_attention, layer.norm2, layer.cross_attention, layer.norm3 and layer.ffn",
+)
+
 LAYER_HINT = (
     "three times: x = x + sublayer(norm(x)), with (norm1, self_attention), (norm2, cross_attention over memory with "
     "the padding mask) and (norm3, ffn)"
@@ -224,7 +232,17 @@ def exercise_2(pre_ln_decoder_layer) -> bool:
         where = f"on hidden case {number} of {len(cases)} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
         with torch.no_grad():
             expected = layer(x, memory, None, mask)
-            ran, answer = run_candidate(name, pre_ln_decoder_layer, layer, x, memory, mask, hint=LAYER_HINT, case=where)
+            ran, answer = run_candidate(
+                name,
+                pre_ln_decoder_layer,
+                layer,
+                x,
+                memory,
+                mask,
+                hint=LAYER_HINT,
+                case=where,
+                forbidden=LAYER_FORBIDDEN,
+            )
         if not ran:
             return False
         if answer is None:
