@@ -16,7 +16,7 @@ def verdict(capsys, check, *args):
     return result, out
 
 
-def make_step(append=True, attend_before_append=False, first_row_mask=False):
+def make_step(append=True, attend_before_append=False, first_row_mask=False, swap=False):
     def kv_step(attention, x_new, cache):
         batch = x_new.shape[0]
 
@@ -28,6 +28,8 @@ def make_step(append=True, attend_before_append=False, first_row_mask=False):
             split(attention.W_key(x_new)),
             split(attention.W_value(x_new)),
         )
+        if swap:
+            key, value = value, key
         old_keys, old_values = cache if cache is not None else (key[:, :, :0], value[:, :, :0])
         keys, values = torch.cat([old_keys, key], dim=2), torch.cat([old_values, value], dim=2)
         seen_keys, seen_values = (old_keys, old_values) if attend_before_append else (keys, values)
@@ -133,3 +135,9 @@ def test_top_k_may_not_call_the_packages_top_k_filter(capsys):
     for answer in (ah.top_k_filter, lambda logits, k: ah.decoding.top_k_filter(logits, k)):
         ok, out = verdict(capsys, checks.exercise_2, answer)
         assert not ok and "calls ah.top_k_filter" in out and "Hint: build it from torch.topk" in out, out
+
+
+def test_kv_step_with_keys_and_values_swapped_gets_its_own_hint(capsys):
+    ok, out = verdict(capsys, checks.exercise_1, make_step(swap=True))
+    assert not ok and "the keys and values are swapped" in out
+    assert "Hint: the query is compared with the keys, from W_key, and the weights mix the values" in out

@@ -9,15 +9,32 @@ import torch
 from attention_helpers.lessons import lesson12 as checks
 
 
-def _cross(scale_by_d_model=False, use_mask=True, reverse_mask=False, transpose=True, out_proj=True):
+def _cross(
+    scale_by_d_model=False,
+    use_mask=True,
+    reverse_mask=False,
+    transpose=True,
+    out_proj=True,
+    fill=float("-inf"),
+    causal=False,
+    keys_from_x=False,
+):
     def cross_attention_step(mha, x, keys, values, key_padding_mask):
         batch, num_new, d_model = x.shape
         head_dim = keys.shape[-1]
-        queries = mha.W_query(x).view(batch, num_new, -1, head_dim).transpose(1, 2)
+
+        def split(t):
+            return t.view(batch, t.shape[1], -1, head_dim).transpose(1, 2)
+
+        queries = split(mha.W_query(x))
+        if keys_from_x:  # projected again, from the decoder's side
+            keys, values = split(mha.W_key(x)), split(mha.W_value(x))
         scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_model if scale_by_d_model else head_dim)
+        if causal:
+            scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
         if use_mask:
             hide = ~key_padding_mask if reverse_mask else key_padding_mask
-            scores = scores.masked_fill(hide[:, None, None, :], float("-inf"))
+            scores = scores.masked_fill(hide[:, None, None, :], fill)
         context = torch.softmax(scores, dim=-1) @ values
         context = (context.transpose(1, 2) if transpose else context).reshape(batch, num_new, d_model)
         return mha.out_proj(context) if out_proj else context
@@ -25,12 +42,20 @@ def _cross(scale_by_d_model=False, use_mask=True, reverse_mask=False, transpose=
     return cross_attention_step
 
 
-def _pre_ln(residual_normalised=False, use_mask=True, cross_on_target=False, post_ln=False, extra_norm=False):
+def _pre_ln(
+    residual_normalised=False,
+    use_mask=True,
+    cross_on_target=False,
+    post_ln=False,
+    extra_norm=False,
+    memory_norm=None,
+):
     def pre_ln_decoder_layer(layer, x, memory, mask):
         def cross(h):
             if cross_on_target:
                 return layer.cross_attention(h, memory=h)
-            return layer.cross_attention(h, mask if use_mask else None, memory=memory)
+            source = getattr(layer, memory_norm)(memory) if memory_norm else memory
+            return layer.cross_attention(h, mask if use_mask else None, memory=source)
 
         if post_ln:
             x = layer.norm1(x + layer.self_attention(x))
@@ -65,6 +90,10 @@ def test_right_answers(capsys):
     [
         (_cross(use_mask=False), "padded source positions get attention", "-inf"),
         (_cross(reverse_mask=True), "mask is reversed", "True at padding"),
+        (_cross(reverse_mask=True, fill=-1e9), "mask is reversed", "True at padding"),
+        (_cross(reverse_mask=True, fill=torch.finfo(torch.float32).min), "mask is reversed", "True at padding"),
+        (_cross(causal=True), "a causal mask hides later source positions", "hide only the padding"),
+        (_cross(keys_from_x=True, use_mask=False), "that is self-attention", "only the queries come from x"),
         (_cross(scale_by_d_model=True), "divided by sqrt(d_model)", "head_dim"),
         (_cross(transpose=False), "mixes positions and heads", "transpose(1, 2)"),
         (_cross(out_proj=False), "not mixed by out_proj", "mha.out_proj"),
@@ -86,6 +115,8 @@ def test_exercise_1_names_the_mistake(capsys, wrong, reason, hint):
         (_pre_ln(use_mask=False), "attends to the source's padding", "memory_key_padding_mask"),
         (_pre_ln(cross_on_target=True), "reads the target instead", "memory=memory"),
         (_pre_ln(extra_norm=True), "normalised once more", "residual stream"),
+        (_pre_ln(memory_norm="norm2"), "memory is normalised again", "pass memory to cross_attention as it is"),
+        (_pre_ln(memory_norm="norm1"), "memory is normalised again", "pass memory to cross_attention as it is"),
         (lambda layer, x, memory, mask: x, "some values differ", "norm1, self_attention"),
     ],
 )

@@ -30,27 +30,61 @@ def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     return cases
 
 
-def _attend(layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor) -> torch.Tensor:
+def _attend(
+    layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor, swap: bool = False
+) -> torch.Tensor:
     """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
-    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes."""
+    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes (with ``swap``, keys and values
+    swapped)."""
     batch = x_new.shape[0]
     queries = layer.split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
     keys, values = layer.split_heads(layer.W_key(keys_from)), layer.split_heads(layer.W_value(keys_from))
+    if swap:
+        keys, values = values, keys
     weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
     return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
 
 
-def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What three plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``."""
+SWAPPED_HINT = (
+    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value: "
+    "softmax(query @ keys.transpose(-2, -1) / sqrt(head_dim)) @ values; keep them in that order in the cache too"
+)
+
+
+def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
+    """What four plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``: (what is wrong,
+    its own hint or None for the general one, the outputs)."""
     steps = range(x.shape[1])
-    return {
-        "each new token attends only to itself: its key and value are never appended to the cache, or the "
-        "grown cache is not returned": torch.cat([_attend(layer, x[:, t : t + 1], x[:, t : t + 1]) for t in steps], 1),
-        "each new token attends only to the first token: a causal mask's first row was applied to the single "
-        "new query": torch.cat([_attend(layer, x[:, t : t + 1], x[:, :1]) for t in steps], 1),
-        "each new token attends to the tokens before it but not to itself: the attention ran before its key "
-        "and value were appended": torch.cat([_attend(layer, x[:, t : t + 1], x[:, : max(t, 1)]) for t in steps], 1),
-    }
+
+    def run(keys_from, swap=False):
+        return torch.cat([_attend(layer, x[:, t : t + 1], keys_from(t), swap) for t in steps], 1)
+
+    return [
+        (
+            "each new token attends only to itself: its key and value are never appended to the cache, or the "
+            "grown cache is not returned",
+            None,
+            run(lambda t: x[:, t : t + 1]),
+        ),
+        (
+            "each new token attends only to the first token: a causal mask's first row was applied to the single "
+            "new query",
+            None,
+            run(lambda t: x[:, :1]),
+        ),
+        (
+            "each new token attends to the tokens before it but not to itself: the attention ran before its key "
+            "and value were appended",
+            None,
+            run(lambda t: x[:, : max(t, 1)]),
+        ),
+        (
+            "the keys and values are swapped: the scores compare the query with the values, and the weights mix "
+            "the keys",
+            SWAPPED_HINT,
+            run(lambda t: x[:, : t + 1], swap=True),
+        ),
+    ]
 
 
 def _count_projected_tokens(layer: MultiHeadAttention) -> list[int]:
@@ -117,9 +151,9 @@ def exercise_1(kv_step) -> bool:
                 f"your outputs hold nan {where}: a query attended to no key at all",
                 "append the new key and value to the cache before the new query attends: it must see itself",
             )
-        for mistake, wrong in _wrong_caches(layer, x).items():
+        for mistake, mistake_hint, wrong in _wrong_caches(layer, x):
             if compare(answer[:, 1:], wrong[:, 1:]) is None:  # the first step may differ (no key at all)
-                return not_yet(name, f"{mistake} ({where})", hint)
+                return not_yet(name, f"{mistake} ({where})", mistake_hint or hint)
         return not_yet(name, f"{problem} {where}", hint + "; scale the scores by 1 / sqrt(head_dim)")
     return correct(name, f" on all {len(cases)} hidden sequences, step by step equal to the uncached layer")
 

@@ -57,8 +57,8 @@ def _cross_variants(mha, x, keys, values, mask):
 
     def attend(scale, hide, merge_without_transpose=False, out_proj=True):
         scores = queries @ keys.transpose(-2, -1) / scale
-        if hide is not None:
-            scores = scores.masked_fill(hide[:, None, None, :], float("-inf"))
+        if hide is not None:  # (batch, src_len) or (batch, num_new, src_len)
+            scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
         context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
         if merge_without_transpose:
             context = context.reshape(batch, num_new, d_model)
@@ -67,6 +67,8 @@ def _cross_variants(mha, x, keys, values, mask):
         return mha.out_proj(context) if out_proj else context
 
     head_dim = mha.head_dim
+    causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
+    padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     return [
         (
             attend(math.sqrt(head_dim), None),
@@ -77,6 +79,23 @@ def _cross_variants(mha, x, keys, values, mask):
             attend(math.sqrt(head_dim), ~mask),
             "the mask is reversed: your queries attend to the padding only",
             "key_padding_mask is True at padding, the positions to hide",
+        ),
+        (
+            # The same mistake filled with a finite number: compared on the rows that hold padding
+            (attend(math.sqrt(head_dim), ~mask), padded_rows),
+            "the mask is reversed: your queries attend to the padding only",
+            "key_padding_mask is True at padding, the positions to hide",
+        ),
+        (
+            attend(math.sqrt(head_dim), causal | mask[:, None, :]),
+            "a causal mask hides later source positions",
+            "cross-attention may read the whole source, which is all there before decoding starts: hide only the "
+            "padding (the causal mask belongs to the decoder's self-attention)",
+        ),
+        (
+            mha(x),
+            "the keys and values come from x, the decoder's own tokens: that is self-attention",
+            "use the keys and values given, projected from the encoder's memory; only the queries come from x",
         ),
         (
             attend(math.sqrt(d_model), mask),
@@ -133,7 +152,9 @@ def exercise_1(cross_attention_step) -> bool:
             continue
         with torch.no_grad():
             for wrong, what, hint in _cross_variants(mha, x, keys, values, mask):
-                if compare(answer, wrong, atol=1e-5) is None:
+                wrong, rows = wrong if isinstance(wrong, tuple) else (wrong, torch.ones(len(wrong), dtype=torch.bool))
+                same_shape = isinstance(answer, torch.Tensor) and answer.shape == wrong.shape
+                if same_shape and bool(rows.any()) and compare(answer[rows], wrong[rows], atol=1e-5) is None:
                     return not_yet(name, f"{what} {where}", hint)
         return not_yet(name, f"{problem} {where}", CROSS_HINT)
     return correct(name, f" on all {len(cases)} hidden cases")
@@ -161,7 +182,7 @@ def _layer_variants(layer, x, memory, mask):
     def self_attn(h):
         return layer.self_attention(h)
 
-    def cross(h, use_mask=True, source=None):
+    def cross(h, use_mask=True, source=None, memory=memory):
         if source is not None:  # the source's padding mask does not fit another sequence
             return layer.cross_attention(h, memory=source)
         return layer.cross_attention(h, mask if use_mask else None, memory=memory)
@@ -201,6 +222,15 @@ def _layer_variants(layer, x, memory, mask):
             pre(lambda h: cross(h, source=h)),
             "the cross-attention reads the target instead of the encoder's output",
             "the keys and values of cross-attention come from memory: memory=memory",
+        ),
+        *(
+            (
+                pre(lambda h, norm=norm: cross(h, memory=norm(memory))),
+                "the encoder's memory is normalised again",
+                "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input from "
+                "the target (in the whole model, the encoder's final LayerNorm has normalised memory already)",
+            )
+            for norm in (layer.norm2, layer.norm1, layer.norm3)
         ),
         (swapped, "the self-attention and the cross-attention are swapped", "self-attention (norm1) comes first"),
         (final_norm, "the output is normalised once more at the end", "a pre-LN layer returns the residual stream"),
