@@ -226,3 +226,63 @@ def test_an_error_message_gives_one_line_without_a_doubled_full_stop(message, ca
     assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and ".." not in out and ":." not in out and out.endswith(". Hint: h\n"), out
+
+
+def _doubling_exercise(**options):
+    from attention_helpers.lessons import Exercise, Mistake
+
+    return Exercise(
+        "E",
+        reference=lambda x: 2 * x,
+        cases=lambda: [(torch.tensor([2.0, 0.0]),), (torch.tensor([3.0, -1.0]),)],
+        hint="double it",
+        describe=lambda number, total, x: f"on case {number} of {total}",
+        mistakes=lambda x: [
+            Mistake("you squared it", "2 * x, not x ** 2", x**2),
+            Mistake(
+                "the signs are lost",
+                "keep the sign",
+                matches=lambda answer: bool((x < 0).any()) and bool((answer >= 0).all()),
+            ),
+        ],
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        (None, "E: Not answered yet (the answer is still None).\n"),
+        (3, "E: not yet, expected a function, got int. Hint: define it with def\n"),
+        (lambda x: x + x, "E: correct on all 2 hidden cases.\n"),
+        (lambda x: None, "E: not yet, your function returned None on case 1 of 2. Hint: return the result\n"),
+        # right on the first case (2 ** 2 = 2 * 2 there), named on the second
+        (lambda x: x**2, "E: not yet, you squared it on case 2 of 2. Hint: 2 * x, not x ** 2\n"),
+        (lambda x: 2 * x.abs(), "E: not yet, the signs are lost on case 2 of 2. Hint: keep the sign\n"),
+        (
+            lambda x: 3 * x,
+            "E: not yet, the shape is right but some values differ (largest difference 2 at index (0,)) on case 1 "
+            "of 2. Hint: double it\n",
+        ),
+    ],
+)
+def test_the_exercise_runner_gives_each_verdict(answer, verdict, capsys):
+    assert _doubling_exercise().check(answer) is verdict.startswith("E: correct")
+    assert capsys.readouterr().out == verdict
+
+
+def test_the_exercise_runner_converts_the_answer_and_passes_only_the_arguments(capsys):
+    from attention_helpers.lessons import Exercise
+
+    exercise = Exercise(
+        "E",
+        reference=lambda x, expected: expected,
+        cases=lambda: [(torch.tensor([1.0, 2.0]), 3.0)],
+        arguments=lambda x, expected: (x,),
+        convert=lambda answer: answer.item(),
+        hint="add them up",
+        describe=lambda number, total, *case: "on the case",
+        done=" on {n} case",
+    )
+    assert exercise.check(lambda x: x.sum()) is True
+    assert capsys.readouterr().out == "E: correct on 1 case.\n"

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 _SEED = 10_01
 
@@ -177,43 +177,58 @@ def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
     ]
 
 
+TOP_K_HINT = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
+
+
+def _top_k_mistakes(logits, k):
+    """The named mistakes of exercise 2 on one hidden case."""
+    expected = top_k_filter(logits, k)
+    smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
+
+    def kept(answer):  # how many logits each row keeps
+        same_shape = isinstance(answer, torch.Tensor) and answer.shape == logits.shape
+        if not same_shape:
+            return None
+        return (torch.isfinite(answer) & (answer != 0) if bool((answer == 0).any()) else torch.isfinite(answer)).sum(-1)
+
+    return [
+        Mistake(
+            lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
+            "return logits of the input's shape, with -inf everywhere except at the k largest",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k),
+        ),
+        Mistake(
+            "you kept the k smallest logits, not the largest",
+            TOP_K_HINT,
+            logits.masked_fill(logits > smallest, float("-inf")),
+        ),
+        Mistake(
+            "the dropped logits are 0, not -inf: softmax still gives them a probability",
+            "set them to float('-inf'), whose exp is 0",
+            expected.masked_fill(expected == float("-inf"), 0.0),
+        ),
+        Mistake(
+            lambda answer: f"each row keeps {int(kept(answer)[0])} logits, not k = {k}",
+            TOP_K_HINT,
+            matches=lambda answer: kept(answer) is not None and bool((kept(answer) != k).all()),
+        ),
+    ]
+
+
+TOP_K = Exercise(
+    "Exercise 2",
+    reference=top_k_filter,
+    cases=_top_k_cases,
+    hint=TOP_K_HINT,
+    describe=lambda number, total, logits, k: (
+        f"on hidden case {number} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
+    ),
+    mistakes=_top_k_mistakes,
+    returned_none="return the filtered logits",
+    forbidden=TOP_K_FORBIDDEN,
+)
+
+
 def exercise_2(my_top_k) -> bool:
     """``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``."""
-    name = "Exercise 2"
-    if my_top_k is None:
-        return not_answered(name)
-    if not callable(my_top_k):
-        return not_yet(name, f"my_top_k must be a function, got {type(my_top_k).__name__}", "def my_top_k(...)")
-    hint = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
-    cases = _top_k_cases()
-    for number, (logits, k) in enumerate(cases, start=1):
-        where = f"on hidden case {number} of {len(cases)} (k = {k}, logits of shape {tuple(logits.shape)})"
-        ran, answer = run_candidate(name, my_top_k, logits.clone(), k, hint=hint, case=where, forbidden=TOP_K_FORBIDDEN)
-        if not ran:
-            return False
-        expected = top_k_filter(logits, k)
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        if isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k):
-            return not_yet(
-                name,
-                f"you returned the k largest values, shape {tuple(answer.shape)} {where}",
-                "return logits of the input's shape, with -inf everywhere except at the k largest",
-            )
-        if isinstance(answer, torch.Tensor) and answer.shape == logits.shape:
-            kept = torch.isfinite(answer) & (answer != 0) if bool((answer == 0).any()) else torch.isfinite(answer)
-            smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
-            if compare(answer, logits.masked_fill(logits > smallest, float("-inf"))) is None:
-                return not_yet(name, f"you kept the k smallest logits, not the largest {where}", hint)
-            if compare(answer, expected.masked_fill(expected == float("-inf"), 0.0)) is None:
-                return not_yet(
-                    name,
-                    f"the dropped logits are 0, not -inf {where}: softmax still gives them a probability",
-                    "set them to float('-inf'), whose exp is 0",
-                )
-            counts = kept.sum(dim=-1)
-            if bool((counts != k).all()):
-                return not_yet(name, f"each row keeps {int(counts[0])} logits, not k = {k} {where}", hint)
-        return not_yet(name, f"{problem} {where}", hint)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return TOP_K.check(my_top_k)
