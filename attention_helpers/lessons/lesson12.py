@@ -50,21 +50,28 @@ def _cross_cases():
     return cases
 
 
+def _cross_attend(mha, x, keys, values, scale, hide, merge_without_transpose=False, out_proj=True):
+    """Cross-attention of ``x`` over the given keys and values, with each part a plausible mistake can change:
+    the scores divided by ``scale``, the keys ``hide`` hides ((batch, src_len) or (batch, num_new, src_len)),
+    the merge of the heads and the output projection."""
+    batch, num_new, d_model = x.shape
+    scores = _split(mha, mha.W_query(x)) @ keys.transpose(-2, -1) / scale
+    if hide is not None:
+        scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
+    context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
+    if merge_without_transpose:
+        context = context.reshape(batch, num_new, d_model)
+    else:
+        context = context.transpose(1, 2).reshape(batch, num_new, d_model)
+    return mha.out_proj(context) if out_proj else context
+
+
 def _cross_variants(mha, x, keys, values, mask):
     """What the plausible mistakes compute, each with the hint that names it."""
-    batch, num_new, d_model = x.shape
-    queries = _split(mha, mha.W_query(x))
+    num_new, d_model = x.shape[1:]
 
-    def attend(scale, hide, merge_without_transpose=False, out_proj=True):
-        scores = queries @ keys.transpose(-2, -1) / scale
-        if hide is not None:  # (batch, src_len) or (batch, num_new, src_len)
-            scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
-        context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
-        if merge_without_transpose:
-            context = context.reshape(batch, num_new, d_model)
-        else:
-            context = context.transpose(1, 2).reshape(batch, num_new, d_model)
-        return mha.out_proj(context) if out_proj else context
+    def attend(scale, hide, **mistake):
+        return _cross_attend(mha, x, keys, values, scale, hide, **mistake)
 
     head_dim = mha.head_dim
     causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
