@@ -205,3 +205,84 @@ def test_watch_calls_sees_a_function_however_it_was_imported():
     import sys
 
     assert sys.getprofile() is None, "the profile hook must be removed afterwards"
+
+
+def test_an_answer_that_changes_its_input_in_place_is_rejected_by_name(capsys):
+    def softmax_in_place(scores):
+        scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+        return scores / scores.sum(-1, keepdim=True)
+
+    assert not ah.check_function("f", softmax_in_place, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert out.startswith("f: not yet, your function changed its input scores in place on case 1 of 1.")
+    assert "Hint: build a new tensor" in out
+
+
+@pytest.mark.parametrize("message", ["something broke.\n", "something broke. \n\n", "something\nbroke.", ""])
+def test_an_error_message_gives_one_line_without_a_doubled_full_stop(message, capsys):
+    def raises(x):
+        raise ValueError(message)
+
+    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and ".." not in out and ":." not in out and out.endswith(". Hint: h\n"), out
+
+
+def _doubling_exercise(**options):
+    from attention_helpers.lessons import Exercise, Mistake
+
+    return Exercise(
+        "E",
+        reference=lambda x: 2 * x,
+        cases=lambda: [(torch.tensor([2.0, 0.0]),), (torch.tensor([3.0, -1.0]),)],
+        hint="double it",
+        describe=lambda number, total, x: f"on case {number} of {total}",
+        mistakes=lambda x: [
+            Mistake("you squared it", "2 * x, not x ** 2", x**2),
+            Mistake(
+                "the signs are lost",
+                "keep the sign",
+                matches=lambda answer: bool((x < 0).any()) and bool((answer >= 0).all()),
+            ),
+        ],
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        (None, "E: Not answered yet (the answer is still None).\n"),
+        (3, "E: not yet, expected a function, got int. Hint: define it with def\n"),
+        (lambda x: x + x, "E: correct on all 2 hidden cases.\n"),
+        (lambda x: None, "E: not yet, your function returned None on case 1 of 2. Hint: return the result\n"),
+        # right on the first case (2 ** 2 = 2 * 2 there), named on the second
+        (lambda x: x**2, "E: not yet, you squared it on case 2 of 2. Hint: 2 * x, not x ** 2\n"),
+        (lambda x: 2 * x.abs(), "E: not yet, the signs are lost on case 2 of 2. Hint: keep the sign\n"),
+        (
+            lambda x: 3 * x,
+            "E: not yet, the shape is right but some values differ (largest difference 2 at index (0,)) on case 1 "
+            "of 2. Hint: double it\n",
+        ),
+    ],
+)
+def test_the_exercise_runner_gives_each_verdict(answer, verdict, capsys):
+    assert _doubling_exercise().check(answer) is verdict.startswith("E: correct")
+    assert capsys.readouterr().out == verdict
+
+
+def test_the_exercise_runner_converts_the_answer_and_passes_only_the_arguments(capsys):
+    from attention_helpers.lessons import Exercise
+
+    exercise = Exercise(
+        "E",
+        reference=lambda x, expected: expected,
+        cases=lambda: [(torch.tensor([1.0, 2.0]), 3.0)],
+        arguments=lambda x, expected: (x,),
+        convert=lambda answer: answer.item(),
+        hint="add them up",
+        describe=lambda number, total, *case: "on the case",
+        done=" on {n} case",
+    )
+    assert exercise.check(lambda x: x.sum()) is True
+    assert capsys.readouterr().out == "E: correct on 1 case.\n"

@@ -16,7 +16,7 @@ def verdict(capsys, check, *args):
     return result, out
 
 
-def make_step(append=True, attend_before_append=False, first_row_mask=False):
+def make_step(append=True, attend_before_append=False, first_row_mask=False, swap=False):
     def kv_step(attention, x_new, cache):
         batch = x_new.shape[0]
 
@@ -28,6 +28,8 @@ def make_step(append=True, attend_before_append=False, first_row_mask=False):
             split(attention.W_key(x_new)),
             split(attention.W_value(x_new)),
         )
+        if swap:
+            key, value = value, key
         old_keys, old_values = cache if cache is not None else (key[:, :, :0], value[:, :, :0])
         keys, values = torch.cat([old_keys, key], dim=2), torch.cat([old_values, value], dim=2)
         seen_keys, seen_values = (old_keys, old_values) if attend_before_append else (keys, values)
@@ -86,3 +88,56 @@ def test_top_k(capsys):
     ):
         ok, out = verdict(capsys, checks.exercise_2, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out
+
+
+def test_kv_step_that_changes_its_input_in_place_is_rejected(capsys):
+    right = make_step()
+
+    def scales_x_new_in_place(attention, x_new, cache):
+        out, cache = right(attention, x_new, cache)
+        x_new.zero_()  # the caller's token is gone
+        return out, cache
+
+    ok, out = verdict(capsys, checks.exercise_1, scales_x_new_in_place)
+    assert not ok and "changed its input x_new in place" in out and "Hint: build a new tensor" in out
+
+
+def test_kv_step_may_grow_its_own_cache_in_place(capsys):
+    """The cache is the answer's own (what its previous call returned): writing into it is not a mistake."""
+    right = make_step()
+
+    def preallocated(attention, x_new, cache):  # cache: (2, batch, num_heads, 16, head_dim), filled up to .length
+        length = 0 if cache is None else cache.length
+        old = None if cache is None else tuple(cache[:, :, :, :length])
+        out, (keys, values) = right(attention, x_new, old)
+        if cache is None:
+            cache = torch.zeros(2, *keys.shape[:2], 16, keys.shape[-1])
+        cache[0, :, :, length] = keys[:, :, -1]  # written into the tensor the previous call returned
+        cache[1, :, :, length] = values[:, :, -1]
+        cache.length = length + 1
+        return out, cache
+
+    ok, out = verdict(capsys, checks.exercise_1, preallocated)
+    assert ok, out
+
+
+def test_top_k_that_changes_its_logits_in_place_is_rejected(capsys):
+    def in_place(logits, k):
+        return logits.masked_fill_(logits < logits.topk(k, dim=-1).values[:, -1:], -math.inf)
+
+    ok, out = verdict(capsys, checks.exercise_2, in_place)
+    assert not ok and "changed its input logits in place" in out and "Hint: build a new tensor" in out
+
+
+def test_top_k_may_not_call_the_packages_top_k_filter(capsys):
+    import attention_helpers as ah
+
+    for answer in (ah.top_k_filter, lambda logits, k: ah.decoding.top_k_filter(logits, k)):
+        ok, out = verdict(capsys, checks.exercise_2, answer)
+        assert not ok and "calls ah.top_k_filter" in out and "Hint: build it from torch.topk" in out, out
+
+
+def test_kv_step_with_keys_and_values_swapped_gets_its_own_hint(capsys):
+    ok, out = verdict(capsys, checks.exercise_1, make_step(swap=True))
+    assert not ok and "the keys and values are swapped" in out
+    assert "Hint: the query is compared with the keys, from W_key, and the weights mix the values" in out

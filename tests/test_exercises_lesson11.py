@@ -125,3 +125,14 @@ def test_biases_left_as_initialised_are_named(capsys):
 
     ok, out = verdict(capsys, checks.exercise_2, weights_only, (before, after), model, held_out_ids, 2)
     assert not ok and "W_key.bias differs" in out and "average them over each group" in out
+
+
+def test_the_losses_are_named_as_the_lesson_names_them(capsys):
+    """The lesson's stub sets `losses = (loss_before, loss_after)` (`answer` holds to_grouped): the verdicts say so."""
+    model, held_out_ids, before, after = small_model_and_losses()
+    convert = checks.reference_to_grouped
+    ok, out = verdict(capsys, checks.exercise_2, convert, before, model, held_out_ids, 2)
+    assert not ok and "losses must be a pair (loss_before, loss_after)" in out
+    assert "Hint: losses = (loss_before, loss_after)" in out
+    ok, out = verdict(capsys, checks.exercise_2, convert, (after, before), model, held_out_ids, 2)
+    assert not ok and "Hint: losses = (loss_before, loss_after), in that order" in out

@@ -14,14 +14,21 @@ A check never raises on a wrong answer, so a notebook with unanswered exercises 
 The expected answer is computed by the check itself, from the package's tested code, on inputs the check
 draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
 lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module holds what they share.
+
+An exercise that asks for a function is described, not programmed: an :class:`Exercise` holds the reference, the
+hidden cases, the general hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every such exercise
+the same way. Exercises that cannot be put so (a training run, a stateful loop, processes) keep a function of their
+own, built from the same pieces (:func:`run_candidate`, :func:`compare`, :func:`not_yet`).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -97,22 +104,66 @@ def watch_calls(forbidden: Forbidden | None):
         sys.setprofile(previous)
 
 
+IN_PLACE_HINT = (
+    "build a new tensor (x * 2, x.masked_fill(...), torch.where(...)) instead of writing into the input "
+    "(x *= 2, x.masked_fill_(...), x[...] = ...): the caller's tensor must stay as it was"
+)
+
+
+def _input_tensors(
+    candidate: Callable, args: tuple, kwargs: dict, may_change: Sequence[int]
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position),
+    except the positional arguments at ``may_change``."""
+    args = tuple(None if number in may_change else arg for number, arg in enumerate(args))
+    try:
+        named = dict(inspect.signature(candidate).bind_partial(*args, **kwargs).arguments)
+    except (TypeError, ValueError):  # no signature, or one the arguments do not fit: name them by position
+        named = {f"argument {number}": arg for number, arg in enumerate(args, start=1)} | kwargs
+    return [(label, value, value.detach().clone()) for label, value in named.items() if isinstance(value, torch.Tensor)]
+
+
+def _unchanged(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether ``tensor`` still holds what ``copy`` holds (nan equal to nan)."""
+    if tensor.shape != copy.shape or tensor.dtype != copy.dtype:
+        return False
+    same = tensor.detach() == copy
+    if tensor.is_floating_point() or tensor.is_complex():
+        same |= tensor.detach().isnan() & copy.isnan()
+    return bool(same.all())
+
+
 def run_candidate(
-    name: str, candidate: Callable, *args, hint: str, case: str = "", forbidden: Forbidden | None = None, **kwargs
+    name: str,
+    candidate: Callable,
+    *args,
+    hint: str,
+    case: str = "",
+    forbidden: Forbidden | None = None,
+    in_place_hint: str = IN_PLACE_HINT,
+    may_change: Sequence[int] = (),
+    **kwargs,
 ):
-    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, or for
-    a call of a ``forbidden`` function (the one the exercise asks for), and return ``(False, None)``. ``case``
-    names the hidden input, such as "on a batch of 1"."""
+    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, for a
+    call of a ``forbidden`` function (the one the exercise asks for), or for a tensor argument it changed in place,
+    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"; ``may_change`` holds
+    the positions of arguments the reader's code owns (such as the cache it returned before)."""
     where = f" {case}" if case else ""
+    inputs = _input_tensors(candidate, args, kwargs, may_change)
     try:
         with watch_calls(forbidden) as seen:
             result = candidate(*args, **kwargs)
     except Exception as error:  # the reader's code: report any failure instead of a traceback
-        not_yet(name, f"your code raised {type(error).__name__}{where}: {error}", hint)
+        message = " ".join(str(error).split())  # one line, whatever the error's own layout
+        not_yet(name, f"your code raised {type(error).__name__}{where}" + (f": {message}" if message else ""), hint)
         return False, None
     if seen:
         not_yet(name, f"your code calls {seen[0]}{where}: that is what the exercise asks you to write", forbidden.hint)
         return False, None
+    for label, tensor, copy in inputs:
+        if not _unchanged(tensor, copy):
+            not_yet(name, f"your function changed its input {label} in place{where}", in_place_hint)
+            return False, None
     return True, result
 
 
@@ -182,6 +233,115 @@ def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> 
     return not_yet(name, problem, hint)
 
 
+@dataclass(frozen=True)
+class Mistake:
+    """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
+    apply), or ``matches``, a test of the answer; ``problem`` says what is wrong (or makes that from the answer) and
+    ``hint`` how to put it right."""
+
+    problem: str | Callable[[Any], str]
+    hint: str
+    wrong: Any = None
+    matches: Callable[[Any], bool] | None = None
+
+
+def wrong_answer(
+    name: str,
+    where: str,
+    answer,
+    expected,
+    mistakes: Iterable[Mistake],
+    problem: str,
+    hint: str,
+    atol: float = 1e-4,
+) -> bool:
+    """Print the "not yet" verdict for an ``answer`` that differs from ``expected`` and return False: the first of
+    ``mistakes`` that the answer makes names what is wrong and gives its hint (a mistake that gives the right
+    answer is skipped); otherwise ``problem`` (from :func:`compare`) and the general ``hint``. ``where`` names the
+    hidden case."""
+    for mistake in mistakes:
+        if mistake.matches is not None:
+            named = mistake.matches(answer)
+        else:
+            named = (
+                mistake.wrong is not None
+                and compare(mistake.wrong, expected, atol) is not None
+                and compare(answer, mistake.wrong, atol) is None
+            )
+        if named:
+            what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
+            return not_yet(name, f"{what} {where}", mistake.hint)
+    return not_yet(name, f"{problem} {where}", hint)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives.
+
+    - ``cases()`` draws the hidden cases, tuples of arguments (its own generator, never the lesson's example);
+      ``describe(number, total, *case)`` names one in the verdict, such as "on hidden case 2 of 3 (batch 1)".
+    - ``arguments(*case)`` gives what the answer is called with, when a case holds more than that (such as the
+      module the reference runs); by default the case itself.
+    - ``convert(answer)`` turns an answer of another accepted form into the reference's (a one-element tensor
+      into a number, say) before the comparison.
+    - ``hint`` is the general hint; ``mistakes(*case)`` lists the named :class:`Mistake` s, tried in order when
+      the answer is wrong (a mistake that gives the right answer on that case is skipped).
+    - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases; ``returned_none`` the hint for an
+      answer that returns None; ``forbidden`` what the answer may not call; ``atol`` the tolerance.
+    """
+
+    name: str
+    reference: Callable[..., Any]
+    cases: Callable[[], Sequence[tuple]]
+    hint: str
+    describe: Callable[..., str]
+    mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
+    done: str = " on all {n} hidden cases"
+    returned_none: str = "return the result"
+    forbidden: Forbidden | None = None
+    in_place_hint: str = IN_PLACE_HINT
+    atol: float = 1e-4
+    arguments: Callable[..., tuple] | None = None
+    convert: Callable[[Any], Any] | None = None
+
+    def check(self, candidate) -> bool:
+        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``); print the
+        verdict and return it."""
+        if candidate is None:
+            return not_answered(self.name)
+        if not callable(candidate):
+            return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
+        cases = list(self.cases())
+        for number, case in enumerate(cases, start=1):
+            where = self.describe(number, len(cases), *case)
+            with torch.no_grad():
+                expected = self.reference(*case)
+                given = self.arguments(*case) if self.arguments is not None else case
+                given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
+                ran, answer = run_candidate(
+                    self.name,
+                    candidate,
+                    *given,
+                    hint=self.hint,
+                    case=where,
+                    forbidden=self.forbidden,
+                    in_place_hint=self.in_place_hint,
+                )
+                if not ran:
+                    return False
+                if answer is None:
+                    return not_yet(self.name, f"your function returned None {where}", self.returned_none)
+                if self.convert is not None:
+                    answer = self.convert(answer)
+                problem = compare(answer, expected, self.atol)
+                if problem is None:
+                    continue
+                return wrong_answer(
+                    self.name, where, answer, expected, self.mistakes(*case), problem, self.hint, self.atol
+                )
+        return correct(self.name, self.done.format(n=len(cases)))
+
+
 def check_function(
     name: str,
     candidate: Callable | None,
@@ -193,17 +353,16 @@ def check_function(
     """Call the reader's ``candidate`` and the checked ``reference`` on each case (a tuple of
     positional arguments) and compare the results. An exception in the candidate counts as a wrong
     answer and is reported by its message. Prints the verdict; returns it."""
-    if candidate is None:
-        return not_answered(name)
-    if not callable(candidate):
+    if candidate is not None and not callable(candidate):
         raise TypeError(f"{name}: the answer must be a function, got {type(candidate).__name__}")
-    cases = list(cases)
-    for number, args in enumerate(cases, start=1):
-        expected = reference(*args)
-        ran, answer = run_candidate(name, candidate, *args, hint=hint, case=f"on case {number} of {len(cases)}")
-        if not ran:
-            return False
-        problem = _compare(answer, expected, atol)
-        if problem is not None:
-            return not_yet(name, f"case {number} of {len(cases)}: {problem}", hint)
-    return correct(name, f" on all {len(cases)} cases")
+    cases = [tuple(case) for case in cases]
+    exercise = Exercise(
+        name,
+        reference,
+        lambda: cases,
+        hint,
+        describe=lambda number, total, *case: f"on case {number} of {total}",
+        done=" on all {n} cases",
+        atol=atol,
+    )
+    return exercise.check(candidate)

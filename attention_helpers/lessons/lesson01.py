@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import shape_str
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 101
 
@@ -43,62 +43,51 @@ def _hidden_inputs(generator: torch.Generator) -> list[torch.Tensor]:
     return inputs
 
 
-def _cosine_mistakes(x: torch.Tensor) -> list[tuple[torch.Tensor, str, str]]:
+def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one hidden input."""
     lengths = x.norm(dim=-1, keepdim=True)
+    d = x.shape[1]
     return [
-        (x @ x.T, "these are the dot products", "the cosine divides each dot product by both vectors' lengths"),
-        (
-            (x / lengths) @ x.T,
+        Mistake(
+            lambda answer: f"your matrix has shape {shape_str(answer.shape)}, one row and column per coordinate",
+            "compare tokens (rows), not coordinates: the result is (num_tokens, num_tokens), like x @ x.T",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (d, d) and d != len(x),
+        ),
+        Mistake("these are the dot products", "the cosine divides each dot product by both vectors' lengths", x @ x.T),
+        Mistake(
             "only the rows were divided by their lengths",
             "divide both factors: unit = x / x.norm(dim=-1, keepdim=True), then unit @ unit.T",
+            (x / lengths) @ x.T,
         ),
-        (
-            x @ x.T / lengths**2,
+        Mistake(
             "you divided by the squared length of the query only",
             "the cosine divides by |a| times |b|, the lengths of both rows",
+            x @ x.T / lengths**2,
         ),
-        (
-            (x / x.norm(dim=0, keepdim=True)) @ (x / x.norm(dim=0, keepdim=True)).T,
+        Mistake(
             "you divided by the length of each column (dim=0)",
             "a token's length is the norm of its row: x.norm(dim=-1, keepdim=True)",
+            (x / x.norm(dim=0, keepdim=True)) @ (x / x.norm(dim=0, keepdim=True)).T,
         ),
     ]
 
 
+COSINE = Exercise(
+    "Exercise 1",
+    reference=cosine_matrix_reference,
+    cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED))],
+    hint=COSINE_HINT,
+    describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
+    mistakes=_cosine_mistakes,
+    done=" on all {n} hidden inputs",
+    returned_none="return the matrix",
+    in_place_hint=IN_PLACE_HINT,
+)
+
+
 def exercise_1(cosine_matrix) -> bool:
     """``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities."""
-    name = "Exercise 1"
-    if cosine_matrix is None:
-        return not_answered(name)
-    if not callable(cosine_matrix):
-        return not_yet(name, f"expected a function, got {type(cosine_matrix).__name__}", "define it with def")
-    cases = _hidden_inputs(hidden_generator(SEED))
-    for x in cases:
-        case = f"on a hidden input of shape {shape_str(x.shape)}"
-        given = x.clone()
-        ran, answer = run_candidate(name, cosine_matrix, given, hint=COSINE_HINT, case=case)
-        if not ran:
-            return False
-        if not torch.equal(given, x):
-            return not_yet(name, f"your function changed its input x in place {case}", IN_PLACE_HINT)
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the matrix")
-        expected = cosine_matrix_reference(x)
-        if isinstance(answer, torch.Tensor):
-            if answer.shape == (x.shape[1], x.shape[1]) and answer.shape != expected.shape:
-                return not_yet(
-                    name,
-                    f"your matrix has shape {shape_str(answer.shape)} {case}, one row and column per coordinate",
-                    "compare tokens (rows), not coordinates: the result is (num_tokens, num_tokens), like x @ x.T",
-                )
-            if answer.shape == expected.shape:
-                for wrong, problem, hint in _cosine_mistakes(x):
-                    if compare(answer, wrong) is None and compare(wrong, expected) is not None:
-                        return not_yet(name, f"{problem} {case}", hint)
-        problem = compare(answer, expected)
-        if problem is not None:
-            return not_yet(name, f"{problem} {case}", COSINE_HINT)
-    return correct(name, f" on all {len(cases)} hidden inputs")
+    return COSINE.check(cosine_matrix)
 
 
 def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
@@ -138,12 +127,11 @@ def exercise_2(most_similar) -> bool:
     cases = [x for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2]
     for x in cases:
         case = f"on a hidden input of shape {shape_str(x.shape)}"
-        given = x.clone()
-        ran, answer = run_candidate(name, most_similar, given, hint=NEAREST_HINT, case=case)
+        ran, answer = run_candidate(
+            name, most_similar, x.clone(), hint=NEAREST_HINT, case=case, in_place_hint=IN_PLACE_HINT
+        )
         if not ran:
             return False
-        if not torch.equal(given, x):
-            return not_yet(name, f"your function changed its input x in place {case}", IN_PLACE_HINT)
         if answer is None:
             return not_yet(name, f"your function returned None {case}", "return one index per token")
         indices = _as_indices(answer)

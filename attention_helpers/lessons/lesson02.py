@@ -11,7 +11,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import softmax_naive, softmax_stable, softmax_with_temperature
-from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, correct, hidden_generator, not_answered, not_yet
 
 SEED = 202
 
@@ -55,75 +55,68 @@ def _softmax_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, int, 
 
 
 def _softmax_mistakes(x, dim, temperature):
-    """Outputs of plausible mistakes, each with (problem, hint)."""
-    with torch.no_grad():
-        scaled = x / temperature
-        global_shift = torch.exp(scaled - scaled.max())
-        other_dim = 0 if dim in (-1, x.dim() - 1) else -1
-        naive = torch.exp(scaled)
-        mistakes = [
-            (
-                naive / naive.sum(dim=dim, keepdim=True),
-                (
-                    "your output holds nan: exp of a large score overflows to inf, and inf / inf is nan",
-                    "subtract the maximum along dim before torch.exp; softmax only sees differences between scores",
-                ),
-            ),
-            (
-                softmax_stable(x, dim) if temperature != 1 else None,
-                ("the temperature is ignored", "divide the scores by the temperature before the softmax"),
-            ),
-            (
-                softmax_stable(x * temperature, dim) if temperature != 1 else None,
-                ("you multiplied by the temperature", "divide the scores by it: T < 1 sharpens, T > 1 flattens"),
-            ),
-            (
-                softmax_stable(scaled, other_dim),
-                (f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim"),
-            ),
-            (
-                global_shift / global_shift.sum(dim=dim, keepdim=True),
-                (
-                    "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
-                    "subtract each slice's own maximum: x.amax(dim=dim, keepdim=True)",
-                ),
-            ),
-            (
-                torch.exp(scaled - scaled.amax(dim=dim, keepdim=True)),
-                ("the slices do not sum to 1", "divide by the sum of the exponentials along dim"),
-            ),
-        ]
-    return [(wrong, why) for wrong, why in mistakes if wrong is not None]
+    """The named mistakes of exercise 1 on one hidden case."""
+    scaled = x / temperature
+    global_shift = torch.exp(scaled - scaled.max())
+    other_dim = 0 if dim in (-1, x.dim() - 1) else -1
+    naive = torch.exp(scaled)
+    return [
+        Mistake(
+            "your output holds nan: exp of a large score overflows to inf, and inf / inf is nan",
+            "subtract the maximum along dim before torch.exp; softmax only sees differences between scores",
+            naive / naive.sum(dim=dim, keepdim=True),
+        ),
+        Mistake(
+            "the temperature is ignored",
+            "divide the scores by the temperature before the softmax",
+            softmax_stable(x, dim) if temperature != 1 else None,
+        ),
+        Mistake(
+            "you multiplied by the temperature",
+            "divide the scores by it: T < 1 sharpens, T > 1 flattens",
+            softmax_stable(x * temperature, dim) if temperature != 1 else None,
+        ),
+        Mistake(
+            f"the slices along dim={other_dim} sum to 1, not those along dim={dim}",
+            "normalise along dim",
+            softmax_stable(scaled, other_dim),
+        ),
+        Mistake(
+            "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
+            "subtract each slice's own maximum: x.amax(dim=dim, keepdim=True)",
+            global_shift / global_shift.sum(dim=dim, keepdim=True),
+        ),
+        Mistake(
+            "the slices do not sum to 1",
+            "divide by the sum of the exponentials along dim",
+            torch.exp(scaled - scaled.amax(dim=dim, keepdim=True)),
+        ),
+        Mistake(  # the expected weights hold no nan here
+            "your output holds nan",
+            SOFTMAX_HINT,
+            matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
+        ),
+    ]
+
+
+SOFTMAX = Exercise(
+    "Exercise 1",
+    reference=lambda x, dim, temperature: softmax_stable(x / temperature, dim),
+    cases=lambda: _softmax_cases(hidden_generator(SEED)),
+    hint=SOFTMAX_HINT,
+    describe=lambda number, total, x, dim, temperature: (
+        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
+    ),
+    mistakes=_softmax_mistakes,
+    returned_none="return the weights",
+    forbidden=SOFTMAX_FORBIDDEN,
+    atol=1e-5,
+)
 
 
 def exercise_1(my_softmax) -> bool:
     """``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores."""
-    name = "Exercise 1"
-    if my_softmax is None:
-        return not_answered(name)
-    if not callable(my_softmax):
-        return not_yet(name, f"expected a function, got {type(my_softmax).__name__}", "define it with def")
-    cases = _softmax_cases(hidden_generator(SEED))
-    for x, dim, temperature in cases:
-        case = f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
-        ran, answer = run_candidate(
-            name, my_softmax, x.clone(), dim, temperature, hint=SOFTMAX_HINT, case=case, forbidden=SOFTMAX_FORBIDDEN
-        )
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the weights")
-        expected = softmax_stable(x / temperature, dim)
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            for wrong, (problem, hint) in _softmax_mistakes(x, dim, temperature):
-                if compare(answer, wrong) is None and compare(wrong, expected) is not None:
-                    return not_yet(name, f"{problem} {case}", hint)
-            if torch.isnan(answer).any():  # the expected weights hold no nan here
-                return not_yet(name, f"your output holds nan {case}", SOFTMAX_HINT)
-        problem = compare(answer, expected, atol=1e-5)
-        if problem is not None:
-            return not_yet(name, f"{problem} {case}", SOFTMAX_HINT)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return SOFTMAX.check(my_softmax)
 
 
 def context_vectors_reference(x: torch.Tensor) -> torch.Tensor:
@@ -133,57 +126,54 @@ def context_vectors_reference(x: torch.Tensor) -> torch.Tensor:
     return weights @ x
 
 
+def _context_mistakes(x):
+    """The named mistakes of exercise 2 on one hidden batch."""
+    scores = x @ x.transpose(-2, -1)
+    return [
+        Mistake(
+            "the softmax runs over the queries (dim=-2 or dim=1)",
+            "each query's weights, a row, must sum to 1: softmax over dim=-1",
+            softmax_stable(scores, dim=-2) @ x,
+        ),
+        Mistake("the scores are not normalised", "turn the scores into weights with a softmax first", scores @ x),
+        Mistake(
+            "you divided the scores by sqrt(d)",
+            "this exercise uses the plain dot products as scores, as the lesson's section on context vectors "
+            "does: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
+            softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
+        ),
+        Mistake(
+            "you divided the scores by their sum",
+            "use the softmax: dividing by the sum fails for negative scores",
+            (scores / scores.sum(dim=-1, keepdim=True)) @ x,
+        ),
+        Mistake(
+            "you returned the attention weights",
+            "multiply the weights by the inputs to mix the token vectors",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == scores.shape,
+        ),
+    ]
+
+
+CONTEXT = Exercise(
+    "Exercise 2",
+    reference=context_vectors_reference,
+    cases=lambda: [
+        (torch.randn(b, n, d, generator=generator),)
+        for generator in [hidden_generator(SEED + 1)]
+        for b, n, d in ((1, 7, 4), (3, 5, 2), (2, 9, 5))
+    ],
+    hint=CONTEXT_HINT,
+    describe=lambda number, total, x: f"on a hidden batch of shape {shape_str(x.shape)}",
+    mistakes=_context_mistakes,
+    done=" on all {n} hidden batches",
+    returned_none="return the context vectors",
+)
+
+
 def exercise_2(context_vectors) -> bool:
     """``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``."""
-    name = "Exercise 2"
-    if context_vectors is None:
-        return not_answered(name)
-    if not callable(context_vectors):
-        return not_yet(name, f"expected a function, got {type(context_vectors).__name__}", "define it with def")
-    generator = hidden_generator(SEED + 1)
-    cases = [torch.randn(b, n, d, generator=generator) for b, n, d in ((1, 7, 4), (3, 5, 2), (2, 9, 5))]
-    for x in cases:
-        case = f"on a hidden batch of shape {shape_str(x.shape)}"
-        ran, answer = run_candidate(name, context_vectors, x.clone(), hint=CONTEXT_HINT, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the context vectors")
-        expected = context_vectors_reference(x)
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            scores = x @ x.transpose(-2, -1)
-            mistakes = [
-                (
-                    softmax_stable(scores, dim=-2) @ x,
-                    "the softmax runs over the queries (dim=-2 or dim=1)",
-                    "each query's weights, a row, must sum to 1: softmax over dim=-1",
-                ),
-                (scores @ x, "the scores are not normalised", "turn the scores into weights with a softmax first"),
-                (
-                    softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
-                    "you divided the scores by sqrt(d)",
-                    "this exercise uses the plain dot products as scores, as the lesson's section on context vectors "
-                    "does: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
-                ),
-                (
-                    (scores / scores.sum(dim=-1, keepdim=True)) @ x,
-                    "you divided the scores by their sum",
-                    "use the softmax: dividing by the sum fails for negative scores",
-                ),
-            ]
-            for wrong, problem, hint in mistakes:
-                if compare(answer, wrong) is None:
-                    return not_yet(name, f"{problem} {case}", hint)
-        if isinstance(answer, torch.Tensor) and answer.shape == (x.shape[0], x.shape[1], x.shape[1]):
-            return not_yet(
-                name,
-                f"you returned the attention weights {case}",
-                "multiply the weights by the inputs to mix the token vectors",
-            )
-        problem = compare(answer, expected)
-        if problem is not None:
-            return not_yet(name, f"{problem} {case}", CONTEXT_HINT)
-    return correct(name, f" on all {len(cases)} hidden batches")
+    return CONTEXT.check(context_vectors)
 
 
 def _describe(new: torch.Tensor, old: torch.Tensor) -> str:

@@ -14,7 +14,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import random_dot_products, scaled_dot_product_attention
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 303
 
@@ -36,7 +36,7 @@ def _attention_cases(generator: torch.Generator):
 
 
 def _mistakes(x, W_query, W_key, W_value):
-    """Outputs of plausible mistakes, each with (problem, hint)."""
+    """The named mistakes of exercise 1 on one hidden input."""
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
     scores = queries @ keys.transpose(-2, -1)
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
@@ -45,65 +45,58 @@ def _mistakes(x, W_query, W_key, W_value):
         return torch.softmax(scaled_scores, dim=dim) @ by
 
     return [
-        (mix(scores), "the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]"),
-        (mix(scores / d_k), "you divided the scores by d_k", "divide by the square root of d_k: d_k ** 0.5"),
-        (
-            mix(scores / math.sqrt(d_in)),
+        Mistake(
+            "your function returned a pair",
+            "return only the context vectors",
+            matches=lambda answer: isinstance(answer, tuple) and len(answer) == 2,
+        ),
+        Mistake(
+            "your output has the input's width: you mixed the inputs, not the values",
+            "multiply the weights by the values, x @ W_value",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == x.shape,
+        ),
+        Mistake("the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]", mix(scores)),
+        Mistake("you divided the scores by d_k", "divide by the square root of d_k: d_k ** 0.5", mix(scores / d_k)),
+        Mistake(
             "you divided by sqrt(d_in)",
             "d_k is the width of the keys (keys.shape[-1]), not of the input",
+            mix(scores / math.sqrt(d_in)),
         ),
-        (
-            mix(scores / math.sqrt(d_v)),
+        Mistake(
             "you divided by the square root of the values' width",
             "d_k is the width of the keys (keys.shape[-1])",
+            mix(scores / math.sqrt(d_v)),
         ),
-        (
-            mix(scores / math.sqrt(d_k), dim=-2),
+        Mistake(
             "the softmax runs over the queries",
             "each query's weights, a row, must sum to 1: softmax over dim=-1",
+            mix(scores / math.sqrt(d_k), dim=-2),
         ),
-        (
-            mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
+        Mistake(
             "your scores are transposed: row i must hold query i against every key",
             "scores = queries @ keys.transpose(-2, -1), not keys @ queries.transpose(-2, -1)",
+            mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
         ),
     ]
 
 
+SELF_ATTENTION = Exercise(
+    "Exercise 1",
+    reference=lambda x, W_query, W_key, W_value: scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[0],
+    cases=lambda: _attention_cases(hidden_generator(SEED)),
+    hint=ATTENTION_HINT,
+    describe=lambda number, total, x, *weights: (
+        f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
+    ),
+    mistakes=_mistakes,
+    done=" on all {n} hidden inputs, one of them a batch of 1",
+    returned_none="return the context vectors",
+)
+
+
 def exercise_1(self_attention) -> bool:
     """``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``."""
-    name = "Exercise 1"
-    if self_attention is None:
-        return not_answered(name)
-    if not callable(self_attention):
-        return not_yet(name, f"expected a function, got {type(self_attention).__name__}", "define it with def")
-    cases = _attention_cases(hidden_generator(SEED))
-    for x, W_query, W_key, W_value in cases:
-        case = f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
-        args = [t.clone() for t in (x, W_query, W_key, W_value)]
-        ran, answer = run_candidate(name, self_attention, *args, hint=ATTENTION_HINT, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the context vectors")
-        if isinstance(answer, tuple) and len(answer) == 2:
-            return not_yet(name, f"your function returned a pair {case}", "return only the context vectors")
-        expected = scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[0]
-        if isinstance(answer, torch.Tensor):
-            if answer.shape == x.shape and answer.shape != expected.shape:
-                return not_yet(
-                    name,
-                    f"your output has the input's width {case}: you mixed the inputs, not the values",
-                    "multiply the weights by the values, x @ W_value",
-                )
-            if answer.shape == expected.shape:
-                for wrong, problem, hint in _mistakes(x, W_query, W_key, W_value):
-                    if compare(answer, wrong) is None:
-                        return not_yet(name, f"{problem} {case}", hint)
-        problem = compare(answer, expected)
-        if problem is not None:
-            return not_yet(name, f"{problem} {case}", ATTENTION_HINT)
-    return correct(name, f" on all {len(cases)} hidden inputs, one of them a batch of 1")
+    return SELF_ATTENTION.check(self_attention)
 
 
 def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:

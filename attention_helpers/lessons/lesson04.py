@@ -12,7 +12,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import causal_mask, scaled_dot_product_attention
-from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 SEED = 404
 
@@ -51,11 +51,15 @@ def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
     return cases
 
 
-def _diagnose_mask(answer: torch.Tensor, n: int, window: int) -> tuple[str, str] | None:
-    """A named mistake that ``answer`` matches, as (problem, hint), or None."""
+def _mask_mistakes(n: int, window: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 for ``n`` tokens and a window of ``window``."""
     expected = window_mask_loops(n, window)
     keys = f"{window} key{'s' if window > 1 else ''}"
-    mistakes = [
+
+    def equal_as_bool(wrong):
+        return lambda answer: torch.equal(answer.detach().bool(), wrong) and not torch.equal(wrong, expected)
+
+    variants = [
         (
             ~expected,
             "your mask is True where a key may be seen",
@@ -75,7 +79,7 @@ def _diagnose_mask(answer: torch.Tensor, n: int, window: int) -> tuple[str, str]
     ]
     for off, size in ((1, "wide"), (-1, "narrow")):
         if window + off >= 1:
-            mistakes.append(
+            variants.append(
                 (
                     window_mask_loops(n, window + off),
                     f"your window is one token too {size} (each token should see {keys})",
@@ -83,47 +87,43 @@ def _diagnose_mask(answer: torch.Tensor, n: int, window: int) -> tuple[str, str]
                     "check the diagonal argument of torch.tril/torch.triu",
                 )
             )
-    as_bool = answer.detach().bool()
-    for wrong, problem, hint in mistakes:
-        if torch.equal(as_bool, wrong) and not torch.equal(wrong, expected):
-            return problem, hint
-    return None
+    return [
+        Mistake(
+            lambda answer: f"expected a tensor, got {type(answer).__name__}",
+            "return a torch tensor",
+            matches=lambda answer: not isinstance(answer, torch.Tensor),
+        ),
+        Mistake(
+            lambda answer: f"your mask has shape {shape_str(answer.shape)}, expected {shape_str(expected.shape)}",
+            "one row per query and one column per key",
+            matches=lambda answer: answer.shape != expected.shape,
+        ),
+        *(Mistake(problem, hint, matches=equal_as_bool(wrong)) for wrong, problem, hint in variants),
+        Mistake(
+            lambda answer: (
+                f"the values are right but the dtype is {answer.dtype}, expected torch.bool (convert with .bool())"
+            ),
+            "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()",
+            matches=lambda answer: answer.dtype != torch.bool and torch.equal(answer.detach().bool(), expected),
+        ),
+    ]
+
+
+WINDOW_MASK = Exercise(
+    "Exercise 1",
+    reference=window_mask_loops,
+    cases=lambda: _mask_cases(hidden_generator(SEED)),
+    hint=MASK_HINT,
+    describe=lambda number, total, n, window: f"for {n} tokens and window = {window}",
+    mistakes=_mask_mistakes,
+    done=" for {n} hidden lengths and windows, from 1 to beyond the length",
+    returned_none="return the mask",
+)
 
 
 def exercise_1(sliding_window_mask) -> bool:
     """``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden."""
-    name = "Exercise 1"
-    if sliding_window_mask is None:
-        return not_answered(name)
-    if not callable(sliding_window_mask):
-        return not_yet(name, f"expected a function, got {type(sliding_window_mask).__name__}", "define it with def")
-    cases = _mask_cases(hidden_generator(SEED))
-    for n, window in cases:
-        case = f"for {n} tokens and window = {window}"
-        ran, answer = run_candidate(name, sliding_window_mask, n, window, hint=MASK_HINT, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the mask")
-        if not isinstance(answer, torch.Tensor):
-            return not_yet(name, f"expected a tensor {case}, got {type(answer).__name__}", "return a torch tensor")
-        expected = window_mask_loops(n, window)
-        if answer.shape != expected.shape:
-            return not_yet(
-                name,
-                f"your mask has shape {shape_str(answer.shape)} {case}, expected {shape_str(expected.shape)}",
-                "one row per query and one column per key",
-            )
-        mistake = _diagnose_mask(answer, n, window)
-        if mistake is not None:
-            return not_yet(name, f"{mistake[0]} {case}", mistake[1])
-        problem = compare(answer, expected)
-        if problem is not None:
-            hint = MASK_HINT
-            if answer.dtype != torch.bool and torch.equal(answer.detach().bool(), expected):
-                hint = "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()"
-            return not_yet(name, f"{problem} {case}", hint)
-    return correct(name, f" for {len(cases)} hidden lengths and windows, from 1 to beyond the length")
+    return WINDOW_MASK.check(sliding_window_mask)
 
 
 def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
@@ -144,89 +144,74 @@ def _reference_attention(queries, keys, values, mask):
 
 
 def _wrong_attentions(queries, keys, values, window):
-    """The outputs of plausible mistakes, each with (problem, hint)."""
+    """The named mistakes of exercise 2 on one hidden case."""
     n, d_k = queries.shape[-2], queries.shape[-1]
     mask = window_mask_loops(n, window)
     scores = queries @ keys.transpose(-2, -1)
     weights_after = torch.softmax(scores / d_k**0.5, dim=-1).masked_fill(mask, 0.0)
     return [
-        (
+        Mistake(
+            "your function returned a pair",
+            "return only the context vectors",
+            matches=lambda answer: isinstance(answer, tuple) and len(answer) == 2,
+        ),
+        Mistake(
+            "your output holds nan",
+            "a row of only -inf scores gives nan: check that every token sees at least itself",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
+        ),
+        Mistake(
+            "you hid the keys the window allows and kept the others",
+            "masked_fill writes where the mask is True",
             _reference_attention(queries, keys, values, ~mask),
-            ("you hid the keys the window allows and kept the others", "masked_fill writes where the mask is True"),
         ),
-        (
+        Mistake(
+            "your output is plain causal attention",
+            "use your sliding_window_mask(num_tokens, window), not a tril",
             _reference_attention(queries, keys, values, causal_mask(n)),
-            ("your output is plain causal attention", "use your sliding_window_mask(num_tokens, window), not a tril"),
         ),
-        (
+        Mistake(
+            "the scores are not scaled",
+            "divide the scores by sqrt(d_k), d_k = keys.shape[-1]",
             torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ values,
-            ("the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]"),
         ),
-        (
+        Mistake(
+            "the hidden keys still get weight: you filled their scores with 0",
+            "a score of 0 is still a score; fill with float('-inf'), whose exp is exactly 0",
             torch.softmax(scores.masked_fill(mask, 0.0) / d_k**0.5, dim=-1) @ values,
-            (
-                "the hidden keys still get weight: you filled their scores with 0",
-                "a score of 0 is still a score; fill with float('-inf'), whose exp is exactly 0",
-            ),
         ),
-        (
+        Mistake(
+            "you zeroed the hidden weights after the softmax without renormalising, so rows do not sum to 1",
+            "mask the scores with -inf before the softmax (method B)",
             weights_after @ values,
-            (
-                "you zeroed the hidden weights after the softmax without renormalising, so rows do not sum to 1",
-                "mask the scores with -inf before the softmax (method B)",
-            ),
         ),
-        (
+        Mistake(
+            "the softmax runs over the queries (dim=-2)",
+            "each query's weights, a row, must sum to 1: dim=-1",
             torch.softmax(scores.masked_fill(mask, float("-inf")) / d_k**0.5, dim=-2) @ values,
-            ("the softmax runs over the queries (dim=-2)", "each query's weights, a row, must sum to 1: dim=-1"),
         ),
     ]
 
 
+WINDOWED_ATTENTION = Exercise(
+    "Exercise 2",
+    reference=lambda queries, keys, values, window: _reference_attention(
+        queries, keys, values, window_mask_loops(queries.shape[-2], window)
+    ),
+    cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
+    hint=ATTENTION_HINT,
+    describe=lambda number, total, queries, keys, values, window: (
+        f"on hidden case {number} (batch {values.shape[0]}, {values.shape[1]} tokens, window {window})"
+    ),
+    mistakes=_wrong_attentions,
+    returned_none="return the context vectors",
+    forbidden=ATTENTION_FORBIDDEN,
+)
+
+
 def exercise_2(windowed_attention) -> bool:
     """``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``."""
-    name = "Exercise 2"
-    if windowed_attention is None:
-        return not_answered(name)
-    if not callable(windowed_attention):
-        return not_yet(name, f"expected a function, got {type(windowed_attention).__name__}", "define it with def")
-    cases = _attention_cases(hidden_generator(SEED + 1))
-    for number, (queries, keys, values, window) in enumerate(cases, start=1):
-        batch, n, d_v = values.shape
-        case = f"on hidden case {number} (batch {batch}, {n} tokens, window {window})"
-        with torch.no_grad():
-            ran, answer = run_candidate(
-                name,
-                windowed_attention,
-                queries.clone(),
-                keys.clone(),
-                values.clone(),
-                window,
-                hint=ATTENTION_HINT,
-                case=case,
-                forbidden=ATTENTION_FORBIDDEN,
-            )
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return the context vectors")
-        if isinstance(answer, tuple) and len(answer) == 2:
-            return not_yet(name, f"your function returned a pair {case}", "return only the context vectors")
-        expected = _reference_attention(queries, keys, values, window_mask_loops(n, window))
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            if torch.isnan(answer).any():
-                return not_yet(
-                    name,
-                    f"your output holds nan {case}",
-                    "a row of only -inf scores gives nan: check that every token sees at least itself",
-                )
-            for wrong, (problem, hint) in _wrong_attentions(queries, keys, values, window):
-                if compare(answer, wrong) is None and compare(wrong, expected) is not None:
-                    return not_yet(name, f"{problem} {case}", hint)
-        problem = compare(answer, expected)
-        if problem is not None:
-            return not_yet(name, f"{problem} {case}", ATTENTION_HINT)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return WINDOWED_ATTENTION.check(windowed_attention)
 
 
 def exercise_3(changed_rows_after_swap) -> bool:

@@ -10,7 +10,18 @@ from torch import nn
 
 from ..attention import MultiHeadAttention
 from ..encoder import EncoderLayer, FeedForward, LayerNorm
-from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import (
+    Exercise,
+    Forbidden,
+    Mistake,
+    compare,
+    correct,
+    hidden_generator,
+    not_answered,
+    not_yet,
+    run_candidate,
+    wrong_answer,
+)
 
 SEED = 707
 
@@ -62,37 +73,24 @@ _PADDING_MISTAKES = (
 )
 
 
-def _wrong_answer(name: str, case: str, answer, expected: torch.Tensor, variants, problem: str, hint: str) -> bool:
-    """Print the "not yet" verdict for a wrong answer and return False: the first of ``variants``, ``(wrong output,
-    what it means, its hint)``, that differs from ``expected`` and that ``answer`` equals names the mistake;
-    otherwise ``problem`` (from :func:`compare`) and the general ``hint``."""
-    if isinstance(answer, torch.Tensor):
-        for wrong, meaning, specific_hint in variants:
-            if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
-                return not_yet(name, f"{meaning} ({case})", specific_hint)
-    return not_yet(name, f"{problem} {case}", hint)
+PADDING_MASK = Exercise(
+    "Exercise 1",
+    reference=_padding_mask_loop,
+    cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
+    hint=PADDING_HINT,
+    describe=lambda number, total, lengths, num_tokens: (
+        f"on case {number} of {total} (lengths {lengths.tolist()}, num_tokens {num_tokens})"
+    ),
+    mistakes=lambda lengths, n: [
+        Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
+        for wrong, meaning, hint in _PADDING_MISTAKES
+    ],
+)
 
 
 def exercise_1(padding_mask) -> bool:
     """``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths."""
-    name = "Exercise 1"
-    if padding_mask is None:
-        return not_answered(name)
-    if not callable(padding_mask):
-        return not_yet(name, f"expected a function, got {type(padding_mask).__name__}", "define it with def")
-    for number, (lengths_list, num_tokens) in enumerate(_PADDING_CASES, start=1):
-        lengths = torch.tensor(lengths_list)
-        case = f"on case {number} of {len(_PADDING_CASES)} (lengths {lengths_list}, num_tokens {num_tokens})"
-        ran, answer = run_candidate(name, padding_mask, lengths.clone(), num_tokens, hint=PADDING_HINT, case=case)
-        if not ran:
-            return False
-        expected = _padding_mask_loop(lengths, num_tokens)
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        variants = ((wrong(expected, lengths, num_tokens), meaning, hint) for wrong, meaning, hint in _PADDING_MISTAKES)
-        return _wrong_answer(name, case, answer, expected, variants, problem, PADDING_HINT)
-    return correct(name, f" on all {len(_PADDING_CASES)} hidden cases")
+    return PADDING_MASK.check(padding_mask)
 
 
 def _layer_norm_cases() -> list[tuple]:
@@ -173,33 +171,27 @@ LAYER_NORM_FORBIDDEN = Forbidden(
 )
 
 
+LAYER_NORM = Exercise(
+    "Exercise 2",
+    reference=_reference_layer_norm,
+    cases=_layer_norm_cases,
+    hint=(
+        "mean and biased variance over the last dimension (keepdim=True), then gamma * (x - mean) / "
+        "sqrt(var + eps) + beta"
+    ),
+    describe=lambda number, total, x, gamma, beta, eps: (
+        f"on case {number} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})"
+    ),
+    mistakes=lambda *case: [
+        Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
+    ],
+    forbidden=LAYER_NORM_FORBIDDEN,
+)
+
+
 def exercise_2(my_layer_norm) -> bool:
     """``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs."""
-    name = "Exercise 2"
-    if my_layer_norm is None:
-        return not_answered(name)
-    if not callable(my_layer_norm):
-        return not_yet(name, f"expected a function, got {type(my_layer_norm).__name__}", "define it with def")
-    general_hint = (
-        "mean and biased variance over the last dimension (keepdim=True), then gamma * (x - mean) / sqrt(var + eps) "
-        "+ beta"
-    )
-    cases = _layer_norm_cases()
-    for number, args in enumerate(cases, start=1):
-        case = f"on case {number} of {len(cases)} (x of shape {tuple(args[0].shape)}, eps {args[3]:g})"
-        inputs = (a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        ran, answer = run_candidate(
-            name, my_layer_norm, *inputs, hint=general_hint, case=case, forbidden=LAYER_NORM_FORBIDDEN
-        )
-        if not ran:
-            return False
-        expected = _reference_layer_norm(*args)
-        problem = compare(answer, expected, atol=1e-4)
-        if problem is None:
-            continue
-        variants = ((_normalise(*args, **keywords), meaning, hint) for keywords, meaning, hint in _LAYER_NORM_MISTAKES)
-        return _wrong_answer(name, case, answer, expected, variants, problem, general_hint)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return LAYER_NORM.check(my_layer_norm)
 
 
 # (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
@@ -394,8 +386,10 @@ def exercise_3(block_class) -> bool:
         if problem is None:
             continue
         with torch.no_grad():
-            variants = ((_pre_ln_block(parts, x, **wiring), meaning, hint) for wiring, meaning, hint in _BLOCK_MISTAKES)
-            return _wrong_answer(name, case, answer, expected, variants, problem, BLOCK_HINT)
+            mistakes = (
+                Mistake(meaning, hint, _pre_ln_block(parts, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
+            )
+            return wrong_answer(name, case, answer, expected, mistakes, problem, BLOCK_HINT)
     return correct(
         name, f" on all {len(_BLOCK_CASES)} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)"
     )

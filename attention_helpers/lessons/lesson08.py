@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..training import TokenClassifier, evaluate, make_task, train
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet
 
 _SEED = 8_01
 
@@ -24,45 +24,33 @@ def _rotate_cases() -> list[torch.Tensor]:
     return [torch.randint(0, 10, shape, generator=generator) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
 
 
+ROTATE_HINT = (
+    "output position i holds input position i - 1, and position 0 the last digit: torch.roll(inputs, shifts=1, dims=-1)"
+)
+
+# (what is wrong, what that answer computes)
+_ROTATE_MISTAKES = (
+    ("the digits moved one place to the left instead of the right", lambda x: torch.roll(x, -1, dims=-1)),
+    ("the digits are reversed, the task of the lesson, not rotated", lambda x: x.flip(-1)),
+    ("the rows (the batch) were rotated instead of the positions in each row", lambda x: torch.roll(x, 1, dims=0)),
+    ("the inputs came back unchanged", lambda x: x),
+)
+
+ROTATE = Exercise(
+    "Exercise 1",
+    reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
+    cases=lambda: [(inputs,) for inputs in _rotate_cases()],
+    hint="the answer has the inputs' shape; torch.roll(inputs, shifts, dims=-1) moves every digit at once",
+    describe=lambda number, total, inputs: f"on hidden batch {number} of {total} (shape {tuple(inputs.shape)})",
+    mistakes=lambda inputs: [Mistake(problem, ROTATE_HINT, wrong(inputs)) for problem, wrong in _ROTATE_MISTAKES],
+    done=" on all {n} hidden batches",
+    returned_none="return the targets, a tensor of the inputs' shape",
+)
+
+
 def exercise_1(rotate_targets) -> bool:
     """``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front."""
-    name = "Exercise 1"
-    if rotate_targets is None:
-        return not_answered(name)
-    if not callable(rotate_targets):
-        return not_yet(name, f"rotate_targets must be a function, got {type(rotate_targets).__name__}", "def ...")
-    mistakes = {
-        "the digits moved one place to the left instead of the right": lambda x: torch.roll(x, -1, dims=-1),
-        "the digits are reversed, the task of the lesson, not rotated": lambda x: x.flip(-1),
-        "the rows (the batch) were rotated instead of the positions in each row": lambda x: torch.roll(x, 1, dims=0),
-        "the inputs came back unchanged": lambda x: x,
-    }
-    cases = _rotate_cases()
-    for number, inputs in enumerate(cases, start=1):
-        where = f"on hidden batch {number} of {len(cases)} (shape {tuple(inputs.shape)})"
-        ran, answer = run_candidate(
-            name, rotate_targets, inputs.clone(), hint="torch.roll along the last dimension", case=where
-        )
-        if not ran:
-            return False
-        expected = torch.roll(inputs, 1, dims=-1)
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        for mistake, wrong in mistakes.items():
-            if not torch.equal(wrong(inputs), expected) and compare(answer, wrong(inputs)) is None:
-                return not_yet(
-                    name,
-                    f"{mistake} ({where})",
-                    "output position i holds input position i - 1, and position 0 the last digit: "
-                    "torch.roll(inputs, shifts=1, dims=-1)",
-                )
-        return not_yet(
-            name,
-            f"{problem} {where}",
-            "the answer has the inputs' shape; torch.roll(inputs, shifts, dims=-1) moves every digit at once",
-        )
-    return correct(name, f" on all {len(cases)} hidden batches")
+    return ROTATE.check(rotate_targets)
 
 
 def _causal_reverse_accuracy(

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, compare, correct, hidden_generator, not_answered, not_yet
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -58,71 +58,61 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ..
     return tuple(cases)
 
 
-def _mean_pool_mistake(answer, token_embeddings, attention_mask, expected) -> tuple[str, str] | None:
-    """(what is wrong, hint) when ``answer`` is one of the plausible wrong means of a padded batch, else None."""
-    if not bool((attention_mask == 0).any()) or not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
-        return None
-    diagnoses = (
-        (
-            token_embeddings.mean(dim=1),
-            "your mean includes the padding tokens too",
-            "leave out the positions where attention_mask is 0: multiply by the mask before summing",
-        ),
-        (
-            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
-            "you divided by the padded length, not by the number of real tokens",
-            "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
-        ),
-        (
-            F.normalize(expected, dim=-1),
-            "your vectors have length 1: that is the sentence embedding, normalised after the mean",
-            "return the mean itself; the model normalises it afterwards",
-        ),
-    )
-    for wrong, problem, hint in diagnoses:
-        if compare(answer, wrong) is None:
-            return problem, hint
+def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one padded batch (none on a batch without padding)."""
+    if not bool((attention_mask == 0).any()):
+        return []
     padded_rows = (attention_mask == 0).any(dim=1)
     inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
-    answer = answer.detach()
-    if compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any()):
-        return (
+
+    def over_the_padding(answer) -> bool:
+        if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
+            return False
+        answer = answer.detach()
+        return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
+
+    return [
+        Mistake(
+            "your mean includes the padding tokens too",
+            "leave out the positions where attention_mask is 0: multiply by the mask before summing",
+            token_embeddings.mean(dim=1),
+        ),
+        Mistake(
+            "you divided by the padded length, not by the number of real tokens",
+            "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
+            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
+        ),
+        Mistake(
+            "your vectors have length 1: that is the sentence embedding, normalised after the mean",
+            "return the mean itself; the model normalises it afterwards",
+            F.normalize(expected, dim=-1),
+        ),
+        Mistake(
             "your mean is over the padding, not the real tokens: the mask is inverted",
             "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
             "keep the tokens where it is 1",
-        )
-    return None
+            matches=over_the_padding,
+        ),
+    ]
 
 
-@torch.no_grad()
+MEAN_POOL = Exercise(
+    "Exercise 1",
+    reference=lambda token_embeddings, attention_mask, expected: expected,
+    cases=lambda: [(token_embeddings, mask, expected) for mask, token_embeddings, expected in _hidden_cases()],
+    arguments=lambda token_embeddings, attention_mask, expected: (token_embeddings, attention_mask),
+    hint="(token_embeddings * attention_mask[..., None]).sum(dim=1), divided by the number of real tokens",
+    describe=lambda number, total, *case: f"on hidden batch {number} of {total}",
+    mistakes=_mean_pool_mistakes,
+    done=" on all {n} hidden batches, equal to each sentence encoded alone",
+    returned_none="return the mean vectors, (batch, 384)",
+)
+
+
 def exercise_1(my_mean_pool) -> bool:
     """``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's
     ``(batch, num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens."""
-    name = "Exercise 1"
-    if my_mean_pool is None:
-        return not_answered(name)
-    if not callable(my_mean_pool):
-        return not_yet(name, f"my_mean_pool must be a function, got {type(my_mean_pool).__name__}", "def ...")
-    batches = _hidden_cases()
-    hint = "weight each token vector by its mask value (1 or 0), sum over the tokens, divide by the mask's sum"
-    for number, (attention_mask, token_embeddings, expected) in enumerate(batches, start=1):
-        where = f"on hidden batch {number} of {len(batches)}"
-        inputs = (token_embeddings.clone(), attention_mask.clone())
-        ran, answer = run_candidate(name, my_mean_pool, *inputs, hint=hint, case=where)
-        if not ran:
-            return False
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        mistake = _mean_pool_mistake(answer, token_embeddings, attention_mask, expected)
-        if mistake is not None:
-            return not_yet(name, f"{mistake[0]} ({where})", mistake[1])
-        return not_yet(
-            name,
-            f"{problem} {where}",
-            "(token_embeddings * attention_mask[..., None]).sum(dim=1), divided by the number of real tokens",
-        )
-    return correct(name, f" on all {len(batches)} hidden batches, equal to each sentence encoded alone")
+    return MEAN_POOL.check(my_mean_pool)
 
 
 def exercise_2(answer, sentences) -> bool:

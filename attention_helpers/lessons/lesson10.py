@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
 
 _SEED = 10_01
 
@@ -30,27 +30,61 @@ def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     return cases
 
 
-def _attend(layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor) -> torch.Tensor:
+def _attend(
+    layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor, swap: bool = False
+) -> torch.Tensor:
     """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
-    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes."""
+    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes (with ``swap``, keys and values
+    swapped)."""
     batch = x_new.shape[0]
     queries = layer.split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
     keys, values = layer.split_heads(layer.W_key(keys_from)), layer.split_heads(layer.W_value(keys_from))
+    if swap:
+        keys, values = values, keys
     weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
     return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
 
 
-def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What three plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``."""
+SWAPPED_HINT = (
+    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value: "
+    "softmax(query @ keys.transpose(-2, -1) / sqrt(head_dim)) @ values; keep them in that order in the cache too"
+)
+
+
+def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
+    """What four plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``: (what is wrong,
+    its own hint or None for the general one, the outputs)."""
     steps = range(x.shape[1])
-    return {
-        "each new token attends only to itself: its key and value are never appended to the cache, or the "
-        "grown cache is not returned": torch.cat([_attend(layer, x[:, t : t + 1], x[:, t : t + 1]) for t in steps], 1),
-        "each new token attends only to the first token: a causal mask's first row was applied to the single "
-        "new query": torch.cat([_attend(layer, x[:, t : t + 1], x[:, :1]) for t in steps], 1),
-        "each new token attends to the tokens before it but not to itself: the attention ran before its key "
-        "and value were appended": torch.cat([_attend(layer, x[:, t : t + 1], x[:, : max(t, 1)]) for t in steps], 1),
-    }
+
+    def run(keys_from, swap=False):
+        return torch.cat([_attend(layer, x[:, t : t + 1], keys_from(t), swap) for t in steps], 1)
+
+    return [
+        (
+            "each new token attends only to itself: its key and value are never appended to the cache, or the "
+            "grown cache is not returned",
+            None,
+            run(lambda t: x[:, t : t + 1]),
+        ),
+        (
+            "each new token attends only to the first token: a causal mask's first row was applied to the single "
+            "new query",
+            None,
+            run(lambda t: x[:, :1]),
+        ),
+        (
+            "each new token attends to the tokens before it but not to itself: the attention ran before its key "
+            "and value were appended",
+            None,
+            run(lambda t: x[:, : max(t, 1)]),
+        ),
+        (
+            "the keys and values are swapped: the scores compare the query with the values, and the weights mix "
+            "the keys",
+            SWAPPED_HINT,
+            run(lambda t: x[:, : t + 1], swap=True),
+        ),
+    ]
 
 
 def _count_projected_tokens(layer: MultiHeadAttention) -> list[int]:
@@ -85,7 +119,9 @@ def exercise_1(kv_step) -> bool:
         projected = _count_projected_tokens(layer)
         cache, outputs = None, []
         for t in range(num_tokens):
-            ran, result = run_candidate(name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where)
+            ran, result = run_candidate(
+                name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where, may_change=(2,)
+            )
             if not ran:
                 return False
             if any(count > 1 for count in projected):  # keys or values recomputed from cached inputs
@@ -115,11 +151,19 @@ def exercise_1(kv_step) -> bool:
                 f"your outputs hold nan {where}: a query attended to no key at all",
                 "append the new key and value to the cache before the new query attends: it must see itself",
             )
-        for mistake, wrong in _wrong_caches(layer, x).items():
+        for mistake, mistake_hint, wrong in _wrong_caches(layer, x):
             if compare(answer[:, 1:], wrong[:, 1:]) is None:  # the first step may differ (no key at all)
-                return not_yet(name, f"{mistake} ({where})", hint)
+                return not_yet(name, f"{mistake} ({where})", mistake_hint or hint)
         return not_yet(name, f"{problem} {where}", hint + "; scale the scores by 1 / sqrt(head_dim)")
     return correct(name, f" on all {len(cases)} hidden sequences, step by step equal to the uncached layer")
+
+
+# Exercise 2 asks for top-k filtering: the answer may not call the package's.
+TOP_K_FORBIDDEN = Forbidden(
+    {},
+    ((top_k_filter, "ah.top_k_filter"),),
+    "build it from torch.topk (each row's k-th largest value) and masked_fill with float('-inf')",
+)
 
 
 def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
@@ -133,43 +177,58 @@ def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
     ]
 
 
+TOP_K_HINT = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
+
+
+def _top_k_mistakes(logits, k):
+    """The named mistakes of exercise 2 on one hidden case."""
+    expected = top_k_filter(logits, k)
+    smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
+
+    def kept(answer):  # how many logits each row keeps
+        same_shape = isinstance(answer, torch.Tensor) and answer.shape == logits.shape
+        if not same_shape:
+            return None
+        return (torch.isfinite(answer) & (answer != 0) if bool((answer == 0).any()) else torch.isfinite(answer)).sum(-1)
+
+    return [
+        Mistake(
+            lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
+            "return logits of the input's shape, with -inf everywhere except at the k largest",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k),
+        ),
+        Mistake(
+            "you kept the k smallest logits, not the largest",
+            TOP_K_HINT,
+            logits.masked_fill(logits > smallest, float("-inf")),
+        ),
+        Mistake(
+            "the dropped logits are 0, not -inf: softmax still gives them a probability",
+            "set them to float('-inf'), whose exp is 0",
+            expected.masked_fill(expected == float("-inf"), 0.0),
+        ),
+        Mistake(
+            lambda answer: f"each row keeps {int(kept(answer)[0])} logits, not k = {k}",
+            TOP_K_HINT,
+            matches=lambda answer: kept(answer) is not None and bool((kept(answer) != k).all()),
+        ),
+    ]
+
+
+TOP_K = Exercise(
+    "Exercise 2",
+    reference=top_k_filter,
+    cases=_top_k_cases,
+    hint=TOP_K_HINT,
+    describe=lambda number, total, logits, k: (
+        f"on hidden case {number} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
+    ),
+    mistakes=_top_k_mistakes,
+    returned_none="return the filtered logits",
+    forbidden=TOP_K_FORBIDDEN,
+)
+
+
 def exercise_2(my_top_k) -> bool:
     """``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``."""
-    name = "Exercise 2"
-    if my_top_k is None:
-        return not_answered(name)
-    if not callable(my_top_k):
-        return not_yet(name, f"my_top_k must be a function, got {type(my_top_k).__name__}", "def my_top_k(...)")
-    hint = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
-    cases = _top_k_cases()
-    for number, (logits, k) in enumerate(cases, start=1):
-        where = f"on hidden case {number} of {len(cases)} (k = {k}, logits of shape {tuple(logits.shape)})"
-        ran, answer = run_candidate(name, my_top_k, logits.clone(), k, hint=hint, case=where)
-        if not ran:
-            return False
-        expected = top_k_filter(logits, k)
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        if isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k):
-            return not_yet(
-                name,
-                f"you returned the k largest values, shape {tuple(answer.shape)} {where}",
-                "return logits of the input's shape, with -inf everywhere except at the k largest",
-            )
-        if isinstance(answer, torch.Tensor) and answer.shape == logits.shape:
-            kept = torch.isfinite(answer) & (answer != 0) if bool((answer == 0).any()) else torch.isfinite(answer)
-            smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
-            if compare(answer, logits.masked_fill(logits > smallest, float("-inf"))) is None:
-                return not_yet(name, f"you kept the k smallest logits, not the largest {where}", hint)
-            if compare(answer, expected.masked_fill(expected == float("-inf"), 0.0)) is None:
-                return not_yet(
-                    name,
-                    f"the dropped logits are 0, not -inf {where}: softmax still gives them a probability",
-                    "set them to float('-inf'), whose exp is 0",
-                )
-            counts = kept.sum(dim=-1)
-            if bool((counts != k).all()):
-                return not_yet(name, f"each row keeps {int(counts[0])} logits, not k = {k} {where}", hint)
-        return not_yet(name, f"{problem} {where}", hint)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return TOP_K.check(my_top_k)

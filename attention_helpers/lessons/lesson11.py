@@ -311,22 +311,22 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     return model.eval(), data[split : split + 20_000]
 
 
-def exercise_2(to_grouped, answer, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
-    """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``answer = (loss_before,
+def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
+    """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
     loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
     length), then with every block's attention converted to ``num_kv_heads`` kv heads."""
     name = "Exercise 2"
-    if to_grouped is None or answer is None:
+    if to_grouped is None or losses is None:
         return not_answered(name)
     if not callable(to_grouped):
         return not_yet(name, f"to_grouped must be a function, got {type(to_grouped).__name__}", "def to_grouped(...)")
     if _check_to_grouped(name, to_grouped) is not None:
         return False
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        return not_yet(name, "answer must be a pair (loss_before, loss_after)", "answer = (loss_before, loss_after)")
-    answer = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in answer)
-    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in answer):
-        return not_yet(name, "answer must hold two numbers", "ah.evaluate_loss returns the loss as a float")
+    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
+        return not_yet(name, "losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
+    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
+    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
+        return not_yet(name, "losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
         return not_yet(
             name,
@@ -339,17 +339,17 @@ def exercise_2(to_grouped, answer, model: GPT, held_out_ids: torch.Tensor, num_k
     before = evaluate_loss(model, held_out_ids, model.context_length)
     after = evaluate_loss(grouped, held_out_ids, model.context_length)
     tolerance = 2e-3
-    if math.isclose(answer[0], before, abs_tol=tolerance) and math.isclose(answer[1], after, abs_tol=tolerance):
+    if math.isclose(losses[0], before, abs_tol=tolerance) and math.isclose(losses[1], after, abs_tol=tolerance):
         return correct(name, ": the grouped layers are right, and both losses match the check's")
-    if math.isclose(answer[0], after, abs_tol=tolerance) and math.isclose(answer[1], before, abs_tol=tolerance):
-        return not_yet(name, "the two losses are swapped", "answer = (loss_before, loss_after), in that order")
-    if not math.isclose(answer[0], before, abs_tol=tolerance):
+    if math.isclose(losses[0], after, abs_tol=tolerance) and math.isclose(losses[1], before, abs_tol=tolerance):
+        return not_yet(name, "the two losses are swapped", "losses = (loss_before, loss_after), in that order")
+    if not math.isclose(losses[0], before, abs_tol=tolerance):
         return not_yet(
             name,
             "loss_before is not the trained model's held-out loss",
             "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
         )
-    if math.isclose(answer[1], before, abs_tol=tolerance):
+    if math.isclose(losses[1], before, abs_tol=tolerance):
         return not_yet(
             name,
             "loss_after equals loss_before: the model you measured was not converted",

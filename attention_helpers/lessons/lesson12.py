@@ -14,15 +14,16 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..encoder_decoder import DecoderLayer
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, compare, hidden_generator
 
 SEED = 1212
 
 
-def _padding(generator: torch.Generator, batch: int, src_len: int) -> torch.Tensor:
-    """True at padding: each source but the first ends with a random amount of it (at least one real token)."""
+def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 1) -> torch.Tensor:
+    """True at padding: each source from row ``first`` on ends with a random amount of it (at least one real
+    token)."""
     mask = torch.zeros(batch, src_len, dtype=torch.bool)
-    for row in range(1, batch):
+    for row in range(first, batch):
         length = int(torch.randint(1, src_len, (1,), generator=generator))
         mask[row, length:] = True
     return mask
@@ -49,53 +50,80 @@ def _cross_cases():
     return cases
 
 
+def _cross_attend(mha, x, keys, values, scale, hide, merge_without_transpose=False, out_proj=True):
+    """Cross-attention of ``x`` over the given keys and values, with each part a plausible mistake can change:
+    the scores divided by ``scale``, the keys ``hide`` hides ((batch, src_len) or (batch, num_new, src_len)),
+    the merge of the heads and the output projection."""
+    batch, num_new, d_model = x.shape
+    scores = _split(mha, mha.W_query(x)) @ keys.transpose(-2, -1) / scale
+    if hide is not None:
+        scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
+    context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
+    if merge_without_transpose:
+        context = context.reshape(batch, num_new, d_model)
+    else:
+        context = context.transpose(1, 2).reshape(batch, num_new, d_model)
+    return mha.out_proj(context) if out_proj else context
+
+
 def _cross_variants(mha, x, keys, values, mask):
     """What the plausible mistakes compute, each with the hint that names it."""
-    batch, num_new, d_model = x.shape
-    queries = _split(mha, mha.W_query(x))
+    num_new, d_model = x.shape[1:]
 
-    def attend(scale, hide, merge_without_transpose=False, out_proj=True):
-        scores = queries @ keys.transpose(-2, -1) / scale
-        if hide is not None:
-            scores = scores.masked_fill(hide[:, None, None, :], float("-inf"))
-        context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
-        if merge_without_transpose:
-            context = context.reshape(batch, num_new, d_model)
-        else:
-            context = context.transpose(1, 2).reshape(batch, num_new, d_model)
-        return mha.out_proj(context) if out_proj else context
+    def attend(scale, hide, **mistake):
+        return _cross_attend(mha, x, keys, values, scale, hide, **mistake)
 
     head_dim = mha.head_dim
+    causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
+    padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
+    reversed_mask = attend(math.sqrt(head_dim), ~mask)
+
+    def reversed_with_a_finite_fill(answer) -> bool:  # the same mistake, compared on the rows that hold padding
+        same_shape = isinstance(answer, torch.Tensor) and answer.shape == reversed_mask.shape
+        return (
+            same_shape
+            and bool(padded_rows.any())
+            and compare(answer[padded_rows], reversed_mask[padded_rows], atol=1e-5) is None
+        )
+
+    reversed_problem = "the mask is reversed: your queries attend to the padding only"
+    reversed_hint = "key_padding_mask is True at padding, the positions to hide"
     return [
-        (
-            attend(math.sqrt(head_dim), None),
+        Mistake(
             "the padded source positions get attention",
             "fill the scores of padded keys with -inf before the softmax: key_padding_mask[:, None, None, :]",
+            attend(math.sqrt(head_dim), None),
         ),
-        (
-            attend(math.sqrt(head_dim), ~mask),
-            "the mask is reversed: your queries attend to the padding only",
-            "key_padding_mask is True at padding, the positions to hide",
+        Mistake(reversed_problem, reversed_hint, reversed_mask),
+        Mistake(reversed_problem, reversed_hint, matches=reversed_with_a_finite_fill),
+        Mistake(
+            "a causal mask hides later source positions",
+            "cross-attention may read the whole source, which is all there before decoding starts: hide only the "
+            "padding (the causal mask belongs to the decoder's self-attention)",
+            attend(math.sqrt(head_dim), causal | mask[:, None, :]),
         ),
-        (
-            attend(math.sqrt(d_model), mask),
+        Mistake(
+            "the keys and values come from x, the decoder's own tokens: that is self-attention",
+            "use the keys and values given, projected from the encoder's memory; only the queries come from x",
+            mha(x),
+        ),
+        Mistake(
             "the scores are divided by sqrt(d_model)",
             "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
+            attend(math.sqrt(d_model), mask),
         ),
-        (
-            attend(1.0, mask),
-            "the scores are not scaled",
-            "divide the scores by sqrt(head_dim) before the softmax",
+        Mistake(
+            "the scores are not scaled", "divide the scores by sqrt(head_dim) before the softmax", attend(1.0, mask)
         ),
-        (
-            attend(math.sqrt(head_dim), mask, merge_without_transpose=True),
+        Mistake(
             "the heads are merged without moving the head axis back first, which mixes positions and heads",
             "context.transpose(1, 2) to (batch, num_new, num_heads, head_dim), then reshape to d_model",
+            attend(math.sqrt(head_dim), mask, merge_without_transpose=True),
         ),
-        (
-            attend(math.sqrt(head_dim), mask, out_proj=False),
+        Mistake(
             "the heads' outputs are not mixed by out_proj",
             "finish with mha.out_proj(...)",
+            attend(math.sqrt(head_dim), mask, out_proj=False),
         ),
     ]
 
@@ -106,36 +134,25 @@ CROSS_HINT = (
 )
 
 
+CROSS_ATTENTION = Exercise(
+    "Exercise 1",
+    reference=lambda mha, x, keys, values, mask, memory: mha(x, mask, memory=memory),
+    cases=_cross_cases,
+    arguments=lambda mha, x, keys, values, mask, memory: (mha, x, keys, values, mask),
+    hint=CROSS_HINT,
+    describe=lambda number, total, mha, x, keys, *rest: (
+        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new tokens, "
+        f"{keys.shape[2]} source tokens, {mha.num_heads} heads)"
+    ),
+    mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
+    returned_none="return the cross-attention output",
+    atol=1e-5,
+)
+
+
 def exercise_1(cross_attention_step) -> bool:
     """``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``."""
-    name = "Exercise 1"
-    if cross_attention_step is None:
-        return not_answered(name)
-    if not callable(cross_attention_step):
-        return not_yet(name, f"expected a function, got {type(cross_attention_step).__name__}", "define it with def")
-    cases = _cross_cases()
-    for number, (mha, x, keys, values, mask, memory) in enumerate(cases, start=1):
-        where = f"on hidden case {number} of {len(cases)} (batch {x.shape[0]}, {x.shape[1]} new tokens, " + (
-            f"{keys.shape[2]} source tokens, {mha.num_heads} heads)"
-        )
-        with torch.no_grad():
-            expected = mha(x, mask, memory=memory)
-            ran, answer = run_candidate(
-                name, cross_attention_step, mha, x, keys, values, mask, hint=CROSS_HINT, case=where
-            )
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {where}", "return the cross-attention output")
-        problem = compare(answer, expected, atol=1e-5)
-        if problem is None:
-            continue
-        with torch.no_grad():
-            for wrong, what, hint in _cross_variants(mha, x, keys, values, mask):
-                if compare(answer, wrong, atol=1e-5) is None:
-                    return not_yet(name, f"{what} {where}", hint)
-        return not_yet(name, f"{problem} {where}", CROSS_HINT)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return CROSS_ATTENTION.check(cross_attention_step)
 
 
 def _layer_cases():
@@ -152,7 +169,7 @@ def _layer_cases():
                     norm.beta.normal_(0.0, 0.3)
         x = torch.randn(batch, tgt_len, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
-        cases.append((layer, x, memory, _padding(generator, batch, src_len)))
+        cases.append((layer, x, memory, _padding(generator, batch, src_len, first=0)))  # padding in every case
     return cases
 
 
@@ -160,7 +177,7 @@ def _layer_variants(layer, x, memory, mask):
     def self_attn(h):
         return layer.self_attention(h)
 
-    def cross(h, use_mask=True, source=None):
+    def cross(h, use_mask=True, source=None, memory=memory):
         if source is not None:  # the source's padding mask does not fit another sequence
             return layer.cross_attention(h, memory=source)
         return layer.cross_attention(h, mask if use_mask else None, memory=memory)
@@ -180,7 +197,7 @@ def _layer_variants(layer, x, memory, mask):
     swapped = swapped + self_attn(layer.norm2(swapped))
     swapped = swapped + layer.ffn(layer.norm3(swapped))
     final_norm = layer.norm3(pre())
-    return [
+    mistakes = [
         (
             post,
             "this is the post-LN layer of section 3",
@@ -201,10 +218,27 @@ def _layer_variants(layer, x, memory, mask):
             "the cross-attention reads the target instead of the encoder's output",
             "the keys and values of cross-attention come from memory: memory=memory",
         ),
+        *(
+            (
+                pre(lambda h, norm=norm: cross(h, memory=norm(memory))),
+                "the encoder's memory is normalised again",
+                "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input from "
+                "the target (in the whole model, the encoder's final LayerNorm has normalised memory already)",
+            )
+            for norm in (layer.norm2, layer.norm1, layer.norm3)
+        ),
         (swapped, "the self-attention and the cross-attention are swapped", "self-attention (norm1) comes first"),
         (final_norm, "the output is normalised once more at the end", "a pre-LN layer returns the residual stream"),
     ]
+    return [Mistake(problem, hint, wrong) for wrong, problem, hint in mistakes]
 
+
+# Exercise 2 asks for the layer's forward written out from its parts: the answer may not run the layer itself.
+LAYER_FORBIDDEN = Forbidden(
+    {},
+    ((DecoderLayer.forward, "the layer itself (layer(...), DecoderLayer.forward)"),),
+    "build it from layer.norm1, layer.self_attention, layer.norm2, layer.cross_attention, layer.norm3 and layer.ffn",
+)
 
 LAYER_HINT = (
     "three times: x = x + sublayer(norm(x)), with (norm1, self_attention), (norm2, cross_attention over memory with "
@@ -212,29 +246,21 @@ LAYER_HINT = (
 )
 
 
+DECODER_LAYER = Exercise(
+    "Exercise 2",
+    reference=lambda layer, x, memory, mask: layer(x, memory, None, mask),
+    cases=_layer_cases,
+    hint=LAYER_HINT,
+    describe=lambda number, total, layer, x, *rest: (
+        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
+    ),
+    mistakes=_layer_variants,
+    returned_none="return the layer's output",
+    forbidden=LAYER_FORBIDDEN,
+    atol=1e-5,
+)
+
+
 def exercise_2(pre_ln_decoder_layer) -> bool:
     """``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward."""
-    name = "Exercise 2"
-    if pre_ln_decoder_layer is None:
-        return not_answered(name)
-    if not callable(pre_ln_decoder_layer):
-        return not_yet(name, f"expected a function, got {type(pre_ln_decoder_layer).__name__}", "define it with def")
-    cases = _layer_cases()
-    for number, (layer, x, memory, mask) in enumerate(cases, start=1):
-        where = f"on hidden case {number} of {len(cases)} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
-        with torch.no_grad():
-            expected = layer(x, memory, None, mask)
-            ran, answer = run_candidate(name, pre_ln_decoder_layer, layer, x, memory, mask, hint=LAYER_HINT, case=where)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {where}", "return the layer's output")
-        problem = compare(answer, expected, atol=1e-5)
-        if problem is None:
-            continue
-        with torch.no_grad():
-            for wrong, what, hint in _layer_variants(layer, x, memory, mask):
-                if compare(answer, wrong, atol=1e-5) is None:
-                    return not_yet(name, f"{what} {where}", hint)
-        return not_yet(name, f"{problem} {where}", LAYER_HINT)
-    return correct(name, f" on all {len(cases)} hidden cases")
+    return DECODER_LAYER.check(pre_ln_decoder_layer)
