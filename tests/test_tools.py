@@ -309,7 +309,7 @@ def test_site_links_a_lessons_solution_link_to_its_exercise_heading():
         for anchor in re.findall(rf"\]\(\.\./solutions/{lesson.name}#([^)]+)\)", text):
             assert anchor in headings, (lesson.name, anchor)
             checked += 1
-    assert len(solutions) == 13 and checked >= 2 * len(solutions)
+    assert solutions and checked >= 2 * len(solutions)  # every lesson has two exercises or more
     stale = _notebook(("markdown", "Stuck? See the [solution](../solutions/04_causal_attention.ipynb#cell-id=nosuch)"))
     with pytest.raises(SystemExit, match="no heading cell with id nosuch"):
         build_site.for_the_site(stale)
