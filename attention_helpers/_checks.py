@@ -38,6 +38,32 @@ def ids_checked() -> Iterator[None]:
         _ids_checked.reset(token)
 
 
+# True while a model runs its layers on an input it checked at its entry point: each layer's forward then skips its
+# own checks of shapes and dtypes, which would repeat the model's in every layer (and, when generating, at every
+# token), but the layers are still called as modules, so hooks and compiled submodules run.
+_layers_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("layers_checked", default=False)
+
+
+class _LayersChecked:
+    def __enter__(self) -> None:
+        self.token = _layers_checked.set(True)
+
+    def __exit__(self, *exc) -> None:
+        _layers_checked.reset(self.token)
+
+
+def layers_checked() -> contextlib.AbstractContextManager:
+    """Within it, :func:`layer_input_checked` is True: the model has checked what its layers receive. While
+    ``torch.compile`` traces, nothing (checks of shapes cost nothing in a compiled graph, a context variable would
+    break it)."""
+    return contextlib.nullcontext() if is_compiling() else _LayersChecked()
+
+
+def layer_input_checked() -> bool:
+    """True inside a model's :func:`layers_checked`: a layer may skip checking its input."""
+    return not is_compiling() and _layers_checked.get()  # compiled, the checks of shapes cost nothing
+
+
 def check_int(name: str, value) -> None:
     """Require an int: not a bool, not a float such as ``2.0`` (``range`` and indexing would fail later, or not)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -521,15 +547,20 @@ def check_cache(cache, num_layers: int, batch: int, num_new: int, context_length
 
 
 def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
-    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
-    check_int("layer_idx", layer_idx)
-    if not 0 <= layer_idx < cache.num_layers:
-        raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
+    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``.
+    Inside a model that checked the cache at its entry point, only that no layer writes twice."""
+    checked = layer_input_checked()
+    if not checked:
+        check_int("layer_idx", layer_idx)
+        if not 0 <= layer_idx < cache.num_layers:
+            raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
     if layer_idx in cache.layers_written:
         raise ValueError(
             f"layer {layer_idx} already wrote its keys and values at position {cache.num_tokens}, and the cache "
             f"moves on only once all {cache.num_layers} layers have written: give each layer its own layer_idx"
         )
+    if checked:
+        return
     if keys.shape[0] != cache.batch:
         raise ValueError(
             f"the cache holds batch={cache.batch} but the input has batch={keys.shape[0]}; start a new cache"

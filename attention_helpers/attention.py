@@ -23,6 +23,7 @@ from ._checks import (
     check_memory,
     check_padding_mask,
     check_positive_int,
+    layer_input_checked,
 )
 from ._convert import from_torch_into
 from .functional import causal_mask, scaled_dot_product_attention
@@ -214,14 +215,15 @@ class MultiHeadAttention(nn.Module):
         the memory's keys and values from the first call. Returns ``context_vec`` ``(batch, num_tokens, d_out)``,
         and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
         """
-        check_attention_input(self, x)
-        start = 0  # query i is the token at position start + i
-        if cache is not None:
-            check_cache_type(cache)
-            start = cache.num_tokens
-            check_cache_fits(start, x.shape[1], self.context_length if memory is None else None, "context_length")
-        if memory is not None:
-            check_memory(self, x, memory)
+        if not layer_input_checked():  # inside a model, which has checked all this at its entry point
+            check_attention_input(self, x)
+            if cache is not None:
+                check_cache_type(cache)
+                limit = self.context_length if memory is None else None
+                check_cache_fits(cache.num_tokens, x.shape[1], limit, "context_length")
+            if memory is not None:
+                check_memory(self, x, memory)
+        start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
         num_keys = start + x.shape[1] if memory is None else memory.shape[1]
         key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
         queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)

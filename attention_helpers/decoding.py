@@ -61,9 +61,10 @@ class KVCache:
         start, end = self.num_tokens, self.num_tokens + keys.shape[2]
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
             self.keys[layer_idx], self.values[layer_idx] = self.keys[layer_idx].clone(), self.values[layer_idx].clone()
-        self.keys[layer_idx][:, :, start:end] = keys
-        self.values[layer_idx][:, :, start:end] = values
-        written = self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+        layer_keys, layer_values = self.keys[layer_idx], self.values[layer_idx]
+        layer_keys.narrow(2, start, end - start).copy_(keys)  # positions start .. end - 1
+        layer_values.narrow(2, start, end - start).copy_(values)
+        written = layer_keys.narrow(2, 0, end), layer_values.narrow(2, 0, end)
         self.layers_written.add(layer_idx)
         self.pending_new = end - start
         if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them

@@ -27,6 +27,8 @@ from ._checks import (
     check_sequence,
     check_size,
     check_tensor,
+    layer_input_checked,
+    layers_checked,
     normalized_shape,
     shape_str,
 )
@@ -116,9 +118,10 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(ffn_hidden, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, 1, "(..., d_model)")
-        check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
-        check_module_dtype("x", x, self.linear1.weight, "FeedForward")
+        if not layer_input_checked():  # inside a model, which has checked its input
+            check_tensor("x", x, 1, "(..., d_model)")
+            check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
+            check_module_dtype("x", x, self.linear1.weight, "FeedForward")
         return self.linear2(dropout_if_training(self.dropout, self.activation(self.linear1(x))))
 
 
@@ -170,7 +173,8 @@ class EncoderLayer(nn.Module):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
         attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
-        check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+        if not layer_input_checked():  # inside an Encoder, which has checked its input
+            check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
         attn_input = self.norm1(x) if self.norm_first else x
         out = self.attention(attn_input, key_padding_mask, return_weights)
         attn_out, attn_weights = out if return_weights else (out, None)
@@ -235,10 +239,11 @@ class Encoder(nn.Module):
         check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
         key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
         all_weights = []
-        for layer in self.layers:
-            out = layer(x, key_padding_mask, return_weights)
-            x, attn_weights = out if return_weights else (out, None)
-            all_weights.append(attn_weights)
+        with layers_checked():
+            for layer in self.layers:
+                out = layer(x, key_padding_mask, return_weights)
+                x, attn_weights = out if return_weights else (out, None)
+                all_weights.append(attn_weights)
         x = x if self.final_norm is None else self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 

@@ -24,6 +24,8 @@ from ._checks import (
     check_sequence,
     check_token_id,
     check_token_ids,
+    layer_input_checked,
+    layers_checked,
     shape_str,
 )
 from ._convert import from_torch_into
@@ -98,14 +100,15 @@ class DecoderLayer(nn.Module):
         extends layer ``layer_idx``; the cross-attention keeps the memory's keys and values there from the first
         call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
         ``(batch, num_heads, tgt_len, src_len)``."""
-        start = 0
-        if cache is not None:
-            check_cache_type(cache)
-            start = cache.num_tokens
-        masks = check_decoder_inputs(
-            self, self.norm1.gamma, x, memory, tgt_key_padding_mask, memory_key_padding_mask, start
-        )
-        tgt_mask, memory_mask = masks
+        if layer_input_checked():  # inside EncoderDecoder.decode, which checked the inputs and expanded the masks
+            tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
+        else:
+            if cache is not None:
+                check_cache_type(cache)
+            start = 0 if cache is None else cache.num_tokens
+            tgt_mask, memory_mask = check_decoder_inputs(
+                self, self.norm1.gamma, x, memory, tgt_key_padding_mask, memory_key_padding_mask, start
+            )
         kv = dict(cache=cache, layer_idx=layer_idx)
         h = self.norm1(x) if self.norm_first else x
         h = self.dropout1(self.self_attention(h, tgt_mask, **kv))
@@ -209,10 +212,11 @@ class EncoderDecoder(nn.Module):
             self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, start
         )
         x, all_weights = tgt, []
-        for layer_idx, layer in enumerate(self.decoder_layers):
-            out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx)
-            x, attn_weights = out if return_weights else (out, None)
-            all_weights.append(attn_weights)
+        with layers_checked():  # the layers' attention and feed-forward modules skip re-checking the shapes
+            for layer_idx, layer in enumerate(self.decoder_layers):
+                out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx)
+                x, attn_weights = out if return_weights else (out, None)
+                all_weights.append(attn_weights)
         x = self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 

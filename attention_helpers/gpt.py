@@ -18,6 +18,7 @@ from ._checks import (
     check_positive_int,
     check_probability,
     check_token_ids,
+    layers_checked,
 )
 from .attention import MultiHeadAttention
 from .decoding import KVCache
@@ -135,8 +136,9 @@ class GPT(nn.Module):
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(start, start + num_tokens, device=token_ids.device))
         x = dropout_if_training(self.dropout, x)
-        for layer_idx, block in enumerate(self.blocks):
-            x = block(x, cache, layer_idx)
+        with layers_checked():  # the blocks skip re-checking what was checked here
+            for layer_idx, block in enumerate(self.blocks):
+                x = block(x, cache, layer_idx)
         return self.head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
 
 

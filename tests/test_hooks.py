@@ -1,6 +1,7 @@
 """Submodules are called as modules: forward hooks on every attention and layer module inside GPT, Encoder and
 EncoderDecoder fire once per call (lesson 08 teaches hooks; profilers and summaries rely on the same calls)."""
 
+import pytest
 import torch
 from conftest import perturb_
 
@@ -56,3 +57,32 @@ def test_every_encoder_decoder_layer_and_attention_fires_its_hook():
         assert count == (2 if name.startswith("transformer.encoder") else 1 + 4), (name, count)
     for handle in handles:
         handle.remove()
+
+
+def test_a_layer_run_alone_checks_its_input_again_after_a_model_call_that_failed_inside_it():
+    """Inside a model, which checked its input at its entry point, the layers skip re-checking it (in generation,
+    at every token); a layer called on its own afterwards, even after the model call raised, checks again."""
+    model = ah.GPT(11, 12, 16, 4, 2, 0.0).eval()
+
+    def fail(module, inputs, output):
+        raise RuntimeError("a hook that fails")
+
+    handle = model.blocks[1].register_forward_hook(fail)
+    with pytest.raises(RuntimeError, match="a hook that fails"):
+        model(torch.randint(0, 11, (2, 5)))
+    handle.remove()
+    attention, ffn = model.blocks[0].attention, model.blocks[0].ffn
+    with pytest.raises(ValueError, match="d_in"):
+        attention(torch.randn(2, 5, 15))
+    with pytest.raises(ValueError, match="d_model"):
+        ffn(torch.randn(2, 5, 15))
+    cache = model.new_cache(2)
+    with pytest.raises(ValueError, match="layer_idx=2"):
+        attention(torch.randn(2, 5, 16), cache=cache, layer_idx=2)
+
+
+def test_inside_a_model_a_layer_still_refuses_to_write_the_cache_twice():
+    model = ah.GPT(11, 12, 16, 4, 2, 0.0).eval()
+    model.blocks[1].register_forward_pre_hook(lambda module, args: (args[0], args[1], 0))  # both write layer 0
+    with pytest.raises(ValueError, match="layer 0 already wrote"):
+        model(torch.randint(0, 11, (1, 3)), cache=model.new_cache(1))
