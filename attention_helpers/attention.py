@@ -244,7 +244,7 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         """``(batch, num_tokens, heads * head_dim)`` -> ``(batch, heads, num_tokens, head_dim)``."""
-        return t.unflatten(-1, (-1, self.head_dim)).transpose(1, 2)
+        return t.view(t.shape[0], t.shape[1], -1, self.head_dim).transpose(1, 2)  # a projection's output: contiguous
 
     def merge_heads(self, context_vec: torch.Tensor) -> torch.Tensor:
         """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_generate.py                 # 256 new tokens, lesson 10's model size, batch 1 and 8
     python benchmarks/bench_generate.py --batch 32 --new-tokens 64 --repeats 1
+    python benchmarks/bench_generate.py --batch 1 --threads 1   # one thread each: steadier on a busy machine
 
 Without the cache, every new token reruns the model on the whole sequence so far; with it, the prompt is run
 once into a preallocated KVCache and each step feeds only the newest token, reusing every layer's cached keys and
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="PyTorch's CPU threads (default: one per core)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
     context_length = args.prompt_tokens + args.new_tokens  # the whole generation fits: the cache is never reset

@@ -11,8 +11,8 @@ before anything runs; after an autosave tick (AUTOSAVE_WAIT) the notebook must b
 it within that wait. Then autosave is turned off, all cells run, and the check fails on an error output, a code
 cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a
 slider, another entry of a menu) and the widget's image must change. In a lesson, the last "See the solution"
-link is clicked: its solutions notebook must open with that exercise's heading in the upper three quarters of the view. A
-screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
+link is clicked: its solutions notebook must open with that exercise's heading in the upper three quarters of the
+view. A screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
 Notebooks are checked --jobs at a time (one per core), each worker with a JupyterLab server and a browser of its
 own, so that one worker's autosave setting and kernels never touch another's.
 
