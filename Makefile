@@ -127,6 +127,7 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
 	$(BIN)/python benchmarks/bench_attention_memory.py --threads 1
 	$(BIN)/python benchmarks/bench_generate.py
+	$(BIN)/python benchmarks/bench_generate.py --batch 1 --threads 1  # one thread each: the cache saves compute, not threads
 	$(BIN)/python benchmarks/bench_generate.py --dim 384 --heads 6 --layers 6 --batch 1  # a wider model: less per-step overhead
 	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 

@@ -322,11 +322,11 @@ def test_dropout_keeps_the_expected_attention_weights_and_is_off_in_eval():
         close(mha(x), no_dropout(x))  # eval: dropout is off
         close(mha(x, return_weights=True)[1], expected)
         mha.train()
-        samples = torch.stack([mha(x, return_weights=True)[1] for _ in range(4000)])
+        samples = mha(x.expand(4000, 6, 6), return_weights=True)[1]  # one call: 4000 independent dropout masks
     dropped = samples == 0
-    assert abs(dropped[..., expected > 0].float().mean().item() - 0.3) < 0.01
+    assert abs(dropped[:, expected[0] > 0].float().mean().item() - 0.3) < 0.01
     # The mean of many dropped-and-rescaled weights is the undropped weight (standard error ~0.2%).
-    close(samples.mean(0), expected, atol=0.02)
+    close(samples.mean(0, keepdim=True), expected, atol=0.02)
 
 
 def test_training_with_dropout_is_random_and_eval_equals_no_dropout():
