@@ -513,6 +513,13 @@ def check_cache_type(cache) -> None:
         raise TypeError(f"cache must be a KVCache (model.new_cache(batch)), got {type(cache).__name__}")
 
 
+def check_layer_cache(cache, num_new: int, context_length: int | None) -> None:
+    """A layer called on its own with a ``cache``: ``num_new`` tokens after the cached ones within ``context_length``
+    (None: no limit, as for cross-attention)."""
+    check_cache_type(cache)
+    check_cache_fits(cache.num_tokens, num_new, context_length, "context_length")
+
+
 def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str) -> None:
     """``num_new`` tokens after ``num_cached`` cached ones must stay within ``limit`` (named ``name``)."""
     if limit is not None and num_cached + num_new > limit:
@@ -617,19 +624,27 @@ def check_mha_for_torch(mha) -> bool:
 # --- decoders ---------------------------------------------------------------------------------------------------
 
 
-def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, start=0):
-    """Check a decoder's inputs: ``tgt`` ``(batch, tgt_len, d_model)`` at positions ``start, start + 1, ...`` and
-    ``memory`` ``(batch, src_len, d_model)`` of ``weight``'s dtype for ``module`` (its ``d_model`` and
-    ``context_length``). Returns the two padding masks expanded to ``(batch, start + tgt_len)`` and ``(batch,
-    src_len)`` (or None)."""
+def check_same_batch(name: str, x: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
+    """Two inputs that must hold the same number of sequences (their first dimension)."""
+    if x.shape[0] != other.shape[0]:
+        raise ValueError(
+            f"{name} and {other_name} must hold the same number of sequences, got {name} {shape_str(x.shape)} and "
+            f"{other_name} {shape_str(other.shape)}"
+        )
+
+
+def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache=None):
+    """Check a decoder's inputs: ``tgt`` ``(batch, tgt_len, d_model)`` after the ``start = cache.num_tokens``
+    tokens of ``cache`` (if any) and ``memory`` ``(batch, src_len, d_model)`` of ``weight``'s dtype for ``module``
+    (its ``d_model`` and ``context_length``). Returns the two padding masks expanded to ``(batch, start + tgt_len)``
+    and ``(batch, src_len)`` (or None)."""
+    if cache is not None:
+        check_cache_type(cache)
+    start = 0 if cache is None else cache.num_tokens
     name = type(module).__name__
     check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name)
     check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name)
-    if tgt.shape[0] != memory.shape[0]:
-        raise ValueError(
-            f"src and tgt must hold the same number of sequences, got src batch={memory.shape[0]} and "
-            f"tgt {shape_str(tgt.shape)}"
-        )
+    check_same_batch("src", memory, "tgt", tgt)
     check_same_device("tgt", tgt, "src", memory)
     if start + tgt.shape[1] > module.context_length:
         cached = f" after {start} cached tokens" if start else ""

@@ -16,10 +16,9 @@ from ._checks import (
     check_attention_input,
     check_attention_sizes,
     check_bool,
-    check_cache_fits,
-    check_cache_type,
     check_heads,
     check_kv_heads,
+    check_layer_cache,
     check_memory,
     check_padding_mask,
     check_positive_int,
@@ -218,9 +217,7 @@ class MultiHeadAttention(nn.Module):
         if not layer_input_checked():  # inside a model, which has checked all this at its entry point
             check_attention_input(self, x)
             if cache is not None:
-                check_cache_type(cache)
-                limit = self.context_length if memory is None else None
-                check_cache_fits(cache.num_tokens, x.shape[1], limit, "context_length")
+                check_layer_cache(cache, x.shape[1], self.context_length if memory is None else None)
             if memory is not None:
                 check_memory(self, x, memory)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i

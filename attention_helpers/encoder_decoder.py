@@ -13,7 +13,6 @@ from torch import nn
 from ._checks import (
     check_bool,
     check_cache,
-    check_cache_type,
     check_decoder_inputs,
     check_heads,
     check_instance,
@@ -21,12 +20,12 @@ from ._checks import (
     check_padding_mask,
     check_positive_int,
     check_probability,
+    check_same_batch,
     check_sequence,
     check_token_id,
     check_token_ids,
     layer_input_checked,
     layers_checked,
-    shape_str,
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
@@ -100,14 +99,10 @@ class DecoderLayer(nn.Module):
         extends layer ``layer_idx``; the cross-attention keeps the memory's keys and values there from the first
         call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
         ``(batch, num_heads, tgt_len, src_len)``."""
-        if layer_input_checked():  # inside EncoderDecoder.decode, which checked the inputs and expanded the masks
-            tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
-        else:
-            if cache is not None:
-                check_cache_type(cache)
-            start = 0 if cache is None else cache.num_tokens
+        tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
+        if not layer_input_checked():  # EncoderDecoder.decode has checked the inputs and expanded the masks
             tgt_mask, memory_mask = check_decoder_inputs(
-                self, self.norm1.gamma, x, memory, tgt_key_padding_mask, memory_key_padding_mask, start
+                self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
             )
         kv = dict(cache=cache, layer_idx=layer_idx)
         h = self.norm1(x) if self.norm_first else x
@@ -202,14 +197,12 @@ class EncoderDecoder(nn.Module):
         ones, and the result equals the last rows of a decode of the whole target. With ``return_weights``, also
         every layer's cross-attention weights, stacked as ``(num_decoder_layers, batch, num_heads, tgt_len,
         src_len)``."""
-        start = 0
         if cache is not None:
             check_cache(
                 cache, len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma
             )
-            start = cache.num_tokens
         masks = check_decoder_inputs(
-            self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, start
+            self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache
         )
         x, all_weights = tgt, []
         with layers_checked():  # the layers' attention and feed-forward modules skip re-checking the shapes
@@ -320,11 +313,7 @@ class Seq2SeqTransformer(nn.Module):
         check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
         check_length("tgt_ids", tgt_ids.shape[1], self.transformer.context_length, "tgt_len")
         memory, padding = self.encode(src_ids)
-        if tgt_ids.shape[0] != src_ids.shape[0]:
-            raise ValueError(
-                f"src_ids and tgt_ids must hold the same number of sequences, got {shape_str(src_ids.shape)} "
-                f"and {shape_str(tgt_ids.shape)}"
-            )
+        check_same_batch("src_ids", src_ids, "tgt_ids", tgt_ids)
         return self.decode(tgt_ids, memory, padding, return_weights)
 
 
