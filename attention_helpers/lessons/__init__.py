@@ -104,6 +104,15 @@ def watch_calls(forbidden: Forbidden | None):
         sys.setprofile(previous)
 
 
+class WrongFormError(Exception):
+    """An answer of the wrong form (not a pair, not an index...), raised by an exercise's ``convert`` or ``run``:
+    ``problem`` says what was expected, ``hint`` how to give it."""
+
+    def __init__(self, problem: str, hint: str):
+        super().__init__(problem)
+        self.problem, self.hint = problem, hint
+
+
 IN_PLACE_HINT = (
     "build a new tensor (x * 2, x.masked_fill(...), torch.where(...)) instead of writing into the input "
     "(x *= 2, x.masked_fill_(...), x[...] = ...): the caller's tensor must stay as it was"
@@ -153,6 +162,8 @@ def run_candidate(
     try:
         with watch_calls(forbidden) as seen:
             result = candidate(*args, **kwargs)
+    except WrongFormError:  # the check's own verdict on the answer's form, raised by an exercise's ``run``
+        raise
     except Exception as error:  # the reader's code: report any failure instead of a traceback
         message = " ".join(str(error).split())  # one line, whatever the error's own layout
         not_yet(name, f"your code raised {type(error).__name__}{where}" + (f": {message}" if message else ""), hint)
@@ -254,19 +265,21 @@ def wrong_answer(
     problem: str,
     hint: str,
     atol: float = 1e-4,
+    differ: Callable[[Any, Any], str | None] | None = None,
 ) -> bool:
     """Print the "not yet" verdict for an ``answer`` that differs from ``expected`` and return False: the first of
     ``mistakes`` that the answer makes names what is wrong and gives its hint (a mistake that gives the right
-    answer is skipped); otherwise ``problem`` (from :func:`compare`) and the general ``hint``. ``where`` names the
-    hidden case."""
+    answer is skipped); otherwise ``problem`` (from :func:`compare`, or ``differ``, the exercise's own comparison)
+    and the general ``hint``. ``where`` names the hidden case."""
+    differ = differ or (lambda answer, expected: compare(answer, expected, atol))
     for mistake in mistakes:
         if mistake.matches is not None:
             named = mistake.matches(answer)
         else:
             named = (
                 mistake.wrong is not None
-                and compare(mistake.wrong, expected, atol) is not None
-                and compare(answer, mistake.wrong, atol) is None
+                and differ(mistake.wrong, expected) is not None
+                and differ(answer, mistake.wrong) is None
             )
         if named:
             what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
@@ -274,27 +287,33 @@ def wrong_answer(
     return not_yet(name, f"{problem} {where}", hint)
 
 
+_PRINTED = object()  # what Exercise._run returns once run_candidate printed the verdict
+
+
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives.
+    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives;
+    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case as it is.
 
     - ``cases()`` draws the hidden cases, tuples of arguments (its own generator, never the lesson's example);
       ``describe(number, total, *case)`` names one in the verdict, such as "on hidden case 2 of 3 (batch 1)".
     - ``arguments(*case)`` gives what the answer is called with, when a case holds more than that (such as the
-      module the reference runs); by default the case itself.
+      module the reference runs); by default the case itself. ``run(answer, *arguments)`` runs the answer when it
+      is not simply called (fed block by block, say).
     - ``convert(answer)`` turns an answer of another accepted form into the reference's (a one-element tensor
-      into a number, say) before the comparison.
+      into a number, say) before the comparison, and raises :class:`WrongFormError` for an answer of no accepted form.
+    - ``differ(answer, expected)`` says why the answer is wrong, or None; by default :func:`compare` within ``atol``.
     - ``hint`` is the general hint; ``mistakes(*case)`` lists the named :class:`Mistake` s, tried in order when
       the answer is wrong (a mistake that gives the right answer on that case is skipped).
     - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases; ``returned_none`` the hint for an
-      answer that returns None; ``forbidden`` what the answer may not call; ``atol`` the tolerance.
+      answer that returns None; ``forbidden`` what the answer may not call.
     """
 
     name: str
     reference: Callable[..., Any]
     cases: Callable[[], Sequence[tuple]]
     hint: str
-    describe: Callable[..., str]
+    describe: Callable[..., str] = lambda number, total, *case: ""
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str = " on all {n} hidden cases"
     returned_none: str = "return the result"
@@ -302,44 +321,50 @@ class Exercise:
     in_place_hint: str = IN_PLACE_HINT
     atol: float = 1e-4
     arguments: Callable[..., tuple] | None = None
+    run: Callable[..., Any] | None = None
     convert: Callable[[Any], Any] | None = None
+    differ: Callable[[Any, Any], str | None] | None = None
+    value: bool = False
 
     def check(self, candidate) -> bool:
-        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``); print the
-        verdict and return it."""
+        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``), or with
+        ``value`` compare it with every case's reference; print the verdict and return it."""
         if candidate is None:
             return not_answered(self.name)
-        if not callable(candidate):
+        if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
+        differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
         cases = list(self.cases())
         for number, case in enumerate(cases, start=1):
             where = self.describe(number, len(cases), *case)
             with torch.no_grad():
                 expected = self.reference(*case)
-                given = self.arguments(*case) if self.arguments is not None else case
-                given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
-                ran, answer = run_candidate(
-                    self.name,
-                    candidate,
-                    *given,
-                    hint=self.hint,
-                    case=where,
-                    forbidden=self.forbidden,
-                    in_place_hint=self.in_place_hint,
-                )
-                if not ran:
-                    return False
-                if answer is None:
-                    return not_yet(self.name, f"your function returned None {where}", self.returned_none)
-                if self.convert is not None:
-                    answer = self.convert(answer)
-                problem = compare(answer, expected, self.atol)
+                try:
+                    answer = candidate if self.value else self._run(candidate, case, where)
+                    if answer is _PRINTED:
+                        return False
+                    if answer is None:
+                        return not_yet(self.name, f"your function returned None {where}", self.returned_none)
+                    if self.convert is not None:
+                        answer = self.convert(answer)
+                except WrongFormError as wrong:
+                    return not_yet(self.name, f"{wrong.problem} {where}", wrong.hint)
+                problem = differ(answer, expected)
                 if problem is None:
                     continue
-                return wrong_answer(
-                    self.name, where, answer, expected, self.mistakes(*case), problem, self.hint, self.atol
-                )
+                mistakes = self.mistakes(*case)
+                return wrong_answer(self.name, where, answer, expected, mistakes, problem, self.hint, differ=differ)
         return correct(self.name, self.done.format(n=len(cases)))
+
+    def _run(self, candidate, case: tuple, where: str):
+        """The answer function's result on one case, or ``_PRINTED`` once :func:`run_candidate` printed a verdict."""
+        given = self.arguments(*case) if self.arguments is not None else case
+        given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
+        call = (self.run, candidate, *given) if self.run is not None else (candidate, *given)
+        ran, answer = run_candidate(
+            self.name, *call, hint=self.hint, case=where, forbidden=self.forbidden, in_place_hint=self.in_place_hint
+        )
+        return answer if ran else _PRINTED
 
 
 def check_function(
