@@ -11,7 +11,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import softmax_naive, softmax_stable, softmax_with_temperature
-from . import Exercise, Forbidden, Mistake, correct, hidden_generator, not_answered, not_yet
+from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
 
@@ -182,33 +182,61 @@ def _describe(new: torch.Tensor, old: torch.Tensor) -> str:
     return "sharper" if new.max() > old.max() else "flatter"
 
 
+def _predictions_reference() -> tuple[str, str, str]:
+    """What scores + 10, scores * 10 and scores / 10 do to the weights of hidden scores, by experiment."""
+    scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
+    weights = softmax_stable(scores)
+    return tuple(_describe(softmax_stable(changed), weights) for changed in (scores + 10, scores * 10, scores / 10))
+
+
+WORDS = ("same", "sharper", "flatter")
+
+
+def _three_words(answer) -> tuple:
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in WORDS for a in answer):
+        raise WrongFormError(
+            f"expected a tuple of three words, each one of {', '.join(WORDS)}; got {answer!r}",
+            'for example ("flatter", "same", "sharper")',
+        )
+    return tuple(answer)
+
+
+# (what changes the scores, hint) for each of the three predictions
+_CHANGES = (
+    (
+        "adding 10 to every score",
+        "softmax only sees the differences between scores: exp(x + 10) = exp(x) * exp(10), and the factor cancels",
+    ),
+    (
+        "multiplying every score by 10",
+        "multiplying by 10 is a temperature of 0.1: every difference between scores grows tenfold",
+    ),
+    (
+        "dividing every score by 10",
+        "dividing by 10 is a temperature of 10: every difference between scores shrinks tenfold",
+    ),
+)
+
+PREDICTIONS = Exercise(
+    "Exercise 3",
+    reference=_predictions_reference,
+    cases=lambda: [()],
+    hint="softmax only sees the differences between scores; a factor on every score acts as a temperature",
+    mistakes=lambda: [
+        Mistake(
+            lambda answer, item=item, change=change: f'{change} does not make the weights "{answer[item]}"',
+            hint,
+            matches=lambda answer, item=item, right=right: answer[item] != right,
+        )
+        for item, ((change, hint), right) in enumerate(zip(_CHANGES, _predictions_reference(), strict=True))
+    ],
+    done="",
+    convert=_three_words,
+    value=True,
+)
+
+
 def exercise_3(answer) -> bool:
     """``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and
     scores / 10, judged by running the experiment on hidden scores."""
-    name = "Exercise 3"
-    if answer is None:
-        return not_answered(name)
-    words = ("same", "sharper", "flatter")
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in words for a in answer):
-        return not_yet(
-            name,
-            f"expected a tuple of three words, each one of {', '.join(words)}; got {answer!r}",
-            'for example ("flatter", "same", "sharper")',
-        )
-    scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
-    weights = softmax_stable(scores)
-    expected = (
-        _describe(softmax_stable(scores + 10), weights),
-        _describe(softmax_stable(scores * 10), weights),
-        _describe(softmax_stable(scores / 10), weights),
-    )
-    hints = (
-        "softmax only sees the differences between scores: exp(x + 10) = exp(x) * exp(10), and the factor cancels",
-        "multiplying by 10 is a temperature of 0.1: every difference between scores grows tenfold",
-        "dividing by 10 is a temperature of 10: every difference between scores shrinks tenfold",
-    )
-    changes = ("adding 10 to every score", "multiplying every score by 10", "dividing every score by 10")
-    for given, right, hint, change in zip(answer, expected, hints, changes, strict=True):
-        if given != right:
-            return not_yet(name, f'{change} does not make the weights "{given}"', hint)
-    return correct(name)
+    return PREDICTIONS.check(answer)
