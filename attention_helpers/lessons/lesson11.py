@@ -19,7 +19,17 @@ import torch
 from ..attention import GroupedQueryAttention
 from ..gpt import GPT
 from ..text import CharTokenizer, evaluate_loss, language_model_loss, next_token_batch, shakespeare_text
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import (
+    Exercise,
+    Mistake,
+    WrongFormError,
+    compare,
+    correct,
+    hidden_generator,
+    not_answered,
+    not_yet,
+    run_candidate,
+)
 
 _SEED = 11_01
 _INF = float("inf")
@@ -67,70 +77,96 @@ def _inverted_rescale(running_max, running_sum, block):
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
 
 
-def _diagnose_stream(row, block_size, running_max, running_sum) -> tuple[str, str | None]:
-    """(what is wrong, its hint or None for the general one) for a streamed (running_max, running_sum) that does
-    not give ``row``'s softmax, or whose running maximum is not the row's maximum."""
-    right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, dim=-1), atol=1e-5) is None
-    last_block = row[(len(row) - 1) // block_size * block_size :]
-    if right_weights or (bool(running_max == last_block.max()) and not bool(running_max == row.max())):
-        return (
-            f"running_max ends at {running_max.item():g}, not the row's maximum {row.max().item():g}: it follows "
-            "each block's own maximum",
-            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
-        )
+UPDATE_HINT = (
+    "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
+    "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
+)
+
+
+def _streamed_pair(result) -> tuple[torch.Tensor, torch.Tensor]:
+    """The streamed ``(running_max, running_sum)`` as two 0-dimensional tensors."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise WrongFormError("update must return a pair (running_max, running_sum)", UPDATE_HINT)
+    if not all(isinstance(item, torch.Tensor) for item in result):
+        result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
+    if any(item.numel() != 1 for item in result):
+        raise WrongFormError("running_max and running_sum must be single numbers", UPDATE_HINT)
+    return tuple(item.reshape(()) for item in result)
+
+
+def _softmax_differs(answer, expected) -> str | None:
+    """None when the streamed ``answer`` gives the row's softmax and its maximum; ``expected`` is (row, the
+    reference's streamed pair)."""
+    (running_max, running_sum), (row, reference) = answer, expected
+    weights = torch.exp(row - running_max) / running_sum
+    if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
+        return None
+    return f"the softmax differs from torch.softmax: {compare(answer, reference, atol=1e-5) or 'wrong values'}"
+
+
+def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one hidden row."""
     blocks = [row[start : start + block_size] for start in range(0, len(row), block_size)]
-    if bool(torch.isnan(running_sum)) and any(bool((b == -_INF).all()) for b in blocks):
-        return (
+
+    def follows_blocks(answer) -> bool:
+        running_max, running_sum = answer
+        right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, -1), atol=1e-5) is None
+        return right_weights or (bool(running_max == blocks[-1].max()) and not bool(running_max == row.max()))
+
+    def streams(update):
+        wrong = _stream(update, row, block_size)
+        return lambda answer: compare(answer, wrong, atol=1e-5) is None
+
+    return [
+        Mistake(
+            lambda answer: (
+                f"running_max ends at {answer[0].item():g}, not the row's maximum {row.max().item():g}: it "
+                "follows each block's own maximum"
+            ),
+            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
+            matches=follows_blocks,
+        ),
+        Mistake(
             "the running sum became nan on a row with a block of only -inf scores",
             "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
             "then (every term exp(-inf) is 0 anyway)",
-        )
-    if not bool(torch.isfinite(running_sum)) or not bool(torch.isfinite(running_max)):
-        return (
-            f"the running maximum or sum is not finite ({running_max.item()}, {running_sum.item()})",
+            matches=lambda answer: bool(answer[1].isnan()) and any(bool((b == -_INF).all()) for b in blocks),
+        ),
+        Mistake(
+            lambda answer: f"the running maximum or sum is not finite ({answer[0].item()}, {answer[1].item()})",
             "subtract the running maximum inside exp, so that no exponent is positive",
-        )
-    for wrong, problem in (
-        (_no_rescale, "the old sum was not rescaled when the maximum grew"),
-        (_inverted_rescale, "the old sum was rescaled by exp(new max - old max), the wrong way round"),
-    ):
-        if compare((running_max, running_sum), _stream(wrong, row, block_size), atol=1e-5) is None:
-            return problem, None
-    problem = compare((running_max, running_sum), _stream(_reference_update, row, block_size), atol=1e-5)
-    return f"the softmax differs from torch.softmax: {problem or 'wrong values'}", None
+            matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
+        ),
+        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
+        Mistake(
+            "the old sum was rescaled by exp(new max - old max), the wrong way round",
+            UPDATE_HINT,
+            matches=streams(_inverted_rescale),
+        ),
+    ]
+
+
+ONLINE_SOFTMAX = Exercise(
+    "Exercise 1",
+    reference=lambda row, block_size: (row, _stream(_reference_update, row, block_size)),
+    cases=_rows,
+    run=_stream,
+    hint=UPDATE_HINT,
+    describe=lambda number, total, row, block_size: (
+        f"on hidden row {number} of {total} ({len(row)} scores in blocks of {block_size})"
+    ),
+    mistakes=_stream_mistakes,
+    done=" on all {n} hidden rows, equal to torch.softmax",
+    returned_none="return the pair (running_max, running_sum)",
+    convert=_streamed_pair,
+    differ=_softmax_differs,
+)
 
 
 def exercise_1(update) -> bool:
     """``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a
     1-D block of scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax."""
-    name = "Exercise 1"
-    if update is None:
-        return not_answered(name)
-    if not callable(update):
-        return not_yet(name, f"update must be a function, got {type(update).__name__}", "def update(...)")
-    hint = (
-        "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
-        "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
-    )
-    rows = _rows()
-    for number, (row, block_size) in enumerate(rows, start=1):
-        where = f"on hidden row {number} of {len(rows)} ({len(row)} scores in blocks of {block_size})"
-        ran, result = run_candidate(name, _stream, update, row, block_size, hint=hint, case=where)
-        if not ran:
-            return False
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return not_yet(name, f"update must return a pair (running_max, running_sum) {where}", hint)
-        if not all(isinstance(item, torch.Tensor) for item in result):
-            result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
-        running_max, running_sum = (item.reshape(()) if item.numel() == 1 else item for item in result)
-        if running_max.numel() != 1 or running_sum.numel() != 1:
-            return not_yet(name, f"running_max and running_sum must be single numbers {where}", hint)
-        weights = torch.exp(row - running_max) / running_sum
-        if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
-            continue
-        problem, specific_hint = _diagnose_stream(row, block_size, running_max, running_sum)
-        return not_yet(name, f"{problem} {where}", specific_hint or hint)
-    return correct(name, f" on all {len(rows)} hidden rows, equal to torch.softmax")
+    return ONLINE_SOFTMAX.check(update)
 
 
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
