@@ -331,6 +331,12 @@ class Exercise:
         ``value`` compare it with every case's reference; print the verdict and return it."""
         if candidate is None:
             return not_answered(self.name)
+        right = self.judge(candidate)
+        return bool(right) and correct(self.name, self.done.format(n=right))
+
+    def judge(self, candidate) -> int:
+        """:meth:`check` without the "correct" line, for one part of an exercise: the number of hidden cases when
+        the answer is right on all of them, else 0 after printing the "not yet" verdict."""
         if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
         differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
@@ -338,7 +344,6 @@ class Exercise:
         for number, case in enumerate(cases, start=1):
             where = self.describe(number, len(cases), *case)
             with torch.no_grad():
-                expected = self.reference(*case)
                 try:
                     answer = candidate if self.value else self._run(candidate, case, where)
                     if answer is _PRINTED:
@@ -349,12 +354,13 @@ class Exercise:
                         answer = self.convert(answer)
                 except WrongFormError as wrong:
                     return not_yet(self.name, f"{wrong.problem} {where}", wrong.hint)
+                expected = self.reference(*case)  # after the answer: a costly reference waits for a well-formed one
                 problem = differ(answer, expected)
                 if problem is None:
                     continue
                 mistakes = self.mistakes(*case)
                 return wrong_answer(self.name, where, answer, expected, mistakes, problem, self.hint, differ=differ)
-        return correct(self.name, self.done.format(n=len(cases)))
+        return len(cases)
 
     def _run(self, candidate, case: tuple, where: str):
         """The answer function's result on one case, or ``_PRINTED`` once :func:`run_candidate` printed a verdict."""

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import numbers
 
 import torch
@@ -24,11 +23,9 @@ from . import (
     Mistake,
     WrongFormError,
     compare,
-    correct,
     hidden_generator,
     not_answered,
     not_yet,
-    run_candidate,
 )
 
 _SEED = 11_01
@@ -245,80 +242,101 @@ def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
     return cases
 
 
-def _differing_parameter(converted, reference) -> tuple[str, str] | None:
-    """(the first entry of ``converted``'s state that differs from ``reference``'s, a hint for it), or None."""
-    theirs = converted.state_dict()
-    for key, value in reference.state_dict().items():
-        if key in theirs and compare(theirs[key], value, atol=1e-5) is not None:
-            what = key.rsplit(".", 1)[0]
-            if key.endswith("bias") and what in ("W_key", "W_value"):
-                return key, (
-                    "the key and value biases belong to heads too: average them over each group like the weights, "
-                    "bias.view(num_kv_heads, group, head_dim).mean(dim=1)"
-                )
-            if what in ("W_query", "out_proj"):
-                return key, f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
-    return None
+GROUPED_HINT = (
+    "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
+    "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
+    "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
+)
 
 
-def _check_to_grouped(name: str, to_grouped) -> bool | None:
-    """None when ``to_grouped`` converts every hidden layer right; else print the verdict and return False."""
-    hint = (
-        "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
-        "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
-        "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
-    )
-    cases = _layer_cases()
-    for number, (layer, num_kv_heads, x) in enumerate(cases, start=1):
-        where = (
-            f"on hidden layer {number} of {len(cases)} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
-            f"qkv_bias={layer.W_query.bias is not None})"
+def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> GroupedQueryAttention:
+    """The answer's conversion of ``layer``, in evaluation mode; :class:`WrongFormError` for another module, another
+    number of kv heads, a changed ``layer`` or parameters shared with it."""
+    original = copy.deepcopy(layer.state_dict())
+    converted = to_grouped(layer, num_kv_heads)
+    if not isinstance(converted, GroupedQueryAttention):
+        raise WrongFormError(
+            f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__}", GROUPED_HINT
         )
-        original = copy.deepcopy(layer.state_dict())
-        ran, converted = run_candidate(name, to_grouped, layer, num_kv_heads, hint=hint, case=where)
-        if not ran:
-            return False
-        if not isinstance(converted, GroupedQueryAttention):
-            return not_yet(
-                name,
-                f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__} {where}",
-                hint,
-            )
-        if converted.num_kv_heads != num_kv_heads:
-            return not_yet(
-                name, f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads} {where}", hint
-            )
-        if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
-            return not_yet(name, f"to_grouped changed the layer it was given {where}", "build a new module instead")
-        given = {parameter.data_ptr(): key for key, parameter in layer.named_parameters()}
-        shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
-        if shared:
-            return not_yet(
-                name,
-                f"the layer returned shares {shared[0]} with the layer it was given {where}: training one would change "
-                "the other",
-                "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
-                "torch.no_grad()) instead of assigning the old modules to it",
-            )
-        reference = reference_to_grouped(layer, num_kv_heads)
-        with torch.no_grad():
-            answer, expected = converted.eval()(x), reference(x)
-            if compare(answer, expected) is None:
-                continue
-            for wrong, problem in (
-                (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
-                (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
-                (_summed, "each kv head is the sum of its group's heads, not the mean"),
-            ):
-                if compare(answer, wrong(layer, num_kv_heads)(x)) is None:
-                    return not_yet(name, f"{problem} ({where})", hint)
-        differing = _differing_parameter(converted, reference)
-        if differing is not None:
-            return not_yet(
-                name, f"the converted layer's {differing[0]} differs from the check's ({where})", differing[1]
-            )
-        return not_yet(name, f"the converted layer's output differs from the check's ({where})", hint)
-    return None
+    if converted.num_kv_heads != num_kv_heads:
+        raise WrongFormError(
+            f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads}", GROUPED_HINT
+        )
+    if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
+        raise WrongFormError("to_grouped changed the layer it was given", "build a new module instead")
+    given = {parameter.data_ptr() for parameter in layer.parameters()}
+    shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
+    if shared:
+        raise WrongFormError(
+            f"the layer returned shares {shared[0]} with the layer it was given: training one would change the other",
+            "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
+            "torch.no_grad()) instead of assigning the old modules to it",
+        )
+    return converted.eval()
+
+
+def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> list[Mistake]:
+    """The named mistakes of exercise 2's conversion on one hidden layer: wrong groupings, then the first
+    parameter that differs from the check's conversion."""
+    reference = reference_to_grouped(layer, num_kv_heads).state_dict()
+
+    def computes(wrong):
+        output = wrong(layer, num_kv_heads)(x)
+        return lambda converted: compare(converted(x), output) is None
+
+    def differing(converted, *keys) -> str | None:  # the first of keys that differs from the check's
+        state = converted.state_dict()
+        return next((k for k in keys if compare(state[k], reference[k], atol=1e-5) is not None), None)
+
+    def differs(hint, *keys):
+        keys = [key for key in keys if key in reference]
+        return Mistake(
+            lambda converted: f"the converted layer's {differing(converted, *keys)} differs from the check's",
+            hint,
+            matches=lambda converted: differing(converted, *keys) is not None,
+        )
+
+    def copy_hint(what):
+        return f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
+
+    return [
+        Mistake(
+            "each kv head is the first head of its group, not the mean of the group",
+            GROUPED_HINT,
+            matches=computes(_first_of_group),
+        ),
+        Mistake(
+            "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group",
+            GROUPED_HINT,
+            matches=computes(_strided),
+        ),
+        Mistake("each kv head is the sum of its group's heads, not the mean", GROUPED_HINT, matches=computes(_summed)),
+        differs(
+            "the key and value biases belong to heads too: average them over each group like the weights, "
+            "bias.view(num_kv_heads, group, head_dim).mean(dim=1)",
+            "W_key.bias",
+            "W_value.bias",
+        ),
+        differs(copy_hint("W_query"), "W_query.weight", "W_query.bias"),
+        differs(copy_hint("out_proj"), "out_proj.weight", "out_proj.bias"),
+    ]
+
+
+TO_GROUPED = Exercise(
+    "Exercise 2",
+    reference=lambda layer, num_kv_heads, x: (reference_to_grouped(layer, num_kv_heads)(x), x),
+    cases=_layer_cases,
+    run=_converted,
+    hint=GROUPED_HINT,
+    describe=lambda number, total, layer, num_kv_heads, x: (
+        f"on hidden layer {number} of {total} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
+        f"qkv_bias={layer.W_query.bias is not None})"
+    ),
+    mistakes=_grouped_mistakes,
+    differ=lambda converted, expected: (
+        None if compare(converted(expected[1]), expected[0]) is None else "the converted layer's output differs"
+    ),
+)
 
 
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
@@ -347,6 +365,42 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     return model.eval(), data[split : split + 20_000]
 
 
+def _two_losses(losses) -> tuple[float, float]:
+    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
+        raise WrongFormError("losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
+    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
+    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
+        raise WrongFormError("losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
+    return float(losses[0]), float(losses[1])
+
+
+def _held_out_losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> tuple[float, float]:
+    """``model``'s held-out loss, then that of a copy with every block's attention converted by the check."""
+    grouped = copy.deepcopy(model)
+    for block in grouped.blocks:
+        block.attention = reference_to_grouped(block.attention, num_kv_heads)
+    return tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
+
+
+_LOSS_TOLERANCE = 2e-3
+
+
+def _loss_mistakes(before: float, after: float) -> list[Mistake]:
+    return [
+        Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
+        Mistake(
+            "loss_before is not the trained model's held-out loss",
+            "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
+            matches=lambda losses: abs(losses[0] - before) > _LOSS_TOLERANCE,
+        ),
+        Mistake(
+            "loss_after equals loss_before: the model you measured was not converted",
+            "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
+            matches=lambda losses: abs(losses[1] - before) <= _LOSS_TOLERANCE,
+        ),
+    ]
+
+
 def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
     """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
     loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
@@ -354,45 +408,26 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
     name = "Exercise 2"
     if to_grouped is None or losses is None:
         return not_answered(name)
-    if not callable(to_grouped):
-        return not_yet(name, f"to_grouped must be a function, got {type(to_grouped).__name__}", "def to_grouped(...)")
-    if _check_to_grouped(name, to_grouped) is not None:
+    if not TO_GROUPED.judge(to_grouped):
         return False
-    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
-        return not_yet(name, "losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
-    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
-    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
-        return not_yet(name, "losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
         return not_yet(
             name,
             "the model given to the check is already grouped: the conversion changed it in place",
             "convert a copy (copy.deepcopy(model)) and keep the trained model as it was",
         )
-    grouped = copy.deepcopy(model)
-    for block in grouped.blocks:
-        block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    before = evaluate_loss(model, held_out_ids, model.context_length)
-    after = evaluate_loss(grouped, held_out_ids, model.context_length)
-    tolerance = 2e-3
-    if math.isclose(losses[0], before, abs_tol=tolerance) and math.isclose(losses[1], after, abs_tol=tolerance):
-        return correct(name, ": the grouped layers are right, and both losses match the check's")
-    if math.isclose(losses[0], after, abs_tol=tolerance) and math.isclose(losses[1], before, abs_tol=tolerance):
-        return not_yet(name, "the two losses are swapped", "losses = (loss_before, loss_after), in that order")
-    if not math.isclose(losses[0], before, abs_tol=tolerance):
-        return not_yet(
-            name,
-            "loss_before is not the trained model's held-out loss",
-            "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
-        )
-    if math.isclose(losses[1], before, abs_tol=tolerance):
-        return not_yet(
-            name,
-            "loss_after equals loss_before: the model you measured was not converted",
-            "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
-        )
-    return not_yet(
+    return Exercise(
         name,
-        "loss_after is not the held-out loss with every block converted",
-        "convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
-    )
+        reference=lambda: _held_out_losses(model, held_out_ids, num_kv_heads),
+        cases=lambda: [()],
+        hint="convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
+        mistakes=lambda: _loss_mistakes(*_held_out_losses(model, held_out_ids, num_kv_heads)),
+        done=": the grouped layers are right, and both losses match the check's",
+        convert=_two_losses,
+        differ=lambda losses, expected: (
+            None
+            if compare(losses, expected, atol=_LOSS_TOLERANCE) is None
+            else "loss_after is not the held-out loss with every block converted"
+        ),
+        value=True,
+    ).check(losses)
