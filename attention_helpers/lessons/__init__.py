@@ -119,12 +119,8 @@ IN_PLACE_HINT = (
 )
 
 
-def _input_tensors(
-    candidate: Callable, args: tuple, kwargs: dict, may_change: Sequence[int]
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position),
-    except the positional arguments at ``may_change``."""
-    args = tuple(None if number in may_change else arg for number, arg in enumerate(args))
+def _input_tensors(candidate: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position)."""
     try:
         named = dict(inspect.signature(candidate).bind_partial(*args, **kwargs).arguments)
     except (TypeError, ValueError):  # no signature, or one the arguments do not fit: name them by position
@@ -150,15 +146,13 @@ def run_candidate(
     case: str = "",
     forbidden: Forbidden | None = None,
     in_place_hint: str = IN_PLACE_HINT,
-    may_change: Sequence[int] = (),
     **kwargs,
 ):
     """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, for a
     call of a ``forbidden`` function (the one the exercise asks for), or for a tensor argument it changed in place,
-    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"; ``may_change`` holds
-    the positions of arguments the reader's code owns (such as the cache it returned before)."""
+    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"."""
     where = f" {case}" if case else ""
-    inputs = _input_tensors(candidate, args, kwargs, may_change)
+    inputs = _input_tensors(candidate, args, kwargs)
     try:
         with watch_calls(forbidden) as seen:
             result = candidate(*args, **kwargs)
