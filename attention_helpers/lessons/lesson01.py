@@ -85,9 +85,8 @@ COSINE = Exercise(
 )
 
 
-def exercise_1(cosine_matrix) -> bool:
-    """``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities."""
-    return COSINE.check(cosine_matrix)
+# ``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities.
+exercise_1 = COSINE.check
 
 
 def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
@@ -164,9 +163,8 @@ NEAREST = Exercise(
 )
 
 
-def exercise_2(most_similar) -> bool:
-    """``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row."""
-    return NEAREST.check(most_similar)
+# ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
+exercise_2 = NEAREST.check
 
 
 SCALE_HINT = "a · b adds the products a_k b_k, and each of them gets a factor c from a and one from b"
@@ -243,7 +241,6 @@ SCALE = Exercise(
 )
 
 
-def exercise_3(scale_factors) -> bool:
-    """``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine
-    similarity changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment."""
-    return SCALE.check(scale_factors)
+# ``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine similarity
+# changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment.
+exercise_3 = SCALE.check

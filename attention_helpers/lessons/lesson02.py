@@ -114,9 +114,8 @@ SOFTMAX = Exercise(
 )
 
 
-def exercise_1(my_softmax) -> bool:
-    """``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores."""
-    return SOFTMAX.check(my_softmax)
+# ``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores.
+exercise_1 = SOFTMAX.check
 
 
 def context_vectors_reference(x: torch.Tensor) -> torch.Tensor:
@@ -171,9 +170,8 @@ CONTEXT = Exercise(
 )
 
 
-def exercise_2(context_vectors) -> bool:
-    """``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``."""
-    return CONTEXT.check(context_vectors)
+# ``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``.
+exercise_2 = CONTEXT.check
 
 
 def _describe(new: torch.Tensor, old: torch.Tensor) -> str:
@@ -236,7 +234,6 @@ PREDICTIONS = Exercise(
 )
 
 
-def exercise_3(answer) -> bool:
-    """``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and
-    scores / 10, judged by running the experiment on hidden scores."""
-    return PREDICTIONS.check(answer)
+# ``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10,
+# judged by running the experiment on hidden scores.
+exercise_3 = PREDICTIONS.check

@@ -94,9 +94,8 @@ SELF_ATTENTION = Exercise(
 )
 
 
-def exercise_1(self_attention) -> bool:
-    """``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``."""
-    return SELF_ATTENTION.check(self_attention)
+# ``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``.
+exercise_1 = SELF_ATTENTION.check
 
 
 def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
@@ -184,8 +183,7 @@ SPREAD = Exercise(
 )
 
 
-def exercise_2(spread_and_temperature) -> bool:
-    """``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that
-    brings the spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean
-    0 and standard deviation ``std``. Judged against a measurement on random vectors."""
-    return SPREAD.check(spread_and_temperature)
+# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that brings the
+# spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean 0 and standard
+# deviation ``std``. Judged against a measurement on random vectors.
+exercise_2 = SPREAD.check

@@ -121,9 +121,8 @@ WINDOW_MASK = Exercise(
 )
 
 
-def exercise_1(sliding_window_mask) -> bool:
-    """``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden."""
-    return WINDOW_MASK.check(sliding_window_mask)
+# ``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden.
+exercise_1 = WINDOW_MASK.check
 
 
 def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
@@ -209,9 +208,8 @@ WINDOWED_ATTENTION = Exercise(
 )
 
 
-def exercise_2(windowed_attention) -> bool:
-    """``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``."""
-    return WINDOWED_ATTENTION.check(windowed_attention)
+# ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
+exercise_2 = WINDOWED_ATTENTION.check
 
 
 SWAP_HINT = "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change?"
@@ -270,7 +268,6 @@ SWAP = Exercise(
 )
 
 
-def exercise_3(changed_rows_after_swap) -> bool:
-    """``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens
-    i < j trade places. Judged against the experiment, run on a random ``CausalAttention``."""
-    return SWAP.check(changed_rows_after_swap)
+# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
+# places. Judged against the experiment, run on a random ``CausalAttention``.
+exercise_3 = SWAP.check

@@ -77,9 +77,8 @@ PADDING_MASK = Exercise(
 )
 
 
-def exercise_1(padding_mask) -> bool:
-    """``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths."""
-    return PADDING_MASK.check(padding_mask)
+# ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
+exercise_1 = PADDING_MASK.check
 
 
 def _layer_norm_cases() -> list[tuple]:
@@ -178,9 +177,8 @@ LAYER_NORM = Exercise(
 )
 
 
-def exercise_2(my_layer_norm) -> bool:
-    """``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs."""
-    return LAYER_NORM.check(my_layer_norm)
+# ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
+exercise_2 = LAYER_NORM.check
 
 
 # (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
@@ -372,6 +370,5 @@ BLOCK = Exercise(
 )
 
 
-def exercise_3(block_class) -> bool:
-    """``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied)."""
-    return BLOCK.check(block_class)
+# ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
+exercise_3 = BLOCK.check

@@ -48,9 +48,8 @@ ROTATE = Exercise(
 )
 
 
-def exercise_1(rotate_targets) -> bool:
-    """``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front."""
-    return ROTATE.check(rotate_targets)
+# ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
+exercise_1 = ROTATE.check
 
 
 def _causal_reverse_accuracy(

@@ -160,10 +160,9 @@ ONLINE_SOFTMAX = Exercise(
 )
 
 
-def exercise_1(update) -> bool:
-    """``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a
-    1-D block of scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax."""
-    return ONLINE_SOFTMAX.check(update)
+# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
+# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
+exercise_1 = ONLINE_SOFTMAX.check
 
 
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
