@@ -172,9 +172,10 @@ def run_candidate(
     return True, result
 
 
-def _compare(answer, expected, atol: float) -> str | None:
-    """Why ``answer`` differs from ``expected``, or None when they agree. The reason names the part that
-    failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
+def compare(answer, expected, atol: float = 1e-4) -> str | None:
+    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
+    numbers within ``atol``), or None when they agree. The reason names the part that failed: the type, the shape,
+    the dtype, the entries (with the largest difference), or which item."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(answer, torch.Tensor):
             return f"expected a tensor, got {type(answer).__name__}"
@@ -210,7 +211,7 @@ def _compare(answer, expected, atol: float) -> str | None:
         if len(answer) != len(expected):
             return f"expected {len(expected)} items, got {len(answer)}"
         for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
-            problem = _compare(a, e, atol)
+            problem = compare(a, e, atol)
             if problem is not None:
                 where = f"item {number} of {len(expected)}"
                 # A nested tuple names the whole path once: "item 3 of 4, its item 2 of 2, is not right: ..."
@@ -221,18 +222,12 @@ def _compare(answer, expected, atol: float) -> str | None:
     raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
 
 
-def compare(answer, expected, atol: float = 1e-4) -> str | None:
-    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them;
-    tensors and numbers within ``atol``), or None when they agree."""
-    return _compare(answer, expected, atol)
-
-
 def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
     """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict;
     returns it."""
     if answer is None:
         return not_answered(name)
-    problem = _compare(answer, expected, atol)
+    problem = compare(answer, expected, atol)
     if problem is None:
         return correct(name)
     return not_yet(name, problem, hint)
@@ -249,36 +244,12 @@ class Mistake:
     wrong: Any = None
     matches: Callable[[Any], bool] | None = None
 
-
-def wrong_answer(
-    name: str,
-    where: str,
-    answer,
-    expected,
-    mistakes: Iterable[Mistake],
-    problem: str,
-    hint: str,
-    atol: float = 1e-4,
-    differ: Callable[[Any, Any], str | None] | None = None,
-) -> bool:
-    """Print the "not yet" verdict for an ``answer`` that differs from ``expected`` and return False: the first of
-    ``mistakes`` that the answer makes names what is wrong and gives its hint (a mistake that gives the right
-    answer is skipped); otherwise ``problem`` (from :func:`compare`, or ``differ``, the exercise's own comparison)
-    and the general ``hint``. ``where`` names the hidden case."""
-    differ = differ or (lambda answer, expected: compare(answer, expected, atol))
-    for mistake in mistakes:
-        if mistake.matches is not None:
-            named = mistake.matches(answer)
-        else:
-            named = (
-                mistake.wrong is not None
-                and differ(mistake.wrong, expected) is not None
-                and differ(answer, mistake.wrong) is None
-            )
-        if named:
-            what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
-            return not_yet(name, f"{what} {where}", mistake.hint)
-    return not_yet(name, f"{problem} {where}", hint)
+    def made_by(self, answer, expected, differ: Callable[[Any, Any], str | None]) -> bool:
+        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
+        if self.matches is not None:
+            return bool(self.matches(answer))
+        wrong = self.wrong
+        return wrong is not None and differ(wrong, expected) is not None and differ(answer, wrong) is None
 
 
 _PRINTED = object()  # what Exercise._run returns once run_candidate printed the verdict
@@ -352,8 +323,11 @@ class Exercise:
                 problem = differ(answer, expected)
                 if problem is None:
                     continue
-                mistakes = self.mistakes(*case)
-                return wrong_answer(self.name, where, answer, expected, mistakes, problem, self.hint, differ=differ)
+                for mistake in self.mistakes(*case):  # the first named mistake, else what differs and the hint
+                    if mistake.made_by(answer, expected, differ):
+                        what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
+                        return not_yet(self.name, f"{what} {where}", mistake.hint)
+                return not_yet(self.name, f"{problem} {where}", self.hint)
         return len(cases)
 
     def _run(self, candidate, case: tuple, where: str):
