@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 
 import torch
@@ -55,23 +56,20 @@ def _stream(update, row: torch.Tensor, block_size: int):
     return running_max, running_sum
 
 
-def _reference_update(running_max, running_sum, block):
+def _update(running_max, running_sum, block, rescale: str = "right"):
+    """The online-softmax step, right, or with the old sum's rescaling left out (``rescale="none"``) or inverted."""
     new_max = torch.maximum(running_max, block.max())
     shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)  # only -inf so far: every term is 0
-    return new_max, running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum()
-
-
-def _no_rescale(running_max, running_sum, block):
-    new_max = torch.maximum(running_max, block.max())
-    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
-    return new_max, running_sum + torch.exp(block - shift).sum()
-
-
-def _inverted_rescale(running_max, running_sum, block):
-    new_max = torch.maximum(running_max, block.max())
-    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
-    factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
+    if rescale == "inverted":
+        factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
+    else:
+        factor = torch.exp(running_max - shift) if rescale == "right" else 1.0
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
+
+
+_reference_update = _update
+_no_rescale = functools.partial(_update, rescale="none")
+_inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
 UPDATE_HINT = (
@@ -191,42 +189,28 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int) ->
     return grouped.train(attention.training)
 
 
-def _first_of_group(attention, num_kv_heads):
+def _regrouped(attention, num_kv_heads: int, how: str) -> GroupedQueryAttention:
+    """The check's conversion with the key/value heads of a plausible mistake: each group's "first" head, the "summed"
+    heads, or the mean over "strided" groups (heads h, h + num_kv_heads, ...: not the grouping the module uses)."""
     group = attention.num_heads // num_kv_heads
     converted = reference_to_grouped(attention, num_kv_heads)
     with torch.no_grad():
         for which in ("W_key", "W_value"):
-            weight = getattr(attention, which).weight.view(num_kv_heads, group, attention.head_dim, -1)
-            getattr(converted, which).weight.copy_(weight[:, 0].flatten(0, 1))
-            bias = getattr(attention, which).bias
-            if bias is not None:
-                getattr(converted, which).bias.copy_(bias.view(num_kv_heads, group, -1)[:, 0].flatten())
+            for name, parameter in getattr(converted, which).named_parameters():  # weight, and bias if any
+                original = getattr(getattr(attention, which), name)
+                by_group = original.view(num_kv_heads, group, -1)  # (num_kv_heads, group, head_dim [* d_in])
+                heads = {
+                    "first": by_group[:, 0],
+                    "summed": by_group.sum(dim=1),
+                    "strided": original.view(group, num_kv_heads, -1).mean(dim=0),
+                }[how]
+                parameter.copy_(heads.reshape(parameter.shape))
     return converted
 
 
-def _strided(attention, num_kv_heads):
-    """Groups of heads h, h + num_kv_heads, h + 2 num_kv_heads, ...: not the grouping the module uses."""
-    group = attention.num_heads // num_kv_heads
-    converted = reference_to_grouped(attention, num_kv_heads)
-    with torch.no_grad():
-        for which in ("W_key", "W_value"):
-            weight = getattr(attention, which).weight.view(group, num_kv_heads, attention.head_dim, -1)
-            getattr(converted, which).weight.copy_(weight.mean(dim=0).flatten(0, 1))
-            bias = getattr(attention, which).bias
-            if bias is not None:
-                getattr(converted, which).bias.copy_(bias.view(group, num_kv_heads, -1).mean(dim=0).flatten())
-    return converted
-
-
-def _summed(attention, num_kv_heads):
-    group = attention.num_heads // num_kv_heads
-    converted = reference_to_grouped(attention, num_kv_heads)
-    with torch.no_grad():
-        for which in ("W_key", "W_value"):
-            getattr(converted, which).weight.mul_(group)
-            if getattr(converted, which).bias is not None:
-                getattr(converted, which).bias.mul_(group)
-    return converted
+_first_of_group = functools.partial(_regrouped, how="first")
+_strided = functools.partial(_regrouped, how="strided")
+_summed = functools.partial(_regrouped, how="summed")
 
 
 def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
