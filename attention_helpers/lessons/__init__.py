@@ -236,18 +236,27 @@ def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> 
 @dataclass(frozen=True)
 class Mistake:
     """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
-    apply), or ``matches``, a test of the answer; ``problem`` says what is wrong (or makes that from the answer) and
-    ``hint`` how to put it right."""
+    apply), or ``matches``, a test of the answer, or a wrong ``item`` of a tuple answer; ``problem`` says what is
+    wrong (or makes that from the answer) and ``hint`` how to put it right."""
 
     problem: str | Callable[[Any], str]
     hint: str
     wrong: Any = None
     matches: Callable[[Any], bool] | None = None
+    item: int | None = None
 
     def made_by(self, answer, expected, differ: Callable[[Any, Any], str | None]) -> bool:
-        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
+        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case. With
+        ``item``, the mistake is in that item of a tuple answer: it is wrong, and equal to ``wrong`` if given."""
         if self.matches is not None:
             return bool(self.matches(answer))
+        if self.item is not None:
+
+            def only(value):  # the expected tuple with only this item changed
+                return (*expected[: self.item], value, *expected[self.item + 1 :])
+
+            mine = only(answer[self.item])
+            return differ(mine, expected) is not None and (self.wrong is None or differ(mine, only(self.wrong)) is None)
         wrong = self.wrong
         return wrong is not None and differ(wrong, expected) is not None and differ(answer, wrong) is None
 

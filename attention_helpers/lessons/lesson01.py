@@ -187,43 +187,23 @@ def _two_numbers(answer) -> tuple[float, float]:
 
 
 def _scale_mistakes(c: float) -> list[Mistake]:
-    """The named mistakes of exercise 3 for the factor ``c``: the dot products' factor first, then the cosines'."""
+    """The named mistakes of exercise 3 for the factor ``c``: the dot products' factor (item 0) first, then the
+    cosines'."""
     dots, cosines = _scale_factors_reference(c)
-
-    def off(value, right):
-        return abs(value - right) > 1e-6
-
     return [
-        Mistake(
-            "the dot products do not change by c",
-            SCALE_HINT,
-            matches=lambda answer: off(answer[0], dots) and not off(answer[0], c),
-        ),
-        Mistake(
-            "the dot products keep their sign",
-            "(-a) · (-b) = a · b",
-            matches=lambda answer: off(answer[0], dots) and not off(answer[0], -dots),
-        ),
-        Mistake(
-            lambda answer: f"the dot products do not change by {answer[0]:g}",
-            SCALE_HINT,
-            matches=lambda answer: off(answer[0], dots),
-        ),
+        Mistake("the dot products do not change by c", SCALE_HINT, c, item=0),
+        Mistake("the dot products keep their sign", "(-a) · (-b) = a · b", -dots, item=0),
+        Mistake(lambda answer: f"the dot products do not change by {answer[0]:g}", SCALE_HINT, item=0),
         Mistake(
             "the cosines do not change like the dot products",
             "the cosine divides the dot product by both lengths, and each length grows by |c|",
-            matches=lambda answer: off(answer[1], cosines) and not off(answer[1], dots),
+            dots,
+            item=1,
         ),
         Mistake(
-            "the cosines keep their sign",
-            "both vectors flip: the angle between them stays the same",
-            matches=lambda answer: off(answer[1], cosines) and not off(answer[1], -cosines),
+            "the cosines keep their sign", "both vectors flip: the angle between them stays the same", -cosines, item=1
         ),
-        Mistake(
-            lambda answer: f"the cosines do not change by {answer[1]:g}",
-            "direction, not length",
-            matches=lambda answer: off(answer[1], cosines),
-        ),
+        Mistake(lambda answer: f"the cosines do not change by {answer[1]:g}", "direction, not length", item=1),
     ]
 
 

@@ -130,40 +130,29 @@ def _within_measurement(answer: tuple[float, float], expected: tuple[float, floa
 
 
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
-    """The named mistakes of exercise 2 for one width and spread: the spread's first, then the temperature's."""
-
-    def far(value: float) -> bool:
-        return abs(value - measured) > 0.05 * measured
-
-    def spread_is(value: float):
-        return lambda answer: abs(answer[0] - value) <= 1e-6 * max(1.0, value) and far(value)
-
+    """The named mistakes of exercise 2 for one width and spread: the spread's (item 0) first, then T's."""
     return [
-        Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, matches=spread_is(d_k**0.5)),
+        Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
         Mistake(
             "you multiplied sqrt(d_k) by std once",
             "each product q_i k_i holds two factors of spread std",
-            matches=spread_is(d_k**0.5 * std),
+            d_k**0.5 * std,
+            item=0,
         ),
         Mistake(
-            "you gave the variance, not the spread",
-            "the spread is the variance's square root",
-            matches=spread_is(d_k * std**4),
+            "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
         ),
-        Mistake(
-            lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures",
-            SPREAD_HINT,
-            matches=lambda answer: far(answer[0]),
-        ),
+        Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
         Mistake(
             "T = sqrt(d_k) does not bring the spread back to 1",
             "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
-            matches=lambda answer: abs(answer[1] - d_k**0.5) < 1e-6 and far(d_k**0.5),
+            d_k**0.5,
+            item=1,
         ),
         Mistake(
             lambda answer: f"dividing by T = {answer[1]:.4g} does not bring the spread back to 1",
             "dividing q · k by T divides its spread by T",
-            matches=lambda answer: far(answer[1]),
+            item=1,
         ),
     ]
 
