@@ -15,10 +15,11 @@ The expected answer is computed by the check itself, from the package's tested c
 draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
 lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module holds what they share.
 
-An exercise that asks for a function is described, not programmed: an :class:`Exercise` holds the reference, the
-hidden cases, the general hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every such exercise
-the same way. Exercises that cannot be put so (a training run, a stateful loop, processes) keep a function of their
-own, built from the same pieces (:func:`run_candidate`, :func:`compare`, :func:`not_yet`).
+An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the general
+hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way, whether the answer
+is a function (called on each case, or fed step by step through the exercise's ``run``) or a value. An answer of the
+wrong form raises :class:`WrongFormError` in the exercise's ``convert``. Only lesson 13's checks, which run the answer
+on several processes, keep functions of their own, built from the same pieces (:func:`not_yet`, :func:`correct`).
 """
 
 from __future__ import annotations
