@@ -106,31 +106,26 @@ def _dropout_differs(out: torch.Tensor, case: tuple) -> str | None:
     return None
 
 
-def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, calls: int) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one case."""
-    x = x.double()
-
-    def always(out):
-        return True
-
+def _own_hint(p: float, training: bool, calls: int) -> str | None:
+    """The hint for a case that is not plain training mode (two calls, evaluation mode, p = 0 or 1), else None."""
     if calls == 2:
-        hint = "draw a new random mask at every call; do not seed or store the mask inside the function"
-        return [Mistake("two calls dropped exactly the same entries", hint, matches=always)]
-    if not training or p == 0:
-        hint = (
-            "with p = 0 no entry is dropped"
-            if training
-            else "in evaluation mode dropout does nothing: return x unchanged"
-        )
-        return [Mistake("the output differs from x", hint, matches=always)]
+        return "draw a new random mask at every call; do not seed or store the mask inside the function"
+    if not training:
+        return "in evaluation mode dropout does nothing: return x unchanged"
+    if p == 0:
+        return "with p = 0 no entry is dropped"
     if p == 1:
-        return [
-            Mistake(
-                lambda out: _dropout_differs(out, (x, p, training, calls)),
-                "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0",
-                matches=always,
-            )
-        ]
+        return "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0"
+    return None
+
+
+def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, calls: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one case: what is wrong with its own hint, or, in training mode, the
+    plausible mistakes."""
+    hint = _own_hint(p, training, calls)
+    if hint is not None:
+        return [Mistake(lambda out: _dropout_differs(out, (x, p, training, calls)), hint, matches=lambda out: True)]
+    x = x.double()
 
     def survivors_are(factor):
         return lambda out: (
