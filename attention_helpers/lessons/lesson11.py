@@ -283,17 +283,14 @@ def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.
         return f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
 
     return [
-        Mistake(
-            "each kv head is the first head of its group, not the mean of the group",
-            GROUPED_HINT,
-            matches=computes(_first_of_group),
+        *(
+            Mistake(problem, GROUPED_HINT, matches=computes(wrong))
+            for wrong, problem in (
+                (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
+                (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
+                (_summed, "each kv head is the sum of its group's heads, not the mean"),
+            )
         ),
-        Mistake(
-            "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group",
-            GROUPED_HINT,
-            matches=computes(_strided),
-        ),
-        Mistake("each kv head is the sum of its group's heads, not the mean", GROUPED_HINT, matches=computes(_summed)),
         differs(
             "the key and value biases belong to heads too: average them over each group like the weights, "
             "bias.view(num_kv_heads, group, head_dim).mean(dim=1)",
@@ -357,33 +354,6 @@ def _two_losses(losses) -> tuple[float, float]:
     return float(losses[0]), float(losses[1])
 
 
-def _held_out_losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> tuple[float, float]:
-    """``model``'s held-out loss, then that of a copy with every block's attention converted by the check."""
-    grouped = copy.deepcopy(model)
-    for block in grouped.blocks:
-        block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    return tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
-
-
-_LOSS_TOLERANCE = 2e-3
-
-
-def _loss_mistakes(before: float, after: float) -> list[Mistake]:
-    return [
-        Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
-        Mistake(
-            "loss_before is not the trained model's held-out loss",
-            "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
-            matches=lambda losses: abs(losses[0] - before) > _LOSS_TOLERANCE,
-        ),
-        Mistake(
-            "loss_after equals loss_before: the model you measured was not converted",
-            "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
-            matches=lambda losses: abs(losses[1] - before) <= _LOSS_TOLERANCE,
-        ),
-    ]
-
-
 def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
     """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
     loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
@@ -399,17 +369,34 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
             "the model given to the check is already grouped: the conversion changed it in place",
             "convert a copy (copy.deepcopy(model)) and keep the trained model as it was",
         )
+    grouped = copy.deepcopy(model)
+    for block in grouped.blocks:
+        block.attention = reference_to_grouped(block.attention, num_kv_heads)
+    before, after = (evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
     return Exercise(
         name,
-        reference=lambda: _held_out_losses(model, held_out_ids, num_kv_heads),
+        reference=lambda: (before, after),
         cases=lambda: [()],
         hint="convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
-        mistakes=lambda: _loss_mistakes(*_held_out_losses(model, held_out_ids, num_kv_heads)),
+        mistakes=lambda: [
+            Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
+            Mistake(
+                "loss_before is not the trained model's held-out loss",
+                "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
+                item=0,
+            ),
+            Mistake(
+                "loss_after equals loss_before: the model you measured was not converted",
+                "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
+                before,
+                item=1,
+            ),
+        ],
         done=": the grouped layers are right, and both losses match the check's",
         convert=_two_losses,
         differ=lambda losses, expected: (
             None
-            if compare(losses, expected, atol=_LOSS_TOLERANCE) is None
+            if compare(losses, expected, atol=2e-3) is None
             else "loss_after is not the held-out loss with every block converted"
         ),
         value=True,
