@@ -187,13 +187,13 @@ def _predictions_reference() -> tuple[str, str, str]:
     return tuple(_describe(softmax_stable(changed), weights) for changed in (scores + 10, scores * 10, scores / 10))
 
 
-WORDS = ("same", "sharper", "flatter")
+_WORDS = ("same", "sharper", "flatter")
 
 
 def _three_words(answer) -> tuple:
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in WORDS for a in answer):
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in _WORDS for a in answer):
         raise WrongFormError(
-            f"expected a tuple of three words, each one of {', '.join(WORDS)}; got {answer!r}",
+            f"expected a tuple of three words, each one of {', '.join(_WORDS)}; got {answer!r}",
             'for example ("flatter", "same", "sharper")',
         )
     return tuple(answer)
@@ -222,11 +222,9 @@ PREDICTIONS = Exercise(
     hint="softmax only sees the differences between scores; a factor on every score acts as a temperature",
     mistakes=lambda: [
         Mistake(
-            lambda answer, item=item, change=change: f'{change} does not make the weights "{answer[item]}"',
-            hint,
-            matches=lambda answer, item=item, right=right: answer[item] != right,
+            lambda answer, i=item, change=change: f'{change} does not make the weights "{answer[i]}"', hint, item=item
         )
-        for item, ((change, hint), right) in enumerate(zip(_CHANGES, _predictions_reference(), strict=True))
+        for item, (change, hint) in enumerate(_CHANGES)
     ],
     done="",
     convert=_three_words,
