@@ -286,3 +286,118 @@ def test_the_exercise_runner_converts_the_answer_and_passes_only_the_arguments(c
     )
     assert exercise.check(lambda x: x.sum()) is True
     assert capsys.readouterr().out == "E: correct on 1 case.\n"
+
+
+def _declared_exercises():
+    """Every module-level :class:`Exercise` of the lessons, with its lesson number."""
+    from attention_helpers.lessons import Exercise
+
+    return [
+        (number, exercise)
+        for number in range(1, 14)
+        for exercise in vars(_lesson(number)).values()
+        if isinstance(exercise, Exercise)
+    ]
+
+
+def _answer_wrong_on(exercise, target: int, wrong):
+    """An answer function that gives the reference's result on every case but case ``target``, where it gives
+    ``wrong`` (the exercise calls its answer once per case, in order)."""
+    with torch.no_grad():  # computed beforehand: the answer may not call what the exercise forbids
+        right = [exercise.reference(*case) for case in exercise.cases()]
+    calls = []
+
+    def answer(*args):
+        calls.append(args)
+        return wrong if len(calls) - 1 == target else right[len(calls) - 1]
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("lesson", "exercise"),
+    [pair for pair in _declared_exercises() if not pair[1].value and pair[1].run is None],
+    ids=lambda item: item if isinstance(item, int) else item.name,
+)
+def test_every_named_mistake_that_gives_a_wrong_answer_gets_its_hint(lesson, exercise, capsys):
+    """Each Mistake with a ``wrong`` result, given on a case where it is wrong, is named with its hint on at least
+    one case (on another, an earlier mistake may give the same answer and be named first)."""
+    from attention_helpers.lessons import compare
+
+    differ = exercise.differ or (lambda answer, expected: compare(answer, expected, exercise.atol))
+    tried, named = set(), set()
+    for number, case in enumerate(exercise.cases()):
+        with torch.no_grad():
+            expected = exercise.reference(*case)
+        for index, mistake in enumerate(exercise.mistakes(*case)):
+            wrong = mistake.wrong
+            if mistake.item is not None and wrong is not None:  # a mistake in one item of a tuple answer
+                wrong = (*expected[: mistake.item], wrong, *expected[mistake.item + 1 :])
+            if wrong is None or differ(wrong, expected) is None:
+                continue
+            tried.add(index)
+            assert exercise.check(_answer_wrong_on(exercise, number, wrong)) is False
+            if f"Hint: {mistake.hint}\n" in capsys.readouterr().out:
+                named.add(index)
+    assert named == tried, f"lesson {lesson} {exercise.name}: mistakes {sorted(tried - named)} never named"
+
+
+def test_the_exercise_runner_judges_a_value_answer_and_one_of_the_wrong_form(capsys):
+    from attention_helpers.lessons import Exercise, Mistake, WrongFormError
+
+    def pair(answer):
+        if not isinstance(answer, tuple) or len(answer) != 2:
+            raise WrongFormError(f"expected a pair, got {answer!r}", "give two numbers")
+        return answer
+
+    exercise = Exercise(
+        "E",
+        reference=lambda: (2, 3),
+        cases=lambda: [()],
+        hint="count again",
+        mistakes=lambda: [Mistake("the pair is swapped", "smaller first", (3, 2))],
+        done="",
+        convert=pair,
+        value=True,
+    )
+    verdicts = {
+        (2, 3): "E: correct.\n",
+        (3, 2): "E: not yet, the pair is swapped. Hint: smaller first\n",
+        (2, 4): "E: not yet, item 2 of 2 is not right: that is not the right number. Hint: count again\n",
+        5: "E: not yet, expected a pair, got 5. Hint: give two numbers\n",
+        None: "E: Not answered yet (the answer is still None).\n",
+    }
+    for answer, verdict in verdicts.items():
+        assert exercise.check(answer) is (verdict == "E: correct.\n")
+        assert capsys.readouterr().out == verdict
+
+
+def test_the_exercise_runner_uses_the_exercises_own_comparison_and_run(capsys):
+    from attention_helpers.lessons import Exercise, Mistake
+
+    exercise = Exercise(
+        "E",
+        reference=lambda n: n * (n + 1) // 2,
+        cases=lambda: [(3,), (5,)],
+        run=lambda step, n: sum(step(k) for k in range(1, n + 1)),  # the answer is one step of a sum
+        differ=lambda answer, expected: None if answer == expected else f"the sum is {answer}",
+        mistakes=lambda n: [Mistake("you added the squares", "add k itself", n * (n + 1) * (2 * n + 1) // 6)],
+        hint="return k",
+        describe=lambda number, total, n: f"for n = {n}",
+    )
+    assert exercise.check(lambda k: k) is True
+    assert exercise.check(lambda k: k * k) is False
+    assert exercise.check(lambda k: 2 * k) is False
+    assert exercise.check(lambda k: 1 / 0) is False
+    assert capsys.readouterr().out.splitlines() == [
+        "E: correct on all 2 hidden cases.",
+        "E: not yet, you added the squares for n = 3. Hint: add k itself",
+        "E: not yet, the sum is 12 for n = 3. Hint: return k",
+        "E: not yet, your code raised ZeroDivisionError for n = 3: division by zero. Hint: return k",
+    ]
+
+
+def test_judge_prints_only_a_wrong_verdict(capsys):
+    exercise = _doubling_exercise()
+    assert exercise.judge(lambda x: x + x) == 2 and capsys.readouterr().out == ""
+    assert exercise.judge(lambda x: 3 * x) == 0 and capsys.readouterr().out.startswith("E: not yet, ")

@@ -15,10 +15,11 @@ The expected answer is computed by the check itself, from the package's tested c
 draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
 lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module holds what they share.
 
-An exercise that asks for a function is described, not programmed: an :class:`Exercise` holds the reference, the
-hidden cases, the general hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every such exercise
-the same way. Exercises that cannot be put so (a training run, a stateful loop, processes) keep a function of their
-own, built from the same pieces (:func:`run_candidate`, :func:`compare`, :func:`not_yet`).
+An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the general
+hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way, whether the answer
+is a function (called on each case, or fed step by step through the exercise's ``run``) or a value. An answer of the
+wrong form raises :class:`WrongFormError` in the exercise's ``convert``. Only lesson 13's checks, which run the answer
+on several processes, keep functions of their own, built from the same pieces (:func:`not_yet`, :func:`correct`).
 """
 
 from __future__ import annotations
@@ -104,18 +105,23 @@ def watch_calls(forbidden: Forbidden | None):
         sys.setprofile(previous)
 
 
+class WrongFormError(Exception):
+    """An answer of the wrong form (not a pair, not an index...), raised by an exercise's ``convert`` or ``run``:
+    ``problem`` says what was expected, ``hint`` how to give it."""
+
+    def __init__(self, problem: str, hint: str):
+        super().__init__(problem)
+        self.problem, self.hint = problem, hint
+
+
 IN_PLACE_HINT = (
     "build a new tensor (x * 2, x.masked_fill(...), torch.where(...)) instead of writing into the input "
     "(x *= 2, x.masked_fill_(...), x[...] = ...): the caller's tensor must stay as it was"
 )
 
 
-def _input_tensors(
-    candidate: Callable, args: tuple, kwargs: dict, may_change: Sequence[int]
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position),
-    except the positional arguments at ``may_change``."""
-    args = tuple(None if number in may_change else arg for number, arg in enumerate(args))
+def _input_tensors(candidate: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position)."""
     try:
         named = dict(inspect.signature(candidate).bind_partial(*args, **kwargs).arguments)
     except (TypeError, ValueError):  # no signature, or one the arguments do not fit: name them by position
@@ -141,18 +147,18 @@ def run_candidate(
     case: str = "",
     forbidden: Forbidden | None = None,
     in_place_hint: str = IN_PLACE_HINT,
-    may_change: Sequence[int] = (),
     **kwargs,
 ):
     """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, for a
     call of a ``forbidden`` function (the one the exercise asks for), or for a tensor argument it changed in place,
-    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"; ``may_change`` holds
-    the positions of arguments the reader's code owns (such as the cache it returned before)."""
+    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"."""
     where = f" {case}" if case else ""
-    inputs = _input_tensors(candidate, args, kwargs, may_change)
+    inputs = _input_tensors(candidate, args, kwargs)
     try:
         with watch_calls(forbidden) as seen:
             result = candidate(*args, **kwargs)
+    except WrongFormError:  # the check's own verdict on the answer's form, raised by an exercise's ``run``
+        raise
     except Exception as error:  # the reader's code: report any failure instead of a traceback
         message = " ".join(str(error).split())  # one line, whatever the error's own layout
         not_yet(name, f"your code raised {type(error).__name__}{where}" + (f": {message}" if message else ""), hint)
@@ -167,9 +173,10 @@ def run_candidate(
     return True, result
 
 
-def _compare(answer, expected, atol: float) -> str | None:
-    """Why ``answer`` differs from ``expected``, or None when they agree. The reason names the part that
-    failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
+def compare(answer, expected, atol: float = 1e-4) -> str | None:
+    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
+    numbers within ``atol``), or None when they agree. The reason names the part that failed: the type, the shape,
+    the dtype, the entries (with the largest difference), or which item."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(answer, torch.Tensor):
             return f"expected a tensor, got {type(answer).__name__}"
@@ -205,7 +212,7 @@ def _compare(answer, expected, atol: float) -> str | None:
         if len(answer) != len(expected):
             return f"expected {len(expected)} items, got {len(answer)}"
         for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
-            problem = _compare(a, e, atol)
+            problem = compare(a, e, atol)
             if problem is not None:
                 where = f"item {number} of {len(expected)}"
                 # A nested tuple names the whole path once: "item 3 of 4, its item 2 of 2, is not right: ..."
@@ -216,18 +223,12 @@ def _compare(answer, expected, atol: float) -> str | None:
     raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
 
 
-def compare(answer, expected, atol: float = 1e-4) -> str | None:
-    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them;
-    tensors and numbers within ``atol``), or None when they agree."""
-    return _compare(answer, expected, atol)
-
-
 def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
     """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict;
     returns it."""
     if answer is None:
         return not_answered(name)
-    problem = _compare(answer, expected, atol)
+    problem = compare(answer, expected, atol)
     if problem is None:
         return correct(name)
     return not_yet(name, problem, hint)
@@ -236,65 +237,58 @@ def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> 
 @dataclass(frozen=True)
 class Mistake:
     """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
-    apply), or ``matches``, a test of the answer; ``problem`` says what is wrong (or makes that from the answer) and
-    ``hint`` how to put it right."""
+    apply), or ``matches``, a test of the answer, or a wrong ``item`` of a tuple answer; ``problem`` says what is
+    wrong (or makes that from the answer) and ``hint`` how to put it right."""
 
     problem: str | Callable[[Any], str]
     hint: str
     wrong: Any = None
     matches: Callable[[Any], bool] | None = None
+    item: int | None = None
+
+    def made_by(self, answer, expected, differ: Callable[[Any, Any], str | None]) -> bool:
+        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case. With
+        ``item``, the mistake is in that item of a tuple answer: it is wrong, and equal to ``wrong`` if given."""
+        if self.matches is not None:
+            return bool(self.matches(answer))
+        if self.item is not None:
+
+            def only(value):  # the expected tuple with only this item changed
+                return (*expected[: self.item], value, *expected[self.item + 1 :])
+
+            mine = only(answer[self.item])
+            return differ(mine, expected) is not None and (self.wrong is None or differ(mine, only(self.wrong)) is None)
+        wrong = self.wrong
+        return wrong is not None and differ(wrong, expected) is not None and differ(answer, wrong) is None
 
 
-def wrong_answer(
-    name: str,
-    where: str,
-    answer,
-    expected,
-    mistakes: Iterable[Mistake],
-    problem: str,
-    hint: str,
-    atol: float = 1e-4,
-) -> bool:
-    """Print the "not yet" verdict for an ``answer`` that differs from ``expected`` and return False: the first of
-    ``mistakes`` that the answer makes names what is wrong and gives its hint (a mistake that gives the right
-    answer is skipped); otherwise ``problem`` (from :func:`compare`) and the general ``hint``. ``where`` names the
-    hidden case."""
-    for mistake in mistakes:
-        if mistake.matches is not None:
-            named = mistake.matches(answer)
-        else:
-            named = (
-                mistake.wrong is not None
-                and compare(mistake.wrong, expected, atol) is not None
-                and compare(answer, mistake.wrong, atol) is None
-            )
-        if named:
-            what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
-            return not_yet(name, f"{what} {where}", mistake.hint)
-    return not_yet(name, f"{problem} {where}", hint)
+_PRINTED = object()  # what Exercise._run returns once run_candidate printed the verdict
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives.
+    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives;
+    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case as it is.
 
     - ``cases()`` draws the hidden cases, tuples of arguments (its own generator, never the lesson's example);
       ``describe(number, total, *case)`` names one in the verdict, such as "on hidden case 2 of 3 (batch 1)".
     - ``arguments(*case)`` gives what the answer is called with, when a case holds more than that (such as the
-      module the reference runs); by default the case itself.
+      module the reference runs); by default the case itself. ``run(answer, *arguments)`` runs the answer when it
+      is not simply called (fed block by block, say).
     - ``convert(answer)`` turns an answer of another accepted form into the reference's (a one-element tensor
-      into a number, say) before the comparison.
+      into a number, say) before the comparison, and raises :class:`WrongFormError` for an answer of no accepted form.
+    - ``differ(answer, expected)`` says why the answer is wrong, or None; by default :func:`compare` within ``atol``.
     - ``hint`` is the general hint; ``mistakes(*case)`` lists the named :class:`Mistake` s, tried in order when
       the answer is wrong (a mistake that gives the right answer on that case is skipped).
     - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases; ``returned_none`` the hint for an
-      answer that returns None; ``forbidden`` what the answer may not call; ``atol`` the tolerance.
+      answer that returns None; ``forbidden`` what the answer may not call.
     """
 
     name: str
     reference: Callable[..., Any]
     cases: Callable[[], Sequence[tuple]]
     hint: str
-    describe: Callable[..., str]
+    describe: Callable[..., str] = lambda number, total, *case: ""
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str = " on all {n} hidden cases"
     returned_none: str = "return the result"
@@ -302,44 +296,59 @@ class Exercise:
     in_place_hint: str = IN_PLACE_HINT
     atol: float = 1e-4
     arguments: Callable[..., tuple] | None = None
+    run: Callable[..., Any] | None = None
     convert: Callable[[Any], Any] | None = None
+    differ: Callable[[Any, Any], str | None] | None = None
+    value: bool = False
 
     def check(self, candidate) -> bool:
-        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``); print the
-        verdict and return it."""
+        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``), or with
+        ``value`` compare it with every case's reference; print the verdict and return it."""
         if candidate is None:
             return not_answered(self.name)
-        if not callable(candidate):
+        right = self.judge(candidate)
+        return bool(right) and correct(self.name, self.done.format(n=right))
+
+    def judge(self, candidate) -> int:
+        """:meth:`check` without the "correct" line, for one part of an exercise: the number of hidden cases when
+        the answer is right on all of them, else 0 after printing the "not yet" verdict."""
+        if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
+        differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
         cases = list(self.cases())
         for number, case in enumerate(cases, start=1):
             where = self.describe(number, len(cases), *case)
             with torch.no_grad():
-                expected = self.reference(*case)
-                given = self.arguments(*case) if self.arguments is not None else case
-                given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
-                ran, answer = run_candidate(
-                    self.name,
-                    candidate,
-                    *given,
-                    hint=self.hint,
-                    case=where,
-                    forbidden=self.forbidden,
-                    in_place_hint=self.in_place_hint,
-                )
-                if not ran:
-                    return False
-                if answer is None:
-                    return not_yet(self.name, f"your function returned None {where}", self.returned_none)
-                if self.convert is not None:
-                    answer = self.convert(answer)
-                problem = compare(answer, expected, self.atol)
+                try:
+                    answer = candidate if self.value else self._run(candidate, case, where)
+                    if answer is _PRINTED:
+                        return False
+                    if answer is None:
+                        return not_yet(self.name, f"your function returned None {where}", self.returned_none)
+                    if self.convert is not None:
+                        answer = self.convert(answer)
+                except WrongFormError as wrong:
+                    return not_yet(self.name, f"{wrong.problem} {where}", wrong.hint)
+                expected = self.reference(*case)  # after the answer: a costly reference waits for a well-formed one
+                problem = differ(answer, expected)
                 if problem is None:
                     continue
-                return wrong_answer(
-                    self.name, where, answer, expected, self.mistakes(*case), problem, self.hint, self.atol
-                )
-        return correct(self.name, self.done.format(n=len(cases)))
+                for mistake in self.mistakes(*case):  # the first named mistake, else what differs and the hint
+                    if mistake.made_by(answer, expected, differ):
+                        what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
+                        return not_yet(self.name, f"{what} {where}", mistake.hint)
+                return not_yet(self.name, f"{problem} {where}", self.hint)
+        return len(cases)
+
+    def _run(self, candidate, case: tuple, where: str):
+        """The answer function's result on one case, or ``_PRINTED`` once :func:`run_candidate` printed a verdict."""
+        given = self.arguments(*case) if self.arguments is not None else case
+        given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
+        call = (self.run, candidate, *given) if self.run is not None else (candidate, *given)
+        ran, answer = run_candidate(
+            self.name, *call, hint=self.hint, case=where, forbidden=self.forbidden, in_place_hint=self.in_place_hint
+        )
+        return answer if ran else _PRINTED
 
 
 def check_function(

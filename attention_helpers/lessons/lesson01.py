@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import shape_str
-from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 101
 
@@ -85,9 +85,8 @@ COSINE = Exercise(
 )
 
 
-def exercise_1(cosine_matrix) -> bool:
-    """``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities."""
-    return COSINE.check(cosine_matrix)
+# ``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities.
+exercise_1 = COSINE.check
 
 
 def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
@@ -101,116 +100,127 @@ def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
     return torch.tensor(best)
 
 
-def _as_indices(answer) -> torch.Tensor | None:
+def _as_indices(answer) -> torch.Tensor:
+    """The answer as a tensor of int64 indices; :class:`WrongFormError` for floats, bools or no indices at all."""
     try:
         indices = torch.as_tensor(answer)
     except (TypeError, ValueError, RuntimeError):
-        return None
-    if indices.is_floating_point() or indices.dtype == torch.bool:
-        return None
+        indices = None
+    if indices is None or indices.is_floating_point() or indices.dtype == torch.bool:
+        got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
+        raise WrongFormError(
+            f"expected integer indices, got {got}",
+            "argmax returns the indices; return them as a tensor (or a list) of integers",
+        )
     return indices.long()
 
 
-def _describe(answer) -> str:
-    if isinstance(answer, torch.Tensor):
-        return f"a tensor of dtype {answer.dtype}"
-    return type(answer).__name__
+def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
+    """The named mistakes of exercise 2 on one hidden input."""
+    return [
+        Mistake(
+            lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
+            "take argmax along each row (dim=-1)",
+            matches=lambda answer: answer.shape != (len(x),),
+        ),
+        Mistake(
+            "every token is its own best match",
+            "a token's cosine with itself is 1: fill the diagonal with -inf before argmax",
+            torch.arange(len(x)),
+        ),
+        Mistake(
+            "you ranked by dot product",
+            "the dot product favours long vectors; rank by cosine similarity, which ignores lengths",
+            (x @ x.T).fill_diagonal_(float("-inf")).argmax(dim=-1),
+        ),
+        Mistake(
+            "you picked the least similar token",
+            "argmax, not argmin",
+            cosine_matrix_reference(x).fill_diagonal_(float("inf")).argmin(dim=-1),
+        ),
+    ]
 
 
-def exercise_2(most_similar) -> bool:
-    """``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row."""
-    name = "Exercise 2"
-    if most_similar is None:
-        return not_answered(name)
-    if not callable(most_similar):
-        return not_yet(name, f"expected a function, got {type(most_similar).__name__}", "define it with def")
-    cases = [x for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2]
-    for x in cases:
-        case = f"on a hidden input of shape {shape_str(x.shape)}"
-        ran, answer = run_candidate(
-            name, most_similar, x.clone(), hint=NEAREST_HINT, case=case, in_place_hint=IN_PLACE_HINT
-        )
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return one index per token")
-        indices = _as_indices(answer)
-        if indices is None:
-            return not_yet(
-                name,
-                f"expected integer indices {case}, got {_describe(answer)}",
-                "argmax returns the indices; return them as a tensor (or a list) of integers",
-            )
-        expected = most_similar_reference(x)
-        if indices.shape != expected.shape:
-            return not_yet(
-                name,
-                f"expected {len(x)} indices (one per token) {case}, got shape {shape_str(indices.shape)}",
-                "take argmax along each row (dim=-1)",
-            )
-        if torch.equal(indices, torch.arange(len(x))):
-            return not_yet(
-                name,
-                f"every token is its own best match {case}",
-                "a token's cosine with itself is 1: fill the diagonal with -inf before argmax",
-            )
-        by_dot = (x @ x.T).fill_diagonal_(float("-inf")).argmax(dim=-1)
-        if torch.equal(indices, by_dot) and not torch.equal(by_dot, expected):
-            return not_yet(
-                name,
-                f"you ranked by dot product {case}",
-                "the dot product favours long vectors; rank by cosine similarity, which ignores lengths",
-            )
-        by_min = cosine_matrix_reference(x).fill_diagonal_(float("inf")).argmin(dim=-1)
-        if torch.equal(indices, by_min):
-            return not_yet(name, f"you picked the least similar token {case}", "argmax, not argmin")
-        if not torch.equal(indices, expected):
-            wrong = int((indices != expected).sum())
-            return not_yet(name, f"{wrong} of {len(x)} indices are wrong {case}", NEAREST_HINT)
-    return correct(name, f" on all {len(cases)} hidden inputs")
+def _wrong_indices(answer: torch.Tensor, expected: torch.Tensor) -> str | None:
+    if answer.shape != expected.shape:
+        return f"expected {len(expected)} indices, got shape {shape_str(answer.shape)}"
+    wrong = int((answer != expected).sum())
+    return f"{wrong} of {len(expected)} indices are wrong" if wrong else None
 
 
-def exercise_3(scale_factors) -> bool:
-    """``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine
-    similarity changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment."""
-    name = "Exercise 3"
-    hint = "a · b adds the products a_k b_k, and each of them gets a factor c from a and one from b"
-    if scale_factors is None:
-        return not_answered(name)
-    if not callable(scale_factors):
-        return not_yet(name, f"expected a function, got {type(scale_factors).__name__}", "define it with def")
+NEAREST = Exercise(
+    "Exercise 2",
+    reference=most_similar_reference,
+    cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2],
+    hint=NEAREST_HINT,
+    describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
+    mistakes=_nearest_mistakes,
+    done=" on all {n} hidden inputs",
+    returned_none="return one index per token",
+    in_place_hint=IN_PLACE_HINT,
+    convert=_as_indices,
+    differ=_wrong_indices,
+)
+
+
+# ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
+exercise_2 = NEAREST.check
+
+
+SCALE_HINT = "a · b adds the products a_k b_k, and each of them gets a factor c from a and one from b"
+
+
+def _scale_factors_reference(c: float) -> tuple[float, float]:
+    """(the mean factor by which the dot products change, the one for the cosines), measured on a hidden input
+    whose every embedding is multiplied by ``c``."""
     x = _hidden_inputs(hidden_generator(SEED + 2))[0].double()
-    for c in (3.0, 0.5, -2.0, -1.0):
-        case = f"for c = {c:g}"
-        dots = ((c * x) @ (c * x).T / (x @ x.T)).mean().item()
-        cosines = (cosine_matrix_reference(c * x) / cosine_matrix_reference(x)).mean().item()
-        ran, answer = run_candidate(name, scale_factors, c, hint=hint, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return a pair of numbers")
-        try:
-            dot_factor, cosine_factor = (float(a) for a in answer)
-        except (TypeError, ValueError):
-            return not_yet(name, f"expected a pair of numbers {case}, got {answer!r}", "return two numbers")
-        if abs(dot_factor - dots) > 1e-6:
-            if abs(dot_factor - c) < 1e-6:
-                return not_yet(name, f"the dot products do not change by c {case}", hint)
-            if abs(dot_factor + dots) < 1e-6:
-                return not_yet(name, f"the dot products keep their sign {case}", "(-a) · (-b) = a · b")
-            return not_yet(name, f"the dot products do not change by {dot_factor:g} {case}", hint)
-        if abs(cosine_factor - cosines) > 1e-6:
-            if abs(cosine_factor - dots) < 1e-6:
-                return not_yet(
-                    name,
-                    f"the cosines do not change like the dot products {case}",
-                    "the cosine divides the dot product by both lengths, and each length grows by |c|",
-                )
-            if abs(cosine_factor + cosines) < 1e-6:
-                return not_yet(
-                    name,
-                    f"the cosines keep their sign {case}",
-                    "both vectors flip: the angle between them stays the same",
-                )
-            return not_yet(name, f"the cosines do not change by {cosine_factor:g} {case}", "direction, not length")
-    return correct(name, " for positive and negative factors")
+    dots = ((c * x) @ (c * x).T / (x @ x.T)).mean().item()
+    return dots, (cosine_matrix_reference(c * x) / cosine_matrix_reference(x)).mean().item()
+
+
+def _two_numbers(answer) -> tuple[float, float]:
+    try:
+        dot_factor, cosine_factor = (float(a) for a in answer)
+    except (TypeError, ValueError):
+        raise WrongFormError(f"expected a pair of numbers, got {answer!r}", "return two numbers") from None
+    return dot_factor, cosine_factor
+
+
+def _scale_mistakes(c: float) -> list[Mistake]:
+    """The named mistakes of exercise 3 for the factor ``c``: the dot products' factor (item 0) first, then the
+    cosines'."""
+    dots, cosines = _scale_factors_reference(c)
+    return [
+        Mistake("the dot products do not change by c", SCALE_HINT, c, item=0),
+        Mistake("the dot products keep their sign", "(-a) · (-b) = a · b", -dots, item=0),
+        Mistake(lambda answer: f"the dot products do not change by {answer[0]:g}", SCALE_HINT, item=0),
+        Mistake(
+            "the cosines do not change like the dot products",
+            "the cosine divides the dot product by both lengths, and each length grows by |c|",
+            dots,
+            item=1,
+        ),
+        Mistake(
+            "the cosines keep their sign", "both vectors flip: the angle between them stays the same", -cosines, item=1
+        ),
+        Mistake(lambda answer: f"the cosines do not change by {answer[1]:g}", "direction, not length", item=1),
+    ]
+
+
+SCALE = Exercise(
+    "Exercise 3",
+    reference=_scale_factors_reference,
+    cases=lambda: [(c,) for c in (3.0, 0.5, -2.0, -1.0)],
+    hint=SCALE_HINT,
+    describe=lambda number, total, c: f"for c = {c:g}",
+    mistakes=_scale_mistakes,
+    done=" for positive and negative factors",
+    returned_none="return a pair of numbers",
+    convert=_two_numbers,
+    atol=1e-6,
+)
+
+
+# ``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine similarity
+# changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment.
+exercise_3 = SCALE.check

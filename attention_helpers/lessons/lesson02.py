@@ -11,7 +11,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import softmax_naive, softmax_stable, softmax_with_temperature
-from . import Exercise, Forbidden, Mistake, correct, hidden_generator, not_answered, not_yet
+from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
 
@@ -114,9 +114,8 @@ SOFTMAX = Exercise(
 )
 
 
-def exercise_1(my_softmax) -> bool:
-    """``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores."""
-    return SOFTMAX.check(my_softmax)
+# ``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores.
+exercise_1 = SOFTMAX.check
 
 
 def context_vectors_reference(x: torch.Tensor) -> torch.Tensor:
@@ -171,9 +170,8 @@ CONTEXT = Exercise(
 )
 
 
-def exercise_2(context_vectors) -> bool:
-    """``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``."""
-    return CONTEXT.check(context_vectors)
+# ``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``.
+exercise_2 = CONTEXT.check
 
 
 def _describe(new: torch.Tensor, old: torch.Tensor) -> str:
@@ -182,33 +180,58 @@ def _describe(new: torch.Tensor, old: torch.Tensor) -> str:
     return "sharper" if new.max() > old.max() else "flatter"
 
 
-def exercise_3(answer) -> bool:
-    """``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and
-    scores / 10, judged by running the experiment on hidden scores."""
-    name = "Exercise 3"
-    if answer is None:
-        return not_answered(name)
-    words = ("same", "sharper", "flatter")
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in words for a in answer):
-        return not_yet(
-            name,
-            f"expected a tuple of three words, each one of {', '.join(words)}; got {answer!r}",
-            'for example ("flatter", "same", "sharper")',
-        )
+def _predictions_reference() -> tuple[str, str, str]:
+    """What scores + 10, scores * 10 and scores / 10 do to the weights of hidden scores, by experiment."""
     scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
     weights = softmax_stable(scores)
-    expected = (
-        _describe(softmax_stable(scores + 10), weights),
-        _describe(softmax_stable(scores * 10), weights),
-        _describe(softmax_stable(scores / 10), weights),
-    )
-    hints = (
+    return tuple(_describe(softmax_stable(changed), weights) for changed in (scores + 10, scores * 10, scores / 10))
+
+
+_WORDS = ("same", "sharper", "flatter")
+
+
+def _three_words(answer) -> tuple:
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in _WORDS for a in answer):
+        raise WrongFormError(
+            f"expected a tuple of three words, each one of {', '.join(_WORDS)}; got {answer!r}",
+            'for example ("flatter", "same", "sharper")',
+        )
+    return tuple(answer)
+
+
+# (what changes the scores, hint) for each of the three predictions
+_CHANGES = (
+    (
+        "adding 10 to every score",
         "softmax only sees the differences between scores: exp(x + 10) = exp(x) * exp(10), and the factor cancels",
+    ),
+    (
+        "multiplying every score by 10",
         "multiplying by 10 is a temperature of 0.1: every difference between scores grows tenfold",
+    ),
+    (
+        "dividing every score by 10",
         "dividing by 10 is a temperature of 10: every difference between scores shrinks tenfold",
-    )
-    changes = ("adding 10 to every score", "multiplying every score by 10", "dividing every score by 10")
-    for given, right, hint, change in zip(answer, expected, hints, changes, strict=True):
-        if given != right:
-            return not_yet(name, f'{change} does not make the weights "{given}"', hint)
-    return correct(name)
+    ),
+)
+
+PREDICTIONS = Exercise(
+    "Exercise 3",
+    reference=_predictions_reference,
+    cases=lambda: [()],
+    hint="softmax only sees the differences between scores; a factor on every score acts as a temperature",
+    mistakes=lambda: [
+        Mistake(
+            lambda answer, i=item, change=change: f'{change} does not make the weights "{answer[i]}"', hint, item=item
+        )
+        for item, (change, hint) in enumerate(_CHANGES)
+    ],
+    done="",
+    convert=_three_words,
+    value=True,
+)
+
+
+# ``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10,
+# judged by running the experiment on hidden scores.
+exercise_3 = PREDICTIONS.check

@@ -14,7 +14,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import random_dot_products, scaled_dot_product_attention
-from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, WrongFormError, compare, hidden_generator
 
 SEED = 303
 
@@ -94,9 +94,8 @@ SELF_ATTENTION = Exercise(
 )
 
 
-def exercise_1(self_attention) -> bool:
-    """``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``."""
-    return SELF_ATTENTION.check(self_attention)
+# ``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``.
+exercise_1 = SELF_ATTENTION.check
 
 
 def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
@@ -104,57 +103,76 @@ def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
     return std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item()
 
 
-def exercise_2(spread_and_temperature) -> bool:
-    """``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that
-    brings the spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean
-    0 and standard deviation ``std``. Judged against a measurement on random vectors."""
-    name = "Exercise 2"
-    hint = "each product q_i k_i has variance std**2 * std**2 = std**4, and the variances of d_k independent terms add"
-    if spread_and_temperature is None:
-        return not_answered(name)
-    if not callable(spread_and_temperature):
-        return not_yet(name, f"expected a function, got {type(spread_and_temperature).__name__}", "use def")
+SPREAD_HINT = (
+    "each product q_i k_i has variance std**2 * std**2 = std**4, and the variances of d_k independent terms add"
+)
+
+
+def _spread_cases() -> list[tuple[int, float, float]]:
+    """(d_k, std, the measured spread of q · k) for hidden widths and spreads."""
     generator = hidden_generator(SEED + 1)
-    cases = [(25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0)]
-    for d_k, std in cases:
-        case = f"for d_k = {d_k} and std = {std}"
-        measured = _measured_spread(d_k, std, generator)
-        ran, answer = run_candidate(name, spread_and_temperature, d_k, std, hint=hint, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return a pair (spread, T)")
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            return not_yet(name, f"expected a pair (spread, T) {case}, got {answer!r}", "return spread, T")
-        try:
-            spread, temperature = (float(a) for a in answer)
-        except (TypeError, ValueError):
-            return not_yet(name, f"expected two numbers {case}, got {answer!r}", "return spread, T")
-        tolerance = 0.05 * measured  # the measurement's own wobble is about 0.5%
-        if abs(spread - measured) > tolerance:
-            named = [
-                (math.sqrt(d_k), "you gave sqrt(d_k), the spread for entries of spread 1", hint),
-                (
-                    math.sqrt(d_k) * std,
-                    "you multiplied sqrt(d_k) by std once",
-                    "each product q_i k_i holds two factors of spread std",
-                ),
-                (d_k * std**4, "you gave the variance, not the spread", "the spread is the variance's square root"),
-            ]
-            for value, problem, named_hint in named:
-                if abs(spread - value) <= 1e-6 * max(1.0, value) and abs(value - measured) > tolerance:
-                    return not_yet(name, f"{problem} {case}", named_hint)
-            return not_yet(name, f"a spread of {spread:.4g} is not what the experiment measures {case}", hint)
-        if abs(temperature - measured) > tolerance:
-            if abs(temperature - math.sqrt(d_k)) < 1e-6 and abs(math.sqrt(d_k) - measured) > tolerance:
-                return not_yet(
-                    name,
-                    f"T = sqrt(d_k) does not bring the spread back to 1 {case}",
-                    "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
-                )
-            return not_yet(
-                name,
-                f"dividing by T = {temperature:.4g} does not bring the spread back to 1 {case}",
-                "dividing q · k by T divides its spread by T",
-            )
-    return correct(name, f" for all {len(cases)} hidden widths and spreads")
+    widths_and_spreads = ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
+    return [(d_k, std, _measured_spread(d_k, std, generator)) for d_k, std in widths_and_spreads]
+
+
+def _spread_pair(answer) -> tuple[float, float]:
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        raise WrongFormError(f"expected a pair (spread, T), got {answer!r}", "return spread, T")
+    try:
+        return float(answer[0]), float(answer[1])
+    except (TypeError, ValueError):
+        raise WrongFormError(f"expected two numbers, got {answer!r}", "return spread, T") from None
+
+
+def _within_measurement(answer: tuple[float, float], expected: tuple[float, float]) -> str | None:
+    """Both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)."""
+    return compare(answer, expected, atol=0.05 * expected[0])
+
+
+def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
+    """The named mistakes of exercise 2 for one width and spread: the spread's (item 0) first, then T's."""
+    return [
+        Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
+        Mistake(
+            "you multiplied sqrt(d_k) by std once",
+            "each product q_i k_i holds two factors of spread std",
+            d_k**0.5 * std,
+            item=0,
+        ),
+        Mistake(
+            "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
+        ),
+        Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
+        Mistake(
+            "T = sqrt(d_k) does not bring the spread back to 1",
+            "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
+            d_k**0.5,
+            item=1,
+        ),
+        Mistake(
+            lambda answer: f"dividing by T = {answer[1]:.4g} does not bring the spread back to 1",
+            "dividing q · k by T divides its spread by T",
+            item=1,
+        ),
+    ]
+
+
+SPREAD = Exercise(
+    "Exercise 2",
+    reference=lambda d_k, std, measured: (measured, measured),
+    cases=_spread_cases,
+    arguments=lambda d_k, std, measured: (d_k, std),
+    hint=SPREAD_HINT,
+    describe=lambda number, total, d_k, std, measured: f"for d_k = {d_k} and std = {std}",
+    mistakes=_spread_mistakes,
+    done=" for all {n} hidden widths and spreads",
+    returned_none="return a pair (spread, T)",
+    convert=_spread_pair,
+    differ=_within_measurement,
+)
+
+
+# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that brings the
+# spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean 0 and standard
+# deviation ``std``. Judged against a measurement on random vectors.
+exercise_2 = SPREAD.check

@@ -12,7 +12,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import causal_mask, scaled_dot_product_attention
-from . import Exercise, Forbidden, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
 
 SEED = 404
 
@@ -121,9 +121,8 @@ WINDOW_MASK = Exercise(
 )
 
 
-def exercise_1(sliding_window_mask) -> bool:
-    """``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden."""
-    return WINDOW_MASK.check(sliding_window_mask)
+# ``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden.
+exercise_1 = WINDOW_MASK.check
 
 
 def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
@@ -209,59 +208,66 @@ WINDOWED_ATTENTION = Exercise(
 )
 
 
-def exercise_2(windowed_attention) -> bool:
-    """``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``."""
-    return WINDOWED_ATTENTION.check(windowed_attention)
+# ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
+exercise_2 = WINDOWED_ATTENTION.check
 
 
-def exercise_3(changed_rows_after_swap) -> bool:
-    """``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens
-    i < j trade places. Judged against the experiment, run on a random ``CausalAttention``."""
+SWAP_HINT = "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change?"
+
+
+def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
+    """(num_tokens, i, j, the rows that change) for hidden swaps, measured on a random ``CausalAttention``."""
     from ..attention import CausalAttention
 
-    name = "Exercise 3"
-    hint = "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change?"
-    if changed_rows_after_swap is None:
-        return not_answered(name)
-    if not callable(changed_rows_after_swap):
-        return not_yet(name, f"expected a function, got {type(changed_rows_after_swap).__name__}", "use def")
     generator = hidden_generator(SEED + 2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 2)
         module = CausalAttention(5, 3, 16, dropout=0.0)
-    cases = [(9, 2, 5), (7, 0, 6), (11, 4, 5), (5, 1, 3)]
-    for n, i, j in cases:
-        case = f"for {n} tokens when tokens {i} and {j} swap"
+    cases = []
+    for n, i, j in ((9, 2, 5), (7, 0, 6), (11, 4, 5), (5, 1, 3)):
         x = torch.randn(1, n, 5, generator=generator)
         order = list(range(n))
         order[i], order[j] = j, i
         with torch.no_grad():
             before, after = module(x)[0], module(x[:, order])[0]
-        expected = [r for r in range(n) if not torch.allclose(before[r], after[r], atol=1e-6)]
-        ran, answer = run_candidate(name, changed_rows_after_swap, n, i, j, hint=hint, case=case)
-        if not ran:
-            return False
-        if answer is None:
-            return not_yet(name, f"your function returned None {case}", "return a list of row indices")
-        try:
-            rows = sorted(int(r) for r in answer)
-        except (TypeError, ValueError):
-            return not_yet(name, f"expected a list of row indices {case}, got {type(answer).__name__}", hint)
-        if rows == expected:
-            continue
-        if rows == list(range(i, n)):
-            return not_yet(
-                name,
-                f"rows after {j} do not change {case}",
-                "a row after j sees the same tokens, only in another order, and attention ignores their order",
-            )
-        if rows == [i, j]:
-            return not_yet(
-                name,
-                f"rows between {i} and {j} change too {case}",
-                f"those rows now see token {j}'s old embedding in place of token {i}'s",
-            )
-        if rows == list(range(i, j)):
-            return not_yet(name, f"row {j} changes too {case}", "row j has a new query: token i's old embedding")
-        return not_yet(name, f"that is not the list of rows that change {case}", hint)
-    return correct(name, f" for all {len(cases)} hidden swaps")
+        cases.append((n, i, j, [r for r in range(n) if not torch.allclose(before[r], after[r], atol=1e-6)]))
+    return cases
+
+
+def _row_list(answer) -> list[int]:
+    try:
+        return sorted(int(r) for r in answer)
+    except (TypeError, ValueError):
+        raise WrongFormError(f"expected a list of row indices, got {type(answer).__name__}", SWAP_HINT) from None
+
+
+SWAP = Exercise(
+    "Exercise 3",
+    reference=lambda n, i, j, rows: rows,
+    cases=_swap_cases,
+    arguments=lambda n, i, j, rows: (n, i, j),
+    hint=SWAP_HINT,
+    describe=lambda number, total, n, i, j, rows: f"for {n} tokens when tokens {i} and {j} swap",
+    mistakes=lambda n, i, j, rows: [
+        Mistake(
+            f"rows after {j} do not change",
+            "a row after j sees the same tokens, only in another order, and attention ignores their order",
+            list(range(i, n)),
+        ),
+        Mistake(
+            f"rows between {i} and {j} change too",
+            f"those rows now see token {j}'s old embedding in place of token {i}'s",
+            [i, j],
+        ),
+        Mistake(f"row {j} changes too", "row j has a new query: token i's old embedding", list(range(i, j))),
+    ],
+    done=" for all {n} hidden swaps",
+    returned_none="return a list of row indices",
+    convert=_row_list,
+    differ=lambda answer, expected: None if answer == expected else "that is not the list of rows that change",
+)
+
+
+# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
+# places. Judged against the experiment, run on a random ``CausalAttention``.
+exercise_3 = SWAP.check

@@ -14,7 +14,7 @@ import math
 import torch
 
 from ..functional import causal_mask
-from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 505
 
@@ -36,155 +36,164 @@ def _binomial_band(p: float, n: int) -> float:
     return 5 * math.sqrt(p * (1 - p) / n)
 
 
-def exercise_1(my_dropout) -> bool:
-    """``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors."""
-    name = "Exercise 1"
-    if my_dropout is None:
-        return not_answered(name)
-    if not callable(my_dropout):
-        return not_yet(name, f"expected a function, got {type(my_dropout).__name__}", "define my_dropout with def")
-
+def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
+    """(x, p, training, calls): training mode on hidden tensors, then evaluation mode and p = 0 (which return x), two
+    calls (two masks) and p = 1 (zeros)."""
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)  # batch of 1, odd sizes
     large = _hidden_tensor(generator, 301, 199)  # enough entries to measure the fraction dropped
-    # Each family of checks in turn: the first mistake prints its verdict and stops the check.
-    families = (_judge_training_mode, _judge_nothing_to_drop, _judge_fresh_masks, _judge_p_one)
+    return [
+        (large, 0.3, True, 1),
+        (large, 0.75, True, 1),
+        (small, 0.2, True, 1),
+        (small, 0.4, False, 1),
+        (small, 0.0, True, 1),
+        (large, 0.3, True, 2),
+        (small, 1.0, True, 1),
+    ]
+
+
+def _describe_dropout(number, total, x, p, training, calls) -> str:
+    if calls == 2:
+        return f"on two calls with p = {p}"
+    if not training:
+        return "with training=False"
+    return f"with p = {p:g}" if p in (0.0, 1.0) else f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
+
+
+def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, calls: int):
+    """The reader's dropout on x, in float64: one output, or (with ``calls`` 2) two stacked."""
+    outputs = []
+    for _ in range(calls):
+        out = my_dropout(x, p, training)
+        if out is None:
+            return None
+        if not isinstance(out, torch.Tensor):
+            raise WrongFormError(f"expected a tensor, got {type(out).__name__}", "return a tensor")
+        if out.shape != x.shape:
+            raise WrongFormError(
+                f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)}", "keep x's shape"
+            )
+        outputs.append(out.detach().double())  # compared in float64, whatever dtype the reader returned
+    return outputs[0] if calls == 1 else torch.stack(outputs)
+
+
+def _fraction_off(out: torch.Tensor, p: float) -> bool:
+    """Whether the fraction dropped is more than five standard deviations from p (measured on large tensors)."""
+    return out.numel() > 1000 and abs((out == 0).double().mean().item() - p) > _binomial_band(p, out.numel())
+
+
+def _dropout_differs(out: torch.Tensor, case: tuple) -> str | None:
+    """What is wrong with the output on ``case`` = (x, p, training, calls), or None: judged by properties that hold
+    for every mask."""
+    x, p, training, calls = case
+    if calls == 2:
+        return "two calls dropped exactly the same entries" if torch.equal(out[0] == 0, out[1] == 0) else None
+    if not training or p == 0:
+        return None if torch.allclose(out, x.double()) else "the output differs from x"
+    if p == 1:
+        if torch.equal(out, torch.zeros_like(out)):
+            return None
+        return "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
+    if torch.isnan(out).any():
+        return "the output holds nan"
+    if _fraction_off(out, p):
+        fraction, band = (out == 0).double().mean().item(), _binomial_band(p, out.numel())
+        return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%} (within {band:.1%})"
+    kept = out != 0
+    if not torch.allclose(out[kept], x.double()[kept] / (1 - p), rtol=1e-5, atol=1e-6):
+        return "a surviving entry is not x / (1 - p)"
+    return None
+
+
+def _own_hint(p: float, training: bool, calls: int) -> str | None:
+    """The hint for a case that is not plain training mode (two calls, evaluation mode, p = 0 or 1), else None."""
+    if calls == 2:
+        return "draw a new random mask at every call; do not seed or store the mask inside the function"
+    if not training:
+        return "in evaluation mode dropout does nothing: return x unchanged"
+    if p == 0:
+        return "with p = 0 no entry is dropped"
+    if p == 1:
+        return "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0"
+    return None
+
+
+def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, calls: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one case: what is wrong with its own hint, or, in training mode, the
+    plausible mistakes."""
+    hint = _own_hint(p, training, calls)
+    if hint is not None:
+        return [Mistake(lambda out: _dropout_differs(out, (x, p, training, calls)), hint, matches=lambda out: True)]
+    x = x.double()
+
+    def survivors_are(factor):
+        return lambda out: (
+            not _fraction_off(out, p) and torch.allclose(out[out != 0], x[out != 0] * factor, rtol=1e-5, atol=1e-6)
+        )
+
+    def reversed_test(out):
+        fraction = (out == 0).double().mean().item()
+        return out.numel() > 1000 and abs(fraction - (1 - p)) <= _binomial_band(p, out.numel())
+
+    def whole_rows(out):
+        dropped = out == 0
+        return _fraction_off(out, p) and bool((dropped.all(dim=-1) | (~dropped).all(dim=-1)).all())
+
+    return [
+        Mistake("the output holds nan", DROPOUT_HINT, matches=lambda out: bool(out.isnan().any())),
+        Mistake(
+            lambda out: (
+                f"you dropped {(out == 0).double().mean().item():.1%} of the entries: you keep an entry with "
+                "probability p and drop it with probability 1 - p"
+            ),
+            "the keep/drop test is reversed: an entry is dropped where its random number is below p",
+            matches=reversed_test,
+        ),
+        Mistake(
+            "each row is dropped or kept as a whole",
+            "every entry needs a random number of its own: torch.rand_like(x), not one per row",
+            matches=whole_rows,
+        ),
+        Mistake(
+            "the surviving entries equal x: they are not scaled",
+            "divide the survivors by 1 - p, so that each entry keeps its expected value x",
+            matches=survivors_are(1.0),
+        ),
+        Mistake(
+            "the surviving entries are x / p",
+            "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
+            matches=survivors_are(1 / p),
+        ),
+        Mistake(
+            "the surviving entries are x * (1 - p)",
+            "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
+            matches=survivors_are(1 - p),
+        ),
+    ]
+
+
+DROPOUT = Exercise(
+    "Exercise 1",
+    reference=lambda *case: case,
+    cases=_dropout_cases,
+    run=_calls,
+    hint=DROPOUT_HINT,
+    describe=_describe_dropout,
+    mistakes=_dropout_mistakes,
+    done=" on every hidden tensor, in training and evaluation mode",
+    returned_none="return the tensor after dropout",
+    in_place_hint="build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
+    differ=_dropout_differs,
+)
+
+
+def exercise_1(my_dropout) -> bool:
+    """``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors. The check seeds torch's global
+    generator inside ``fork_rng``: the verdict repeats, and the reader's random state is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
-        if all(family(name, my_dropout, small, large) for family in families):
-            return correct(name, " on every hidden tensor, in training and evaluation mode")
-    return False
-
-
-def _run(name, my_dropout, x, p, training, case):
-    """Run the reader's dropout on a copy of x; return (ok, output). Reports None, a non-tensor, a wrong
-    shape and a changed input."""
-    ran, out = run_candidate(
-        name,
-        my_dropout,
-        x.clone(),
-        p,
-        training,
-        hint=DROPOUT_HINT,
-        case=case,
-        in_place_hint="build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
-    )
-    if not ran:
-        return False, None
-    if out is None:
-        return False, not_yet(name, f"your function returned None {case}", "return the tensor after dropout")
-    if not isinstance(out, torch.Tensor):
-        return False, not_yet(name, f"expected a tensor {case}, got {type(out).__name__}", "return a tensor")
-    if out.shape != x.shape:
-        return False, not_yet(
-            name, f"the output has shape {tuple(out.shape)} {case}, expected {tuple(x.shape)}", "keep x's shape"
-        )
-    return True, out.detach().double()  # compared in float64, whatever dtype the reader returned
-
-
-def _judge_training_mode(name, my_dropout, small, large) -> bool:
-    """Training mode: the fraction dropped, then the survivors' values, on hidden tensors."""
-    for x, p in ((large, 0.3), (large, 0.75), (small, 0.2)):
-        case = f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
-        ok, out = _run(name, my_dropout, x, p, True, case)
-        if not ok:
-            return False
-        if torch.isnan(out).any():
-            return not_yet(name, f"the output holds nan {case}", DROPOUT_HINT)
-        dropped = out == 0
-        if x.numel() > 1000 and not _judge_fraction(name, dropped, p, case):
-            return False
-        if not _judge_survivors(name, out[~dropped], x.double()[~dropped], p, case):
-            return False
-    return True
-
-
-def _judge_fraction(name, dropped, p, case) -> bool:
-    """The fraction of entries dropped is p, within five standard deviations; else which mistake it points to."""
-    fraction, band = dropped.float().mean().item(), _binomial_band(p, dropped.numel())
-    if abs(fraction - (1 - p)) <= band:
-        return not_yet(
-            name,
-            f"you dropped {fraction:.1%} of the entries {case}: you keep an entry with probability p "
-            "and drop it with probability 1 - p",
-            "the keep/drop test is reversed: an entry is dropped where its random number is below p",
-        )
-    if abs(fraction - p) <= band:
-        return True
-    if (dropped.all(dim=-1) | (~dropped).all(dim=-1)).all():
-        return not_yet(
-            name,
-            f"each row is dropped or kept as a whole {case}",
-            "every entry needs a random number of its own: torch.rand_like(x), not one per row",
-        )
-    wrong_fraction = f"you dropped {fraction:.1%} of the entries {case}, expected about {p:.0%} (within {band:.1%})"
-    return not_yet(name, wrong_fraction, DROPOUT_HINT)
-
-
-def _judge_survivors(name, survivors, kept_x, p, case) -> bool:
-    """The entries not dropped (float64) are x / (1 - p), from ``kept_x``, the same entries of x; else which
-    wrong scale they have."""
-    if torch.allclose(survivors, kept_x / (1 - p), rtol=1e-5, atol=1e-6):
-        return True
-    if torch.allclose(survivors, kept_x, rtol=1e-5, atol=1e-6):
-        return not_yet(
-            name,
-            f"the surviving entries equal x {case}: they are not scaled",
-            "divide the survivors by 1 - p, so that each entry keeps its expected value x",
-        )
-    if torch.allclose(survivors, kept_x / p, rtol=1e-5, atol=1e-6):
-        return not_yet(
-            name,
-            f"the surviving entries are x / p {case}",
-            "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
-        )
-    if torch.allclose(survivors, kept_x * (1 - p), rtol=1e-5, atol=1e-6):
-        return not_yet(
-            name,
-            f"the surviving entries are x * (1 - p) {case}",
-            "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
-        )
-    return not_yet(name, f"a surviving entry is not x / (1 - p) {case}", DROPOUT_HINT)
-
-
-def _judge_nothing_to_drop(name, my_dropout, small, large) -> bool:
-    """p = 0 and evaluation mode return x (checked after training mode, whose checks name a reversed test)."""
-    for p, training, case, hint in (
-        (0.4, False, "with training=False", "in evaluation mode dropout does nothing: return x unchanged"),
-        (0.0, True, "with p = 0", "with p = 0 no entry is dropped"),
-    ):
-        ok, out = _run(name, my_dropout, small, p, training, case)
-        if not ok:
-            return False
-        if not torch.allclose(out, small.double()):
-            return not_yet(name, f"the output differs from x {case}", hint)
-    return True
-
-
-def _judge_fresh_masks(name, my_dropout, small, large) -> bool:
-    """Two calls draw two different masks."""
-    ok, second = _run(name, my_dropout, large, 0.3, True, "on a second call")
-    ok, third = _run(name, my_dropout, large, 0.3, True, "on a third call") if ok else (False, None)
-    if ok and torch.equal(second == 0, third == 0):
-        return not_yet(
-            name,
-            "two calls dropped exactly the same entries",
-            "draw a new random mask at every call; do not seed or store the mask inside the function",
-        )
-    return ok
-
-
-def _judge_p_one(name, my_dropout, small, large) -> bool:
-    """p = 1 drops everything: no division by 1 - p = 0."""
-    ok, out = _run(name, my_dropout, small, 1.0, True, "with p = 1")
-    if not ok or torch.equal(out, torch.zeros_like(out)):
-        return ok
-    problem = "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
-    return not_yet(
-        name,
-        f"{problem} with p = 1",
-        "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0",
-    )
+        return DROPOUT.check(my_dropout)
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:
@@ -256,6 +265,5 @@ EMPTY_ROWS = Exercise(
 )
 
 
-def exercise_2(expected_empty_rows) -> bool:
-    """``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties."""
-    return EMPTY_ROWS.check(expected_empty_rows)
+# ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
+exercise_2 = EMPTY_ROWS.check

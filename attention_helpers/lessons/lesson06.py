@@ -4,13 +4,16 @@ given the same weights."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
 from ..functional import causal_mask, scaled_dot_product_attention
-from . import Forbidden, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import Exercise, Forbidden, Mistake, compare, hidden_generator
 
 SEED = 606
 
@@ -71,24 +74,33 @@ _SHAPE_MISTAKES = (
 )
 
 
-def exercise_1(answer) -> bool:
-    """``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer."""
-    name = "Exercise 1"
-    if answer is None:
-        return not_answered(name)
-    expected = _shapes_reference()
-    hint = "head_dim = d_out // num_heads; heads come before tokens inside the layer; the output is d_out wide"
-    problem = compare(answer, expected, atol=0)
-    if problem is None:
-        return correct(name)
-    if isinstance(answer, (tuple, list)) and len(answer) == 4:
-        for index, wrong, meaning, specific_hint in _SHAPE_MISTAKES:
-            given = answer[index]
-            if isinstance(given, (tuple, list, torch.Size)):
-                given = tuple(given)
-            if isinstance(given, (int, tuple)) and given == wrong:
-                return not_yet(name, f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}", specific_hint)
-    return not_yet(name, problem, hint)
+def _as_shape(item):
+    return tuple(item) if isinstance(item, (tuple, list, torch.Size)) else item
+
+
+SHAPES = Exercise(
+    "Exercise 1",
+    reference=_shapes_reference,
+    cases=lambda: [()],
+    hint="head_dim = d_out // num_heads; heads come before tokens inside the layer; the output is d_out wide",
+    mistakes=lambda: [
+        Mistake(
+            f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}",
+            hint,
+            matches=lambda answer, index=index, wrong=wrong: (
+                isinstance(answer, (tuple, list)) and len(answer) == 4 and _as_shape(answer[index]) == wrong
+            ),
+        )
+        for index, wrong, meaning, hint in _SHAPE_MISTAKES
+    ],
+    done="",
+    atol=0,
+    value=True,
+)
+
+
+# ``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer.
+exercise_1 = SHAPES.check
 
 
 def _multi_head(
@@ -254,59 +266,52 @@ def _fused_reference(x, W_qkv, W_out, num_heads, causal):
         return mha(x)
 
 
+def _fused_cases() -> list[tuple]:
+    """(x, W_qkv, W_out, num_heads, causal) for each of the hidden shapes."""
+    generator = hidden_generator(SEED)
+    return [
+        (*_fused_inputs(generator, batch, num_tokens, d_in, d_out), num_heads, causal)
+        for batch, num_tokens, d_in, d_out, num_heads, causal in _FUSED_CASES
+    ]
+
+
+def _fused_mistakes(fused_attention, x, W_qkv, W_out, num_heads, causal) -> list[Mistake]:
+    """The named mistakes of exercise 2 on one hidden case; the last one runs the answer on shuffled tokens."""
+    args = (x, W_qkv, W_out, num_heads, causal)
+    return [
+        Mistake(
+            "your output holds nan",
+            "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the query "
+            "(torch.triu(..., diagonal=1)), never the query itself",
+            matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
+        ),
+        *(Mistake(meaning, hint, _multi_head(*args, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
+        Mistake(
+            "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
+            "heads and positions got mixed in a reshape: split with view(batch, num_tokens, num_heads, "
+            "head_dim).transpose(1, 2), and merge with transpose(1, 2) before the reshape",
+            matches=lambda answer: not _equivariant(fused_attention, args),
+        ),
+    ]
+
+
+FUSED = Exercise(
+    "Exercise 2",
+    reference=_fused_reference,
+    cases=_fused_cases,
+    hint=FUSED_HINT,
+    describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
+        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
+        f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
+    ),
+    forbidden=FUSED_FORBIDDEN,
+)
+
+
 def exercise_2(fused_attention) -> bool:
     """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs."""
-    name = "Exercise 2"
-    if fused_attention is None:
-        return not_answered(name)
-    if not callable(fused_attention):
-        return not_yet(name, f"expected a function, got {type(fused_attention).__name__}", "define it with def")
-    generator = hidden_generator(SEED)
-    for number, (batch, num_tokens, d_in, d_out, num_heads, causal) in enumerate(_FUSED_CASES, start=1):
-        x, W_qkv, W_out = _fused_inputs(generator, batch, num_tokens, d_in, d_out)
-        args = (x, W_qkv, W_out, num_heads, causal)
-        case = (
-            f"on case {number} of {len(_FUSED_CASES)} (batch {batch}, {num_tokens} tokens, d_in {d_in}, "
-            f"d_out {d_out}, {num_heads} heads, causal={causal})"
-        )
-        expected = _fused_reference(*args)
-        with torch.no_grad():
-            ran, answer = run_candidate(
-                name,
-                fused_attention,
-                *(a.clone() for a in args[:3]),
-                *args[3:],
-                hint=FUSED_HINT,
-                case=case,
-                forbidden=FUSED_FORBIDDEN,
-            )
-        if not ran:
-            return False
-        problem = compare(answer, expected, atol=1e-4)
-        if problem is None:
-            continue
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            if torch.isnan(answer).any():
-                return not_yet(
-                    name,
-                    f"your output holds nan {case}",
-                    "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the "
-                    "query (torch.triu(..., diagonal=1)), never the query itself",
-                )
-            for keywords, meaning, hint in _FUSED_MISTAKES:
-                wrong = _multi_head(*args, **keywords)
-                if compare(wrong, expected, atol=1e-3) is not None and compare(answer, wrong, atol=1e-4) is None:
-                    return not_yet(name, f"{meaning} ({case})", hint)
-            if not _equivariant(fused_attention, args):
-                return not_yet(
-                    name,
-                    f"{problem} {case}; and with causal=False, shuffling the input tokens does not shuffle your "
-                    "output rows the same way",
-                    "heads and positions got mixed in a reshape: split with view(batch, num_tokens, num_heads, "
-                    "head_dim).transpose(1, 2), and merge with transpose(1, 2) before the reshape",
-                )
-        return not_yet(name, f"{problem} {case}", FUSED_HINT)
-    return correct(name, f" on all {len(_FUSED_CASES)} hidden cases")
+    mistakes = functools.partial(_fused_mistakes, fused_attention)  # the last mistake runs the answer again
+    return dataclasses.replace(FUSED, mistakes=mistakes).check(fused_attention)
 
 
 def _equivariant(fused_attention, args) -> bool:

@@ -10,18 +10,7 @@ from torch import nn
 
 from ..attention import MultiHeadAttention
 from ..encoder import EncoderLayer, FeedForward, LayerNorm
-from . import (
-    Exercise,
-    Forbidden,
-    Mistake,
-    compare,
-    correct,
-    hidden_generator,
-    not_answered,
-    not_yet,
-    run_candidate,
-    wrong_answer,
-)
+from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
 
 SEED = 707
 
@@ -88,9 +77,8 @@ PADDING_MASK = Exercise(
 )
 
 
-def exercise_1(padding_mask) -> bool:
-    """``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths."""
-    return PADDING_MASK.check(padding_mask)
+# ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
+exercise_1 = PADDING_MASK.check
 
 
 def _layer_norm_cases() -> list[tuple]:
@@ -189,9 +177,8 @@ LAYER_NORM = Exercise(
 )
 
 
-def exercise_2(my_layer_norm) -> bool:
-    """``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs."""
-    return LAYER_NORM.check(my_layer_norm)
+# ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
+exercise_2 = LAYER_NORM.check
 
 
 # (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
@@ -325,71 +312,63 @@ _BLOCK_MISTAKES = (
 )
 
 
-def _run_block(name: str, block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor, case: str):
-    """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode: ``(True, output)``, or
-    ``(False, None)`` after printing what is wrong: an exception, an ``ah.EncoderLayer`` inside, ``None``, or an
-    output that follows torch_layer's parameters (0.5 is added to them, so a block holding copies does not change)."""
-    ran, block = run_candidate(name, block_class, torch_layer, hint=BLOCK_HINT, case=f"building the block {case}")
-    if not ran:
-        return False, None
-    if isinstance(block, nn.Module):
-        if any(isinstance(module, EncoderLayer) for module in block.modules()):
-            return False, not_yet(
-                name,
-                "your block holds an ah.EncoderLayer",
-                "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
-            )
-        block.eval()  # compared in evaluation mode: no dropout
-    with torch.no_grad():
-        ran, answer = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
-    if not ran:
-        return False, None
-    if answer is None:
-        return False, not_yet(name, f"forward returned None {case}", "return x after the two sublayers")
-    with torch.no_grad():
-        for parameter in torch_layer.parameters():
-            parameter.add_(0.5)
-        ran, again = run_candidate(name, block, x.clone(), hint=BLOCK_HINT, case=f"running the block {case}")
-    if not ran:
-        return False, None
-    if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
-        return False, not_yet(
-            name,
-            f"your block still uses torch_layer's own modules or parameters {case}",
-            "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
-        )
-    return True, answer
-
-
-def exercise_3(block_class) -> bool:
-    """``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied)."""
-    name = "Exercise 3"
-    if block_class is None:
-        return not_answered(name)
-    if not callable(block_class):
-        return not_yet(name, f"expected a class, got {type(block_class).__name__}", "define it with class")
+def _block_cases() -> list[tuple]:
+    """(torch_layer, x, its output, the package's parts with copies of its weights) for each hidden shape: the output
+    and the parts come first, since running the answer changes torch_layer's parameters."""
+    cases = []
     for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
-        case = (
-            f"on case {number} of {len(_BLOCK_CASES)} (batch {batch}, {num_tokens} tokens, d_model {d_model}, "
-            f"{num_heads} heads, ffn_hidden {ffn_hidden})"
-        )
         torch_layer = _torch_block(number, d_model, num_heads, ffn_hidden)
         generator = hidden_generator(SEED + 10 * number)
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=generator) + 1  # clearly not normalised
         with torch.no_grad():
-            expected = torch_layer(x)
-        parts = _parts(torch_layer, num_tokens)  # copied before _run_block changes torch_layer's parameters
-        ok, answer = _run_block(name, block_class, torch_layer, x, case)
-        if not ok:
-            return False
-        problem = compare(answer, expected, atol=1e-4)
-        if problem is None:
-            continue
-        with torch.no_grad():
-            mistakes = (
-                Mistake(meaning, hint, _pre_ln_block(parts, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
+            cases.append((torch_layer, x, torch_layer(x), _parts(torch_layer, num_tokens)))
+    return cases
+
+
+def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor):
+    """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode. :class:`WrongFormError`
+    for an ``ah.EncoderLayer`` inside, or an output that follows torch_layer's parameters (0.5 is added to them, so a
+    block holding copies does not change)."""
+    block = block_class(torch_layer)
+    if isinstance(block, nn.Module):
+        if any(isinstance(module, EncoderLayer) for module in block.modules()):
+            raise WrongFormError(
+                "your block holds an ah.EncoderLayer",
+                "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
             )
-            return wrong_answer(name, case, answer, expected, mistakes, problem, BLOCK_HINT)
-    return correct(
-        name, f" on all {len(_BLOCK_CASES)} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)"
-    )
+        block.eval()  # compared in evaluation mode: no dropout
+    answer = block(x.clone())
+    if answer is None:
+        raise WrongFormError("forward returned None", "return x after the two sublayers")
+    for parameter in torch_layer.parameters():
+        parameter.add_(0.5)
+    again = block(x.clone())
+    if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
+        raise WrongFormError(
+            "your block still uses torch_layer's own modules or parameters",
+            "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
+        )
+    return answer
+
+
+BLOCK = Exercise(
+    "Exercise 3",
+    reference=lambda torch_layer, x, expected, parts: expected,
+    cases=_block_cases,
+    arguments=lambda torch_layer, x, expected, parts: (torch_layer, x),
+    run=_build_and_run,
+    hint=BLOCK_HINT,
+    describe=lambda number, total, torch_layer, x, expected, parts: (
+        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_model {x.shape[2]}, "
+        f"{torch_layer.self_attn.num_heads} heads, ffn_hidden {torch_layer.linear1.out_features})"
+    ),
+    mistakes=lambda torch_layer, x, expected, parts: [
+        Mistake(meaning, hint, _pre_ln_block(parts, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
+    ],
+    done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",
+    returned_none="return the block",
+)
+
+
+# ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
+exercise_3 = BLOCK.check

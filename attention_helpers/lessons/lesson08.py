@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..training import TokenClassifier, evaluate, make_task, train
-from . import Exercise, Mistake, correct, hidden_generator, not_answered, not_yet
+from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 _SEED = 8_01
 
@@ -48,9 +48,8 @@ ROTATE = Exercise(
 )
 
 
-def exercise_1(rotate_targets) -> bool:
-    """``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front."""
-    return ROTATE.check(rotate_targets)
+# ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
+exercise_1 = ROTATE.check
 
 
 def _causal_reverse_accuracy(
@@ -61,7 +60,7 @@ def _causal_reverse_accuracy(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():  # the checks run under no_grad
             data = make_task("reverse", num_train, num_heldout, num_tokens, vocab_size=10, seed=seed)
             torch.manual_seed(seed)
             model = TokenClassifier(10, d_model, num_heads, num_layers, ffn_hidden)
@@ -111,6 +110,22 @@ _ACCURACY_MISTAKES = (
 )
 
 
+def _accuracy(answer) -> float:
+    """The answer as a fraction; :class:`WrongFormError` for no number, a percentage or no accuracy at all."""
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        raise WrongFormError(
+            f"expected a number, got {type(answer).__name__}",
+            "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
+        )
+    if 1 < answer <= 100:
+        raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
+    if not 0 <= answer <= 1:
+        raise WrongFormError(f"{answer:g} is not an accuracy", "an accuracy is a fraction between 0 and 1")
+    return float(answer)
+
+
 def exercise_2(
     answer,
     *,
@@ -134,30 +149,6 @@ def exercise_2(
     tell it from the model without a mask (about 1.0) and from one without positions (about 0.3). The notebook
     passes every value of its parameters cell, so a reader who changes one is judged against that configuration;
     the accuracies of other models are named only for the lesson's own configuration, where they were measured."""
-    name = "Exercise 2"
-    if answer is None:
-        return not_answered(name)
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return not_yet(
-            name,
-            f"expected a number, got {type(answer).__name__}",
-            "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
-        )
-    answer = float(answer)
-    if 1 < answer <= 100:
-        return not_yet(name, f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
-    if not 0 <= answer <= 1:
-        return not_yet(name, f"{answer:g} is not an accuracy", "an accuracy is a fraction between 0 and 1")
-    reference = _causal_reverse_accuracy(
-        seed, num_tokens, num_train, num_heldout, d_model, num_heads, num_layers, ffn_hidden, num_steps, batch_size, lr
-    )
-    if abs(answer - reference) <= band:
-        return correct(
-            name,
-            ": the model gets right the positions whose digit it can see (the second half) and guesses the others",
-        )
     configuration = dict(
         num_tokens=num_tokens,
         num_train=num_train,
@@ -170,18 +161,23 @@ def exercise_2(
         batch_size=batch_size,
         lr=lr,
     )
-    return not_yet(name, *_explain(answer, configuration))
-
-
-def _explain(answer: float, configuration: dict) -> tuple[str, str]:
-    """(what is wrong, hint) for an accuracy outside the band: another model's accuracy, named only for the lesson's
-    own configuration, where those accuracies were measured."""
-    if configuration == LESSON_CONFIGURATION:
-        for (low, high), problem, hint in _ACCURACY_MISTAKES:
-            if low <= answer <= high:
-                return problem, hint
-    return (
-        "that is outside the range the check measured for this configuration",
-        "build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same that "
-        "the check cell passes, and measure on the held-out set with ah.evaluate",
-    )
+    named = _ACCURACY_MISTAKES if configuration == LESSON_CONFIGURATION else ()
+    return Exercise(
+        "Exercise 2",
+        reference=lambda: _causal_reverse_accuracy(seed, *configuration.values()),
+        cases=lambda: [()],
+        hint="build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same "
+        "that the check cell passes, and measure on the held-out set with ah.evaluate",
+        mistakes=lambda: [
+            Mistake(problem, hint, matches=lambda accuracy, low=low, high=high: low <= accuracy <= high)
+            for (low, high), problem, hint in named
+        ],
+        done=": the model gets right the positions whose digit it can see (the second half) and guesses the others",
+        convert=_accuracy,
+        differ=lambda accuracy, expected: (
+            None
+            if abs(accuracy - expected) <= band
+            else "that is outside the range the check measured for this configuration"
+        ),
+        value=True,
+    ).check(answer)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import Exercise, Mistake, compare, correct, hidden_generator, not_answered, not_yet
+from . import Exercise, Mistake, WrongFormError, compare, hidden_generator, not_answered
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -109,40 +109,55 @@ MEAN_POOL = Exercise(
 )
 
 
-def exercise_1(my_mean_pool) -> bool:
-    """``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's
-    ``(batch, num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens."""
-    return MEAN_POOL.check(my_mean_pool)
+# ``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's ``(batch,
+# num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens.
+exercise_1 = MEAN_POOL.check
+
+
+def _index(answer, num_sentences: int) -> int:
+    """An index into the list: an int, or a one-element integer tensor such as ``sims.argmax()``."""
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+        raise WrongFormError(
+            f"expected an index (an int), got {type(answer).__name__}", "answer with the sentence's position"
+        )
+    if not 0 <= answer < num_sentences:
+        raise WrongFormError(f"{answer} is not an index of the list", f"indices run from 0 to {num_sentences - 1}")
+    return int(answer)
+
+
+def _shares_a_word(sentence: str) -> list[str]:
+    """The words, other than the commonest, that ``sentence`` shares with :data:`QUESTION`."""
+    question_words = set(QUESTION.lower().strip(".").split())
+    return sorted(question_words & set(sentence.lower().strip(".?!").split()) - {"the", "a", "is", "on"})
 
 
 def exercise_2(answer, sentences) -> bool:
     """``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`."""
-    name = "Exercise 2"
     if answer is None:
-        return not_answered(name)
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
-        answer = answer.item()  # sims.argmax(): a 0-dimensional integer tensor
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        return not_yet(
-            name, f"expected an index (an int), got {type(answer).__name__}", "answer with the sentence's position"
-        )
-    if not 0 <= answer < len(sentences):
-        return not_yet(name, f"{answer} is not an index of the list", f"indices run from 0 to {len(sentences) - 1}")
+        return not_answered("Exercise 2")  # before the model encodes anything
     vectors = _model().encode(list(sentences) + [QUESTION])  # length 1 each: dot product = cosine similarity
     similarities = vectors[:-1] @ vectors[-1]
     nearest = int(similarities.argmax())
-    if answer == nearest:
-        return correct(name, f": {sentences[nearest]!r}, cosine similarity {similarities[nearest]:.2f}")
-    question_words = set(QUESTION.lower().strip(".").split())
-    shared = question_words & set(sentences[answer].lower().strip(".?!").split()) - {"the", "a", "is", "on"}
-    if shared:
-        return not_yet(
-            name,
-            f"sentence {answer} shares the word {sorted(shared)[0]!r}, but it is not the nearest",
-            "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
-        )
-    return not_yet(
-        name,
-        f"sentence {answer} is not the nearest",
-        "encode the sentences and the question with model.encode; the largest dot product is the nearest",
-    )
+    done = f": {sentences[nearest]!r}, cosine similarity {similarities[nearest]:.2f}"
+    return Exercise(
+        "Exercise 2",
+        reference=lambda: nearest,
+        cases=lambda: [()],
+        hint="encode the sentences and the question with model.encode; the largest dot product is the nearest",
+        mistakes=lambda: [
+            Mistake(
+                lambda index: (
+                    f"sentence {index} shares the word {_shares_a_word(sentences[index])[0]!r}, but it is "
+                    "not the nearest"
+                ),
+                "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
+                matches=lambda index: bool(_shares_a_word(sentences[index])),
+            )
+        ],
+        done=done.replace("{", "{{").replace("}", "}}"),
+        convert=lambda answer: _index(answer, len(sentences)),
+        differ=lambda index, nearest: None if index == nearest else f"sentence {index} is not the nearest",
+        value=True,
+    ).check(answer)

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import Exercise, Forbidden, Mistake, compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import IN_PLACE_HINT, Exercise, Forbidden, Mistake, WrongFormError, compare, hidden_generator
 
 _SEED = 10_01
 
@@ -87,75 +87,93 @@ def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str,
     ]
 
 
-def _count_projected_tokens(layer: MultiHeadAttention) -> list[int]:
-    """Record how many tokens each call of ``layer.W_key`` and ``layer.W_value`` projects (forward hooks; the
-    module is the checker's own, made for this check)."""
-    counts: list[int] = []
-    for projection in (layer.W_key, layer.W_value):
-        projection.register_forward_hook(lambda module, inputs, output: counts.append(inputs[0].shape[-2]))
-    return counts
+KV_HINT = (
+    "project x_new with W_query, W_key and W_value, split the heads, append the new key and value to the "
+    "cached ones (torch.cat on the token axis), attend with the new query over all of them (no mask), "
+    "merge the heads and apply out_proj"
+)
 
 
-@torch.no_grad()
-def exercise_1(kv_step) -> bool:
-    """``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``,
-    ``x_new`` ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned;
-    ``out`` ``(batch, 1, d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence."""
-    name = "Exercise 1"
-    if kv_step is None:
-        return not_answered(name)
-    if not callable(kv_step):
-        return not_yet(name, f"kv_step must be a function, got {type(kv_step).__name__}", "def kv_step(...)")
-    cases = _attention_cases()
-    hint = (
-        "project x_new with W_query, W_key and W_value, split the heads, append the new key and value to the "
-        "cached ones (torch.cat on the token axis), attend with the new query over all of them (no mask), "
-        "merge the heads and apply out_proj"
-    )
-    for number, (layer, x) in enumerate(cases, start=1):
-        batch, num_tokens, d_in = x.shape
-        where = f"on hidden case {number} of {len(cases)} ({num_tokens} tokens, batch {batch}, d_in {d_in})"
-        expected = layer(x)  # (batch, num_tokens, d_out): the uncached causal layer
-        projected = _count_projected_tokens(layer)
-        cache, outputs = None, []
-        for t in range(num_tokens):
-            ran, result = run_candidate(
-                name, kv_step, layer, x[:, t : t + 1].clone(), cache, hint=hint, case=where, may_change=(2,)
-            )
-            if not ran:
-                return False
-            if any(count > 1 for count in projected):  # keys or values recomputed from cached inputs
-                return not_yet(
-                    name,
-                    f"at step {t} W_key or W_value projected {max(projected)} tokens {where}: a KV cache keeps the "
-                    "keys and values themselves, so each step projects only the new token",
+def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """Feed ``x`` ``(batch, num_tokens, d_in)`` to ``kv_step`` one token at a time, starting from no cache; return the
+    outputs ``(batch, num_tokens, d_out)``. :class:`WrongFormError` for a step that changes its ``x_new``, projects
+    more than the new token (keys or values recomputed from cached inputs) or returns no ``(out, cache)`` pair."""
+    projected: list[int] = []  # how many tokens each call of W_key and W_value projects
+    hooks = [
+        projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
+        for projection in (layer.W_key, layer.W_value)
+    ]
+    cache, outputs = None, []
+    try:
+        for t in range(x.shape[1]):
+            x_new = x[:, t : t + 1].clone()
+            result = kv_step(layer, x_new, cache)
+            if not torch.equal(x_new, x[:, t : t + 1]):
+                raise WrongFormError(f"your function changed its input x_new in place at step {t}", IN_PLACE_HINT)
+            if any(count > 1 for count in projected):
+                raise WrongFormError(
+                    f"at step {t} W_key or W_value projected {max(projected)} tokens: a KV cache keeps the keys and "
+                    "values themselves, so each step projects only the new token",
                     "cache the split keys and values, not the inputs, and append the new token's to them",
                 )
             projected.clear()
             if not isinstance(result, (tuple, list)) or len(result) != 2:
-                return not_yet(
-                    name, f"kv_step must return a pair (out, cache), got {type(result).__name__} {where}", hint
-                )
+                raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
             out, cache = result
-            problem = compare(out, expected[:, t : t + 1])
-            if problem is not None and not (isinstance(out, torch.Tensor) and out.shape == expected[:, :1].shape):
-                return not_yet(name, f"at step {t}, out: {problem} {where}", hint)
+            if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
+                raise WrongFormError(
+                    f"at step {t}, out: {compare(out, torch.zeros(x.shape[0], 1, layer.d_out))}", KV_HINT
+                )
             outputs.append(out)
-        answer = torch.cat(outputs, dim=1)
-        problem = compare(answer, expected)
-        if problem is None:
-            continue
-        if bool(answer.isnan().any()):
-            return not_yet(
-                name,
-                f"your outputs hold nan {where}: a query attended to no key at all",
-                "append the new key and value to the cache before the new query attends: it must see itself",
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.cat(outputs, dim=1)
+
+
+def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one hidden case (the first step may differ: no key at all)."""
+    expected = layer(x)
+    return [
+        Mistake(
+            "your outputs hold nan: a query attended to no key at all",
+            "append the new key and value to the cache before the new query attends: it must see itself",
+            matches=lambda answer: bool(answer.isnan().any()),
+        ),
+        *(
+            Mistake(
+                problem,
+                hint or KV_HINT,
+                matches=lambda answer, wrong=wrong: compare(answer[:, 1:], wrong[:, 1:]) is None,
             )
-        for mistake, mistake_hint, wrong in _wrong_caches(layer, x):
-            if compare(answer[:, 1:], wrong[:, 1:]) is None:  # the first step may differ (no key at all)
-                return not_yet(name, f"{mistake} ({where})", mistake_hint or hint)
-        return not_yet(name, f"{problem} {where}", hint + "; scale the scores by 1 / sqrt(head_dim)")
-    return correct(name, f" on all {len(cases)} hidden sequences, step by step equal to the uncached layer")
+            for problem, hint, wrong in _wrong_caches(layer, x)
+        ),
+        Mistake(
+            lambda answer: compare(answer, expected),
+            KV_HINT + "; scale the scores by 1 / sqrt(head_dim)",
+            matches=lambda answer: True,
+        ),
+    ]
+
+
+KV_STEP = Exercise(
+    "Exercise 1",
+    reference=lambda layer, x: layer(x),  # (batch, num_tokens, d_out): the uncached causal layer
+    cases=_attention_cases,
+    run=_step_by_step,
+    hint=KV_HINT,
+    describe=lambda number, total, layer, x: (
+        f"on hidden case {number} of {total} ({x.shape[1]} tokens, batch {x.shape[0]}, d_in {x.shape[2]})"
+    ),
+    mistakes=_kv_mistakes,
+    done=" on all {n} hidden sequences, step by step equal to the uncached layer",
+)
+
+
+# ``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``, ``x_new``
+# ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
+# d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
+exercise_1 = KV_STEP.check
 
 
 # Exercise 2 asks for top-k filtering: the answer may not call the package's.
@@ -229,6 +247,5 @@ TOP_K = Exercise(
 )
 
 
-def exercise_2(my_top_k) -> bool:
-    """``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``."""
-    return TOP_K.check(my_top_k)
+# ``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``.
+exercise_2 = TOP_K.check

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import copy
-import math
+import functools
 import numbers
 
 import torch
@@ -19,7 +19,15 @@ import torch
 from ..attention import GroupedQueryAttention
 from ..gpt import GPT
 from ..text import CharTokenizer, evaluate_loss, language_model_loss, next_token_batch, shakespeare_text
-from . import compare, correct, hidden_generator, not_answered, not_yet, run_candidate
+from . import (
+    Exercise,
+    Mistake,
+    WrongFormError,
+    compare,
+    hidden_generator,
+    not_answered,
+    not_yet,
+)
 
 _SEED = 11_01
 _INF = float("inf")
@@ -48,89 +56,111 @@ def _stream(update, row: torch.Tensor, block_size: int):
     return running_max, running_sum
 
 
-def _reference_update(running_max, running_sum, block):
+def _update(running_max, running_sum, block, rescale: str = "right"):
+    """The online-softmax step, right, or with the old sum's rescaling left out (``rescale="none"``) or inverted."""
     new_max = torch.maximum(running_max, block.max())
     shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)  # only -inf so far: every term is 0
-    return new_max, running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum()
-
-
-def _no_rescale(running_max, running_sum, block):
-    new_max = torch.maximum(running_max, block.max())
-    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
-    return new_max, running_sum + torch.exp(block - shift).sum()
-
-
-def _inverted_rescale(running_max, running_sum, block):
-    new_max = torch.maximum(running_max, block.max())
-    shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)
-    factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
+    if rescale == "inverted":
+        factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
+    else:
+        factor = torch.exp(running_max - shift) if rescale == "right" else 1.0
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
 
 
-def _diagnose_stream(row, block_size, running_max, running_sum) -> tuple[str, str | None]:
-    """(what is wrong, its hint or None for the general one) for a streamed (running_max, running_sum) that does
-    not give ``row``'s softmax, or whose running maximum is not the row's maximum."""
-    right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, dim=-1), atol=1e-5) is None
-    last_block = row[(len(row) - 1) // block_size * block_size :]
-    if right_weights or (bool(running_max == last_block.max()) and not bool(running_max == row.max())):
-        return (
-            f"running_max ends at {running_max.item():g}, not the row's maximum {row.max().item():g}: it follows "
-            "each block's own maximum",
-            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
-        )
+_reference_update = _update
+_no_rescale = functools.partial(_update, rescale="none")
+_inverted_rescale = functools.partial(_update, rescale="inverted")
+
+
+UPDATE_HINT = (
+    "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
+    "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
+)
+
+
+def _streamed_pair(result) -> tuple[torch.Tensor, torch.Tensor]:
+    """The streamed ``(running_max, running_sum)`` as two 0-dimensional tensors."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise WrongFormError("update must return a pair (running_max, running_sum)", UPDATE_HINT)
+    if not all(isinstance(item, torch.Tensor) for item in result):
+        result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
+    if any(item.numel() != 1 for item in result):
+        raise WrongFormError("running_max and running_sum must be single numbers", UPDATE_HINT)
+    return tuple(item.reshape(()) for item in result)
+
+
+def _softmax_differs(answer, expected) -> str | None:
+    """None when the streamed ``answer`` gives the row's softmax and its maximum; ``expected`` is (row, the
+    reference's streamed pair)."""
+    (running_max, running_sum), (row, reference) = answer, expected
+    weights = torch.exp(row - running_max) / running_sum
+    if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
+        return None
+    return f"the softmax differs from torch.softmax: {compare(answer, reference, atol=1e-5) or 'wrong values'}"
+
+
+def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one hidden row."""
     blocks = [row[start : start + block_size] for start in range(0, len(row), block_size)]
-    if bool(torch.isnan(running_sum)) and any(bool((b == -_INF).all()) for b in blocks):
-        return (
+
+    def follows_blocks(answer) -> bool:
+        running_max, running_sum = answer
+        right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, -1), atol=1e-5) is None
+        return right_weights or (bool(running_max == blocks[-1].max()) and not bool(running_max == row.max()))
+
+    def streams(update):
+        wrong = _stream(update, row, block_size)
+        return lambda answer: compare(answer, wrong, atol=1e-5) is None
+
+    return [
+        Mistake(
+            lambda answer: (
+                f"running_max ends at {answer[0].item():g}, not the row's maximum {row.max().item():g}: it "
+                "follows each block's own maximum"
+            ),
+            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
+            matches=follows_blocks,
+        ),
+        Mistake(
             "the running sum became nan on a row with a block of only -inf scores",
             "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
             "then (every term exp(-inf) is 0 anyway)",
-        )
-    if not bool(torch.isfinite(running_sum)) or not bool(torch.isfinite(running_max)):
-        return (
-            f"the running maximum or sum is not finite ({running_max.item()}, {running_sum.item()})",
+            matches=lambda answer: bool(answer[1].isnan()) and any(bool((b == -_INF).all()) for b in blocks),
+        ),
+        Mistake(
+            lambda answer: f"the running maximum or sum is not finite ({answer[0].item()}, {answer[1].item()})",
             "subtract the running maximum inside exp, so that no exponent is positive",
-        )
-    for wrong, problem in (
-        (_no_rescale, "the old sum was not rescaled when the maximum grew"),
-        (_inverted_rescale, "the old sum was rescaled by exp(new max - old max), the wrong way round"),
-    ):
-        if compare((running_max, running_sum), _stream(wrong, row, block_size), atol=1e-5) is None:
-            return problem, None
-    problem = compare((running_max, running_sum), _stream(_reference_update, row, block_size), atol=1e-5)
-    return f"the softmax differs from torch.softmax: {problem or 'wrong values'}", None
+            matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
+        ),
+        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
+        Mistake(
+            "the old sum was rescaled by exp(new max - old max), the wrong way round",
+            UPDATE_HINT,
+            matches=streams(_inverted_rescale),
+        ),
+    ]
 
 
-def exercise_1(update) -> bool:
-    """``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a
-    1-D block of scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax."""
-    name = "Exercise 1"
-    if update is None:
-        return not_answered(name)
-    if not callable(update):
-        return not_yet(name, f"update must be a function, got {type(update).__name__}", "def update(...)")
-    hint = (
-        "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
-        "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
-    )
-    rows = _rows()
-    for number, (row, block_size) in enumerate(rows, start=1):
-        where = f"on hidden row {number} of {len(rows)} ({len(row)} scores in blocks of {block_size})"
-        ran, result = run_candidate(name, _stream, update, row, block_size, hint=hint, case=where)
-        if not ran:
-            return False
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return not_yet(name, f"update must return a pair (running_max, running_sum) {where}", hint)
-        if not all(isinstance(item, torch.Tensor) for item in result):
-            result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
-        running_max, running_sum = (item.reshape(()) if item.numel() == 1 else item for item in result)
-        if running_max.numel() != 1 or running_sum.numel() != 1:
-            return not_yet(name, f"running_max and running_sum must be single numbers {where}", hint)
-        weights = torch.exp(row - running_max) / running_sum
-        if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
-            continue
-        problem, specific_hint = _diagnose_stream(row, block_size, running_max, running_sum)
-        return not_yet(name, f"{problem} {where}", specific_hint or hint)
-    return correct(name, f" on all {len(rows)} hidden rows, equal to torch.softmax")
+ONLINE_SOFTMAX = Exercise(
+    "Exercise 1",
+    reference=lambda row, block_size: (row, _stream(_reference_update, row, block_size)),
+    cases=_rows,
+    run=_stream,
+    hint=UPDATE_HINT,
+    describe=lambda number, total, row, block_size: (
+        f"on hidden row {number} of {total} ({len(row)} scores in blocks of {block_size})"
+    ),
+    mistakes=_stream_mistakes,
+    done=" on all {n} hidden rows, equal to torch.softmax",
+    returned_none="return the pair (running_max, running_sum)",
+    convert=_streamed_pair,
+    differ=_softmax_differs,
+)
+
+
+# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
+# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
+exercise_1 = ONLINE_SOFTMAX.check
 
 
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
@@ -159,42 +189,28 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int) ->
     return grouped.train(attention.training)
 
 
-def _first_of_group(attention, num_kv_heads):
+def _regrouped(attention, num_kv_heads: int, how: str) -> GroupedQueryAttention:
+    """The check's conversion with the key/value heads of a plausible mistake: each group's "first" head, the "summed"
+    heads, or the mean over "strided" groups (heads h, h + num_kv_heads, ...: not the grouping the module uses)."""
     group = attention.num_heads // num_kv_heads
     converted = reference_to_grouped(attention, num_kv_heads)
     with torch.no_grad():
         for which in ("W_key", "W_value"):
-            weight = getattr(attention, which).weight.view(num_kv_heads, group, attention.head_dim, -1)
-            getattr(converted, which).weight.copy_(weight[:, 0].flatten(0, 1))
-            bias = getattr(attention, which).bias
-            if bias is not None:
-                getattr(converted, which).bias.copy_(bias.view(num_kv_heads, group, -1)[:, 0].flatten())
+            for name, parameter in getattr(converted, which).named_parameters():  # weight, and bias if any
+                original = getattr(getattr(attention, which), name)
+                by_group = original.view(num_kv_heads, group, -1)  # (num_kv_heads, group, head_dim [* d_in])
+                heads = {
+                    "first": by_group[:, 0],
+                    "summed": by_group.sum(dim=1),
+                    "strided": original.view(group, num_kv_heads, -1).mean(dim=0),
+                }[how]
+                parameter.copy_(heads.reshape(parameter.shape))
     return converted
 
 
-def _strided(attention, num_kv_heads):
-    """Groups of heads h, h + num_kv_heads, h + 2 num_kv_heads, ...: not the grouping the module uses."""
-    group = attention.num_heads // num_kv_heads
-    converted = reference_to_grouped(attention, num_kv_heads)
-    with torch.no_grad():
-        for which in ("W_key", "W_value"):
-            weight = getattr(attention, which).weight.view(group, num_kv_heads, attention.head_dim, -1)
-            getattr(converted, which).weight.copy_(weight.mean(dim=0).flatten(0, 1))
-            bias = getattr(attention, which).bias
-            if bias is not None:
-                getattr(converted, which).bias.copy_(bias.view(group, num_kv_heads, -1).mean(dim=0).flatten())
-    return converted
-
-
-def _summed(attention, num_kv_heads):
-    group = attention.num_heads // num_kv_heads
-    converted = reference_to_grouped(attention, num_kv_heads)
-    with torch.no_grad():
-        for which in ("W_key", "W_value"):
-            getattr(converted, which).weight.mul_(group)
-            if getattr(converted, which).bias is not None:
-                getattr(converted, which).bias.mul_(group)
-    return converted
+_first_of_group = functools.partial(_regrouped, how="first")
+_strided = functools.partial(_regrouped, how="strided")
+_summed = functools.partial(_regrouped, how="summed")
 
 
 def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
@@ -209,80 +225,98 @@ def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
     return cases
 
 
-def _differing_parameter(converted, reference) -> tuple[str, str] | None:
-    """(the first entry of ``converted``'s state that differs from ``reference``'s, a hint for it), or None."""
-    theirs = converted.state_dict()
-    for key, value in reference.state_dict().items():
-        if key in theirs and compare(theirs[key], value, atol=1e-5) is not None:
-            what = key.rsplit(".", 1)[0]
-            if key.endswith("bias") and what in ("W_key", "W_value"):
-                return key, (
-                    "the key and value biases belong to heads too: average them over each group like the weights, "
-                    "bias.view(num_kv_heads, group, head_dim).mean(dim=1)"
-                )
-            if what in ("W_query", "out_proj"):
-                return key, f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
-    return None
+GROUPED_HINT = (
+    "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
+    "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
+    "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
+)
 
 
-def _check_to_grouped(name: str, to_grouped) -> bool | None:
-    """None when ``to_grouped`` converts every hidden layer right; else print the verdict and return False."""
-    hint = (
-        "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
-        "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
-        "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
-    )
-    cases = _layer_cases()
-    for number, (layer, num_kv_heads, x) in enumerate(cases, start=1):
-        where = (
-            f"on hidden layer {number} of {len(cases)} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
-            f"qkv_bias={layer.W_query.bias is not None})"
+def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> GroupedQueryAttention:
+    """The answer's conversion of ``layer``, in evaluation mode; :class:`WrongFormError` for another module, another
+    number of kv heads, a changed ``layer`` or parameters shared with it."""
+    original = copy.deepcopy(layer.state_dict())
+    converted = to_grouped(layer, num_kv_heads)
+    if not isinstance(converted, GroupedQueryAttention):
+        raise WrongFormError(
+            f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__}", GROUPED_HINT
         )
-        original = copy.deepcopy(layer.state_dict())
-        ran, converted = run_candidate(name, to_grouped, layer, num_kv_heads, hint=hint, case=where)
-        if not ran:
-            return False
-        if not isinstance(converted, GroupedQueryAttention):
-            return not_yet(
-                name,
-                f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__} {where}",
-                hint,
-            )
-        if converted.num_kv_heads != num_kv_heads:
-            return not_yet(
-                name, f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads} {where}", hint
-            )
-        if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
-            return not_yet(name, f"to_grouped changed the layer it was given {where}", "build a new module instead")
-        given = {parameter.data_ptr(): key for key, parameter in layer.named_parameters()}
-        shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
-        if shared:
-            return not_yet(
-                name,
-                f"the layer returned shares {shared[0]} with the layer it was given {where}: training one would change "
-                "the other",
-                "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
-                "torch.no_grad()) instead of assigning the old modules to it",
-            )
-        reference = reference_to_grouped(layer, num_kv_heads)
-        with torch.no_grad():
-            answer, expected = converted.eval()(x), reference(x)
-            if compare(answer, expected) is None:
-                continue
+    if converted.num_kv_heads != num_kv_heads:
+        raise WrongFormError(
+            f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads}", GROUPED_HINT
+        )
+    if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
+        raise WrongFormError("to_grouped changed the layer it was given", "build a new module instead")
+    given = {parameter.data_ptr() for parameter in layer.parameters()}
+    shared = [key for key, parameter in converted.named_parameters() if parameter.data_ptr() in given]
+    if shared:
+        raise WrongFormError(
+            f"the layer returned shares {shared[0]} with the layer it was given: training one would change the other",
+            "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
+            "torch.no_grad()) instead of assigning the old modules to it",
+        )
+    return converted.eval()
+
+
+def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> list[Mistake]:
+    """The named mistakes of exercise 2's conversion on one hidden layer: wrong groupings, then the first
+    parameter that differs from the check's conversion."""
+    reference = reference_to_grouped(layer, num_kv_heads).state_dict()
+
+    def computes(wrong):
+        output = wrong(layer, num_kv_heads)(x)
+        return lambda converted: compare(converted(x), output) is None
+
+    def differing(converted, *keys) -> str | None:  # the first of keys that differs from the check's
+        state = converted.state_dict()
+        return next((k for k in keys if compare(state[k], reference[k], atol=1e-5) is not None), None)
+
+    def differs(hint, *keys):
+        keys = [key for key in keys if key in reference]
+        return Mistake(
+            lambda converted: f"the converted layer's {differing(converted, *keys)} differs from the check's",
+            hint,
+            matches=lambda converted: differing(converted, *keys) is not None,
+        )
+
+    def copy_hint(what):
+        return f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
+
+    return [
+        *(
+            Mistake(problem, GROUPED_HINT, matches=computes(wrong))
             for wrong, problem in (
                 (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
                 (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
                 (_summed, "each kv head is the sum of its group's heads, not the mean"),
-            ):
-                if compare(answer, wrong(layer, num_kv_heads)(x)) is None:
-                    return not_yet(name, f"{problem} ({where})", hint)
-        differing = _differing_parameter(converted, reference)
-        if differing is not None:
-            return not_yet(
-                name, f"the converted layer's {differing[0]} differs from the check's ({where})", differing[1]
             )
-        return not_yet(name, f"the converted layer's output differs from the check's ({where})", hint)
-    return None
+        ),
+        differs(
+            "the key and value biases belong to heads too: average them over each group like the weights, "
+            "bias.view(num_kv_heads, group, head_dim).mean(dim=1)",
+            "W_key.bias",
+            "W_value.bias",
+        ),
+        differs(copy_hint("W_query"), "W_query.weight", "W_query.bias"),
+        differs(copy_hint("out_proj"), "out_proj.weight", "out_proj.bias"),
+    ]
+
+
+TO_GROUPED = Exercise(
+    "Exercise 2",
+    reference=lambda layer, num_kv_heads, x: (reference_to_grouped(layer, num_kv_heads)(x), x),
+    cases=_layer_cases,
+    run=_converted,
+    hint=GROUPED_HINT,
+    describe=lambda number, total, layer, num_kv_heads, x: (
+        f"on hidden layer {number} of {total} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
+        f"qkv_bias={layer.W_query.bias is not None})"
+    ),
+    mistakes=_grouped_mistakes,
+    differ=lambda converted, expected: (
+        None if compare(converted(expected[1]), expected[0]) is None else "the converted layer's output differs"
+    ),
+)
 
 
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
@@ -311,6 +345,15 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     return model.eval(), data[split : split + 20_000]
 
 
+def _two_losses(losses) -> tuple[float, float]:
+    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
+        raise WrongFormError("losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
+    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
+    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
+        raise WrongFormError("losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
+    return float(losses[0]), float(losses[1])
+
+
 def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
     """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
     loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
@@ -318,15 +361,8 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
     name = "Exercise 2"
     if to_grouped is None or losses is None:
         return not_answered(name)
-    if not callable(to_grouped):
-        return not_yet(name, f"to_grouped must be a function, got {type(to_grouped).__name__}", "def to_grouped(...)")
-    if _check_to_grouped(name, to_grouped) is not None:
+    if not TO_GROUPED.judge(to_grouped):
         return False
-    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
-        return not_yet(name, "losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
-    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
-    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
-        return not_yet(name, "losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
         return not_yet(
             name,
@@ -336,27 +372,32 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
         block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    before = evaluate_loss(model, held_out_ids, model.context_length)
-    after = evaluate_loss(grouped, held_out_ids, model.context_length)
-    tolerance = 2e-3
-    if math.isclose(losses[0], before, abs_tol=tolerance) and math.isclose(losses[1], after, abs_tol=tolerance):
-        return correct(name, ": the grouped layers are right, and both losses match the check's")
-    if math.isclose(losses[0], after, abs_tol=tolerance) and math.isclose(losses[1], before, abs_tol=tolerance):
-        return not_yet(name, "the two losses are swapped", "losses = (loss_before, loss_after), in that order")
-    if not math.isclose(losses[0], before, abs_tol=tolerance):
-        return not_yet(
-            name,
-            "loss_before is not the trained model's held-out loss",
-            "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
-        )
-    if math.isclose(losses[1], before, abs_tol=tolerance):
-        return not_yet(
-            name,
-            "loss_after equals loss_before: the model you measured was not converted",
-            "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
-        )
-    return not_yet(
+    before, after = (evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
+    return Exercise(
         name,
-        "loss_after is not the held-out loss with every block converted",
-        "convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
-    )
+        reference=lambda: (before, after),
+        cases=lambda: [()],
+        hint="convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
+        mistakes=lambda: [
+            Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
+            Mistake(
+                "loss_before is not the trained model's held-out loss",
+                "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
+                item=0,
+            ),
+            Mistake(
+                "loss_after equals loss_before: the model you measured was not converted",
+                "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
+                before,
+                item=1,
+            ),
+        ],
+        done=": the grouped layers are right, and both losses match the check's",
+        convert=_two_losses,
+        differ=lambda losses, expected: (
+            None
+            if compare(losses, expected, atol=2e-3) is None
+            else "loss_after is not the held-out loss with every block converted"
+        ),
+        value=True,
+    ).check(losses)
