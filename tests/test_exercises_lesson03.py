@@ -87,3 +87,17 @@ def test_exercise_2_names_the_mistake(wrong, named, capsys):
     result, out = verdict(checks.exercise_2, wrong, capsys)
     assert result is False and out.startswith("Exercise 2: not yet, ") and "Hint: " in out
     assert named in out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda x, Wq, Wk, Wv: torch.nn.functional.scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv),
+        lambda x, Wq, Wk, Wv: __import__("attention_helpers").scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv)[0],
+    ],
+    ids=["F.scaled_dot_product_attention", "ah.scaled_dot_product_attention"],
+)
+def test_exercise_1_may_not_call_a_ready_made_attention(capsys, answer):
+    result, out = verdict(checks.exercise_1, answer, capsys)
+    assert result is False
+    assert "scaled_dot_product_attention" in out and "that is what the exercise asks you to write" in out

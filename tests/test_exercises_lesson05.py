@@ -68,8 +68,15 @@ def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alo
     state = torch.get_rng_state()
     assert checks.exercise_1(inverted_dropout) is True
     assert torch.equal(torch.get_rng_state(), state)
-    # torch's own dropout passes too: the check judges properties, not one mask
-    assert checks.exercise_1(lambda x, p, training=True: torch.nn.functional.dropout(x, p, training)) is True
+
+    # another right answer, drawing its masks another way, passes too: the check judges properties, not one mask
+    def bernoulli_dropout(x, p, training=True):
+        if not training:
+            return x
+        keep = torch.bernoulli(torch.full_like(x, 1 - p)).bool()
+        return torch.where(keep, x / (1 - p) if p < 1 else x * 0, torch.zeros_like(x))
+
+    assert checks.exercise_1(bernoulli_dropout) is True
     out = capsys.readouterr().out.splitlines()
     assert out == ["Exercise 1: correct on every hidden tensor, in training and evaluation mode."] * 2
 
@@ -126,3 +133,32 @@ def test_exercise_1_accepts_another_dtype_and_never_raises(capsys):
     assert checks.exercise_1(lambda x, p, training=True: [0.0]) is False
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Exercise 1: correct") and all(line.startswith("Exercise 1: not yet") for line in out[1:])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda x, p, training=True: torch.nn.Dropout(p).train(training)(x),
+        lambda x, p, training=True: torch.nn.functional.dropout(x, p, training),
+        lambda x, p, training=True: torch.dropout(x, p, training),
+    ],
+    ids=["nn.Dropout", "F.dropout", "torch.dropout"],
+)
+def test_exercise_1_may_not_call_torchs_dropout(capsys, answer):
+    """The exercise says "without nn.Dropout": torch's own dropout is what the learner is asked to write."""
+    assert checks.exercise_1(answer) is False
+    out = capsys.readouterr().out
+    assert "dropout" in out and "that is what the exercise asks you to write" in out and "rand_like" in out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda n, p: (p ** torch.arange(1, n + 1)).sum(),  # a float32 tensor
+        lambda n, p: float((p ** torch.arange(1, n + 1, dtype=torch.float32)).sum()),
+        lambda n, p: __import__("numpy").float32(sum(p ** (i + 1) for i in range(n))),
+    ],
+    ids=["float32 tensor", "float32 item", "numpy float32"],
+)
+def test_exercise_2_accepts_the_sum_in_float32_and_numpys_scalars(capsys, answer):
+    assert checks.exercise_2(answer) is True, capsys.readouterr().out

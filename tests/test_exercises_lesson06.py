@@ -208,3 +208,10 @@ def _no_output_projection(x, W_qkv, W_out, num_heads, causal):
 def test_exercise_2_names_a_masked_diagonal_and_a_missing_projection(answer, named, capsys):
     assert checks.exercise_2(answer) is False
     assert named in capsys.readouterr().out
+
+
+def test_exercise_1_names_a_wrong_item_by_what_it_is(capsys):
+    """A wrong shape that matches no named mistake is named by what it is, not by its place in nested tuples."""
+    assert checks.exercise_1((4, (2, 3, 5, 4), (2, 3, 5, 5), (2, 5, 3))) is False
+    out = capsys.readouterr().out
+    assert "the output's shape (2, 5, 3) is not right" in out and "item" not in out

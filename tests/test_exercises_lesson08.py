@@ -73,3 +73,14 @@ def test_a_changed_configuration_is_judged_against_its_own_training(capsys, monk
     assert not ok and "outside the range" in out and "without positions" not in out
     ok, out = verdict(capsys, checks.exercise_2, 1.0, seed=0, num_layers=1)
     assert not ok and "without a causal mask" not in out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [lambda x: torch.roll(x, -1, dims=-1), lambda x: x.flip(-1), lambda x: torch.roll(x, 1, dims=0), lambda x: x],
+    ids=["left", "reversed", "rows", "unchanged"],
+)
+def test_exercise_1_hints_do_not_give_the_answer_away(capsys, answer):
+    assert checks.exercise_1(answer) is False
+    out = capsys.readouterr().out
+    assert "Hint:" in out and "torch.roll(inputs, shifts=1" not in out and "shifts=1" not in out

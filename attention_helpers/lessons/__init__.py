@@ -25,6 +25,7 @@ on several processes, keep functions of their own, built from the same pieces (:
 from __future__ import annotations
 
 import inspect
+import numbers
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
@@ -203,9 +204,9 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
     if isinstance(expected, (bool, str)):
         return None if type(answer) is type(expected) and answer == expected else "that is not it"
     if isinstance(expected, (int, float)):
-        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        if isinstance(answer, bool) or not isinstance(answer, numbers.Real):  # NumPy's scalars are numbers too
             return f"expected a number, got {type(answer).__name__}"
-        return None if abs(answer - expected) <= atol else "that is not the right number"
+        return None if abs(float(answer) - expected) <= atol else "that is not the right number"
     if isinstance(expected, (tuple, list)):
         if not isinstance(answer, (tuple, list, torch.Size)):
             return f"expected a tuple of {len(expected)} items, got {type(answer).__name__}"

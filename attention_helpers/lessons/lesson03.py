@@ -14,7 +14,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import random_dot_products, scaled_dot_product_attention
-from . import Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import Exercise, Forbidden, Mistake, WrongFormError, compare, hidden_generator
 
 SEED = 303
 
@@ -80,6 +80,13 @@ def _mistakes(x, W_query, W_key, W_value):
     ]
 
 
+# The exercise asks for the attention itself: the answer may not call a ready-made one.
+ATTENTION_FORBIDDEN = Forbidden(
+    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
+    ((scaled_dot_product_attention, "ah.scaled_dot_product_attention"),),
+    "compute the scores of the queries and keys yourself, scale them, softmax and multiply by the values",
+)
+
 SELF_ATTENTION = Exercise(
     "Exercise 1",
     reference=lambda x, W_query, W_key, W_value: scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[0],
@@ -91,6 +98,7 @@ SELF_ATTENTION = Exercise(
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
     returned_none="return the context vectors",
+    forbidden=ATTENTION_FORBIDDEN,
 )
 
 

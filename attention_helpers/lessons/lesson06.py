@@ -78,6 +78,16 @@ def _as_shape(item):
     return tuple(item) if isinstance(item, (tuple, list, torch.Size)) else item
 
 
+def _shapes_differ(answer, expected) -> str | None:
+    """Name the first wrong item by what it is ("the output's shape (2, 5, 3) is not right")."""
+    if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
+        return compare(answer, expected, 0)
+    for name, item, right in zip(_SHAPE_ITEMS, answer, expected, strict=True):
+        if compare(_as_shape(item), right, 0) is not None:
+            return f"{name} {_as_shape(item)} is not right"
+    return None
+
+
 SHAPES = Exercise(
     "Exercise 1",
     reference=_shapes_reference,
@@ -94,8 +104,8 @@ SHAPES = Exercise(
         for index, wrong, meaning, hint in _SHAPE_MISTAKES
     ],
     done="",
-    atol=0,
     value=True,
+    differ=_shapes_differ,
 )
 
 

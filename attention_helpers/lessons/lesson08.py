@@ -25,7 +25,8 @@ def _rotate_cases() -> list[torch.Tensor]:
 
 
 ROTATE_HINT = (
-    "output position i holds input position i - 1, and position 0 the last digit: torch.roll(inputs, shifts=1, dims=-1)"
+    "output position i holds input position i - 1, and position 0 the last digit: every row rotates one place to the "
+    "right along its positions (the last dimension)"
 )
 
 # (what is wrong, what that answer computes)

@@ -141,8 +141,8 @@ CROSS_ATTENTION = Exercise(
     arguments=lambda mha, x, keys, values, mask, memory: (mha, x, keys, values, mask),
     hint=CROSS_HINT,
     describe=lambda number, total, mha, x, keys, *rest: (
-        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new tokens, "
-        f"{keys.shape[2]} source tokens, {mha.num_heads} heads)"
+        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new "
+        f"token{'s' if x.shape[1] > 1 else ''}, {keys.shape[2]} source tokens, {mha.num_heads} heads)"
     ),
     mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
     returned_none="return the cross-attention output",
