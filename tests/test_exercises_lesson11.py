@@ -136,3 +136,14 @@ def test_the_losses_are_named_as_the_lesson_names_them(capsys):
     assert "Hint: losses = (loss_before, loss_after)" in out
     ok, out = verdict(capsys, checks.exercise_2, convert, (after, before), model, held_out_ids, 2)
     assert not ok and "Hint: losses = (loss_before, loss_after), in that order" in out
+
+
+def test_online_softmax_with_its_pair_the_other_way_round_gets_its_own_hint(capsys):
+    def swapped(running_max, running_sum, block):
+        new_max = torch.maximum(running_max, block.max())
+        shift = torch.where(torch.isneginf(new_max), torch.zeros_like(new_max), new_max)
+        return running_sum * torch.exp(running_max - shift) + torch.exp(block - shift).sum(), new_max
+
+    assert checks.exercise_1(swapped) is False
+    out = capsys.readouterr().out
+    assert "the other way round" in out and "return (running_max, running_sum)" in out

@@ -72,6 +72,11 @@ _no_rescale = functools.partial(_update, rescale="none")
 _inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
+def _swapped(running_max, running_sum, block):
+    """The right step returning its pair the other way round, (running_sum, running_max)."""
+    return _update(running_max, running_sum, block)[::-1]
+
+
 UPDATE_HINT = (
     "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
     "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
@@ -131,6 +136,11 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             lambda answer: f"the running maximum or sum is not finite ({answer[0].item()}, {answer[1].item()})",
             "subtract the running maximum inside exp, so that no exponent is positive",
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
+        ),
+        Mistake(
+            "your update returns the pair the other way round, (running_sum, running_max)",
+            "return (running_max, running_sum), the order in which update receives them",
+            matches=streams(_swapped),
         ),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
         Mistake(
