@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -22,20 +22,29 @@ import torch
 # torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
+
+class _Flag:
+    """``with _Flag(var):`` sets the context variable ``var`` to True for the code inside, and back afterwards."""
+
+    def __init__(self, var: contextvars.ContextVar[bool]):
+        self.var = var
+
+    def __enter__(self) -> None:
+        self.token = self.var.set(True)
+
+    def __exit__(self, *exc) -> None:
+        self.var.reset(self.token)
+
+
 # True inside decoding's loop: the prompt's ids were checked once at its entry point, and every later id is an argmax
 # or a sample over the model's own vocab_size logits, so each step's model call skips re-reading the ids' values.
 _ids_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("ids_checked", default=False)
 
 
-@contextlib.contextmanager
-def ids_checked() -> Iterator[None]:
+def ids_checked() -> _Flag:
     """Within it, :func:`check_token_ids` checks dtypes and shapes but not the values: the caller has checked them
     once (a host synchronisation on a GPU at each generated token otherwise)."""
-    token = _ids_checked.set(True)
-    try:
-        yield
-    finally:
-        _ids_checked.reset(token)
+    return _Flag(_ids_checked)
 
 
 # True while a model runs its layers on an input it checked at its entry point: each layer's forward then skips its
@@ -44,19 +53,11 @@ def ids_checked() -> Iterator[None]:
 _layers_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("layers_checked", default=False)
 
 
-class _LayersChecked:
-    def __enter__(self) -> None:
-        self.token = _layers_checked.set(True)
-
-    def __exit__(self, *exc) -> None:
-        _layers_checked.reset(self.token)
-
-
 def layers_checked() -> contextlib.AbstractContextManager:
     """Within it, :func:`layer_input_checked` is True: the model has checked what its layers receive. While
     ``torch.compile`` traces, nothing (checks of shapes cost nothing in a compiled graph, a context variable would
     break it)."""
-    return contextlib.nullcontext() if is_compiling() else _LayersChecked()
+    return contextlib.nullcontext() if is_compiling() else _Flag(_layers_checked)
 
 
 def layer_input_checked() -> bool:
