@@ -346,7 +346,8 @@ def compare_outputs(driver, notebook: Path) -> tuple[int, list[str]]:
     return compared, problems
 
 
-# Where a clicked solution link landed: the open notebook and the headings inside its visible area.
+# Where a clicked solution link landed: the open notebook and the headings in the upper share (arguments[0]) of its
+# visible area, with how far down each is.
 LANDING_SHARE = 0.75  # a solution link must put its heading in the upper three quarters of the notebook's view
 JS_LANDED = """
 const panel = window.jupyterapp.shell.currentWidget;
@@ -357,11 +358,11 @@ const view = panel.content.node.getBoundingClientRect();
 const headings = {};
 for (const h of panel.content.node.querySelectorAll('h1, h2, h3, h4')) {
   const r = h.getBoundingClientRect();
-  if (r.height > 0 && r.bottom > view.top + 2 && r.top < view.top + LANDING_SHARE * view.height)
+  if (r.height > 0 && r.bottom > view.top + 2 && r.top < view.top + arguments[0] * view.height)
     headings[h.textContent.replace('¶', '').trim()] = Math.round(100 * (r.top - view.top) / view.height);
 }
 return {path: panel.context.path, headings: headings};
-""".replace("LANDING_SHARE", str(LANDING_SHARE))
+"""
 JS_TOASTS = """
 return Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast'))
   .map(t => t.textContent.trim()).filter(t => t);
@@ -548,14 +549,14 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
     link.click()
     landed = wait_for(
         lambda: (lambda s: s if s and s["path"] == expected and heading in s["headings"] else None)(
-            driver.execute_script(JS_LANDED)
+            driver.execute_script(JS_LANDED, LANDING_SHARE)
         ),
         30,
     )
     if landed:
         where = landed["headings"][heading]
         return f"solution link opens {expected} at #{anchor} (heading {where}% down the view)", []
-    state = driver.execute_script(JS_LANDED) or {}
+    state = driver.execute_script(JS_LANDED, LANDING_SHARE) or {}
     if state.get("path") != expected:
         return "solution link dead", [
             f"the solution link {href} did not open {expected} (the page shows {state.get('path')})"
