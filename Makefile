@@ -24,9 +24,11 @@ RUN_NOTEBOOKS := $(if $(NB),$(sort $(wildcard notebooks/$(NB)_*.ipynb)),$(NOTEBO
 # The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
 CHECK_PARAMS := -p seed 7
 LAB_ARGS ?=
-# Parallel workers for the unit tests and the notebooks: pytest-xdist's `-n auto` and run_notebooks.py's
-# `--jobs auto` start one per CPU core; `make test JOBS=1` runs everything in one process.
+# Parallel workers: one per CPU core for the notebooks (pytest-xdist's `-n auto`, run_notebooks.py's `--jobs auto`),
+# whose kernels keep their cores busy; one more for the unit tests and the browser check, which also wait (for the
+# processes they start, for autosave, for a page to draw). `make test JOBS=1` runs everything in one process.
 JOBS ?= auto
+WAITING_JOBS = $(if $(filter auto,$(JOBS)),$(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)'),$(JOBS))
 # The notebooks slowest first (the training lessons have the highest numbers), so that no worker starts a long
 # one last while the others wait.
 SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n' $(SOLUTIONS) | sort -r)
@@ -78,27 +80,22 @@ lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Act
 	$(BIN)/actionlint
 
 unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
-	$(BIN)/pytest -n $(JOBS) tests
+	$(BIN)/pytest -n $(WAITING_JOBS) tests
 
 nbval: $(STAMP) $(DEV_STAMP)
 	$(NBVAL) $(SLOW_FIRST)
 
-# Another CPU runs other vector kernels (AVX2, AVX-512, MKL's code paths), which round the last bits of sums
-# differently; stored outputs must not depend on that. These settings reproduce other CPUs on one machine.
-KERNEL_SETTINGS := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 MKL_CBWR=COMPATIBLE
-# make browser-check runs every notebook anyway: its kernels run under this setting and it compares every output
-# with the stored one as strict nbval does, so that run is this setting's pass (not a fourth run of every notebook).
-BROWSER_KERNEL_SETTING := MKL_CBWR=COMPATIBLE
+# Another CPU rounds the last bits of sums differently (PyTorch's vector kernels and MKL's code path); stored outputs
+# must not depend on that. tools/cpu_settings.py names the settings that emulate the other kinds of x86-64 CPU on this
+# one: the newest is make browser-check's, which runs every notebook anyway and compares every output with the stored
+# one as strict nbval does; strict nbval runs under the others here.
+CPU_SETTINGS := $(BIN)/python tools/cpu_settings.py
 
 nbval-portability: $(STAMP) $(DEV_STAMP)
-	@native=$$($(BIN)/python -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"); \
-	echo "$(BROWSER_KERNEL_SETTING): make browser-check compares the stored outputs under it"; \
-	for setting in $(filter-out $(BROWSER_KERNEL_SETTING),$(KERNEL_SETTINGS)); do \
-		if [ "$$setting" = "ATEN_CPU_CAPABILITY=$$native" ]; then \
-			echo "$$setting is this CPU's own kernel setting, which make nbval has checked"; continue; \
-		fi; \
-		echo "strict nbval with $$setting"; \
-		env $$setting $(MAKE) --no-print-directory nbval || exit 1; \
+	@echo "$$($(CPU_SETTINGS) browser | tr , ' '): make browser-check compares the stored outputs under it"; \
+	for setting in $$($(CPU_SETTINGS) nbval); do \
+		echo "strict nbval with $$setting" | tr , ' '; \
+		env $$(echo "$$setting" | tr , ' ') $(MAKE) --no-print-directory nbval || exit 1; \
 	done
 
 # tools/run_notebooks.py is papermill with the kernel's transport encrypted (no warning per notebook), the hang
@@ -142,11 +139,11 @@ repo-url:
 	$(PYTHON) tools/repo_url.py $(URL)
 
 # Every lesson and solutions notebook opened in headless Chromium through JupyterLab (unchanged through autosave),
-# run (outputs compared with the stored ones under BROWSER_KERNEL_SETTING), its widgets moved, a solution link
+# run (outputs compared with the stored ones under another CPU's setting), its widgets moved, a solution link
 # clicked; then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
 browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
-	nice -n 5 $(BIN)/python tools/browser_check.py $(SLOW_FIRST) --jobs $(JOBS) --compare-under $(BROWSER_KERNEL_SETTING) \
-		--site $(BUILD)/site --out $(BUILD)/browser
+	nice -n 5 $(BIN)/python tools/browser_check.py $(SLOW_FIRST) --jobs $(WAITING_JOBS) \
+		--compare-under $$($(CPU_SETTINGS) browser | tr , ' ') --site $(BUILD)/site --out $(BUILD)/browser
 
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.
 site: $(DEV_STAMP)

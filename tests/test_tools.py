@@ -560,3 +560,29 @@ def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(
         assert run_notebooks.uses_parameters(tmp_path / f"{name}.ipynb", ["seed"]) is uses
     assert run_notebooks.uses_parameters(tmp_path / "unused.ipynb", ["seed", "scale"])
     assert "--skip-unused" in _make_dry_run("-B", "papermill-check")
+
+
+@pytest.mark.parametrize(
+    ("native", "browser", "nbval"),
+    [
+        ("AVX512", ["AVX2"], ["DEFAULT"]),
+        ("AVX2", ["DEFAULT"], []),
+        ("DEFAULT", [], []),
+        ("ZVECTOR", [], []),  # not an x86-64 CPU: nothing to emulate
+    ],
+)
+def test_cpu_settings_emulate_each_older_kind_of_cpu_once_with_both_libraries(native, browser, nbval):
+    """make nbval runs this CPU's own kind; each older kind runs once, in the browser (the newest) or in nbval."""
+    cpu_settings = _load_tool("cpu_settings")
+    assert cpu_settings.settings("browser", native) == [cpu_settings.CPUS[kind] for kind in browser]
+    assert cpu_settings.settings("nbval", native) == [cpu_settings.CPUS[kind] for kind in nbval]
+    for kind, setting in cpu_settings.CPUS.items():  # a CPU has both libraries' code paths of its own kind
+        names = dict(pair.split("=") for pair in setting.split(","))
+        assert names["ATEN_CPU_CAPABILITY"].upper() == kind and names["MKL_CBWR"] in (kind, "COMPATIBLE")
+
+
+def test_make_runs_the_cpu_settings_in_nbval_portability_and_the_browser_check():
+    commands = _make_dry_run("-B", "nbval-portability", "browser-check")
+    assert commands.count("tools/cpu_settings.py nbval") == 1
+    assert commands.count("tools/cpu_settings.py browser") == 2  # the browser's, and the line saying so
+    assert "--compare-under $(" in commands.replace("$$(", "$(")

@@ -13,15 +13,16 @@ cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in
 slider, another entry of a menu) and the widget's image must change. In a lesson, the last "See the solution"
 link is clicked: its solutions notebook must open with that exercise's heading in the upper three quarters of the
 view. A screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
-Notebooks are checked --jobs at a time (one per core), each worker with a JupyterLab server and a browser of its
-own, so that one worker's autosave setting and kernels never touch another's.
+Notebooks are checked --jobs at a time (make browser-check: one more than the cores, as each worker also waits for
+autosave and for its page), each worker with a JupyterLab server and a browser of its own, so that one worker's
+autosave setting and kernels never touch another's.
 
-Then every HTML page of the built site is opened from a local HTTP server: it fails on an image that does not
-load, a link to a page, file or anchor of the site that does not exist, or a console error. Images and links
-outside the site (cited papers) are not fetched: the check runs offline. Then each page again, on a desktop
-and at a phone's 390 px (check_site_accessibility): axe-core's accessibility rules (it prints "accessibility:
-N serious or critical violations", and fails unless N is 0), no page wider than the screen, every formula
-typeset by the site's own MathJax, alt text on every figure. `--site build/site` without notebooks (make
+Meanwhile, in a browser of its own, every HTML page of the built site is opened from a local HTTP server: it fails
+on an image that does not load, a link to a page, file or anchor of the site that does not exist, or a console
+error. Images and links outside the site (cited papers) are not fetched: the check runs offline. Then each page
+again, on a desktop and at a phone's 390 px (check_site_accessibility): axe-core's accessibility rules (it prints
+"accessibility: N serious or critical violations", and fails unless N is 0), no page wider than the screen, every
+formula typeset by the site's own MathJax, alt text on every figure. `--site build/site` without notebooks (make
 site-check) runs only the site's part.
 
 JupyterLab is started directly (its pid is the server's) in its own process group, and stopped on every
@@ -600,7 +601,13 @@ def check_notebook(
         problems.append("autosave could not be turned off before running")
         return notebook_result(notebook, start, clean=clean, problems=problems)
     driver.execute_script(JS_RUN_ALL)
-    time.sleep(2)
+
+    def started():  # until then the stored execution counts make the notebook look finished
+        state = driver.execute_script(JS_NOTEBOOK_STATE)
+        return state["busy"] > 0 or state["kernel"] != "idle"
+
+    if not wait_for(started, 30, interval=0.1):
+        problems.append("the notebook did not start running within 30 s of Run All")
 
     def finished():
         state = driver.execute_script(JS_NOTEBOOK_STATE)
@@ -873,6 +880,21 @@ def check_site_accessibility(chromium: str, site: Path, pages: list[str] | None 
     }
 
 
+def check_whole_site(chromium: str, site: Path) -> tuple[list[str], bool, str]:
+    """Every page of the built ``site``: (lines to print, whether anything failed, the summary's part)."""
+    if not (site / "index.html").is_file():
+        return [f"no site in {site}: run make site first"], True, ""
+    count, problems, external = check_site(chromium, site)
+    access = check_site_accessibility(chromium, site)
+    lines = [f"    site: {problem}" for problem in problems + access["problems"]] + [
+        f"site at {PHONE_WIDTH} px: {access['too_wide']} pages wider than the screen",
+        f"maths: typeset offline on {access['maths_pages']} pages",
+        f"accessibility: {access['violations']} serious or critical violations",
+    ]
+    summary = f"; site: {count} pages, {len(problems)} problems ({external} external resources not fetched)"
+    return lines, bool(problems or access["problems"]), summary
+
+
 def digest(paths: list[Path]) -> dict[Path, str]:
     return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
@@ -908,9 +930,10 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--compare-under",
+        nargs="*",
         metavar="NAME=VALUE",
-        help="run the kernels with this environment setting and compare every output with the stored one, as "
-        "strict nbval does (make browser-check: MKL_CBWR=COMPATIBLE, one of make nbval-portability's settings)",
+        help="run the kernels with these environment settings (none: as they are) and compare every output with the "
+        "stored one, as strict nbval does (make browser-check: another CPU's, from tools/cpu_settings.py)",
     )
     args = parser.parse_args(argv)
     chromium = chromium_binary()
@@ -929,9 +952,17 @@ def main(argv: list[str]) -> int:
     failed = False
     results: list[dict] = []
     before = digest(args.notebooks)
+    # The site's pages are checked in a browser of their own while the notebooks run: its work fills the time
+    # the notebooks' workers spend waiting for autosave and for JupyterLab to draw.
+    site_pool = concurrent.futures.ThreadPoolExecutor(1)
+    site_check = None if args.site is None else site_pool.submit(check_whole_site, chromium, args.site)
+    site_pool.shutdown(wait=False)
     wall_start = time.monotonic()
     if args.notebooks:
-        kernel_env = dict([args.compare_under.split("=", 1)]) if args.compare_under else None
+        compare = args.compare_under is not None
+        kernel_env = dict(setting.split("=", 1) for setting in args.compare_under or [])
+        if kernel_env:
+            print("kernels run with " + " ".join(args.compare_under), flush=True)
         pending: queue.SimpleQueue[Path] = queue.SimpleQueue()
         for notebook in args.notebooks:
             pending.put(notebook)
@@ -963,7 +994,7 @@ def main(argv: list[str]) -> int:
                         args.out,
                         before[notebook],
                         args.timeout,
-                        compare=bool(args.compare_under),
+                        compare=compare,
                     )
                     with lock:
                         results.append(result)
@@ -986,25 +1017,11 @@ def main(argv: list[str]) -> int:
             failed = True
     wall = time.monotonic() - wall_start
     site_summary = ""
-    if args.site is not None:
-        if not (args.site / "index.html").is_file():
-            print(f"no site in {args.site}: run make site first", flush=True)
-            failed = True
-        else:
-            count, problems, external = check_site(chromium, args.site)
-            for problem in problems:
-                print(f"    site: {problem}", flush=True)
-            failed |= bool(problems)
-            site_summary = (
-                f"; site: {count} pages, {len(problems)} problems ({external} external resources not fetched)"
-            )
-            access = check_site_accessibility(chromium, args.site)
-            for problem in access["problems"]:
-                print(f"    site: {problem}", flush=True)
-            failed |= bool(access["problems"])
-            print(f"site at {PHONE_WIDTH} px: {access['too_wide']} pages wider than the screen", flush=True)
-            print(f"maths: typeset offline on {access['maths_pages']} pages", flush=True)
-            print(f"accessibility: {access['violations']} serious or critical violations", flush=True)
+    if site_check is not None:
+        lines, site_failed, site_summary = site_check.result()
+        for line in lines:
+            print(line, flush=True)
+        failed |= site_failed
     cells = sum(r["cells"] for r in results)
     errors = sum(r["errors"] for r in results)
     responded, moved = sum(r["responded"] for r in results), sum(r["moved"] for r in results)
