@@ -586,3 +586,17 @@ def test_make_runs_the_cpu_settings_in_nbval_portability_and_the_browser_check()
     assert commands.count("tools/cpu_settings.py nbval") == 1
     assert commands.count("tools/cpu_settings.py browser") == 2  # the browser's, and the line saying so
     assert "--compare-under $(" in commands.replace("$$(", "$(")
+
+
+def test_notebooks_run_one_worker_per_core_and_the_waiting_checks_one_more():
+    """Notebook kernels keep their cores busy; unit tests and browser workers also wait, so they get one more."""
+    cores = os.cpu_count() or 1
+    commands = _make_dry_run("-B", "unit", "nbval", "papermill-check", "browser-check").splitlines()
+
+    def line(tool):
+        return next(c for c in commands if tool in c)
+
+    assert f"pytest -n {cores + 1} tests" in line("pytest -n")
+    assert "-n auto " in line("--nbval") and "--jobs auto" in line("run_notebooks.py")
+    assert f"--jobs {cores + 1}" in line("browser_check.py")
+    assert "pytest -n 1 tests" in _make_dry_run("-B", "unit", "JOBS=1")
