@@ -96,7 +96,8 @@ nbval: $(STAMP) $(DEV_STAMP)
 CPU_SETTINGS := $(BIN)/python tools/cpu_settings.py
 
 nbval-portability: $(STAMP) $(DEV_STAMP)
-	@echo "$$($(CPU_SETTINGS) browser | tr , ' '): make browser-check compares the stored outputs under it"; \
+	@browser=$$($(CPU_SETTINGS) browser | tr , ' '); \
+	[ -z "$$browser" ] || echo "$$browser: make browser-check compares the stored outputs under it"; \
 	for setting in $$($(CPU_SETTINGS) nbval); do \
 		echo "strict nbval with $$setting" | tr , ' '; \
 		env $$(echo "$$setting" | tr , ' ') $(MAKE) --no-print-directory nbval || exit 1; \
