@@ -174,6 +174,16 @@ def run_candidate(
     return True, result
 
 
+def is_number(value) -> bool:
+    """A real number, not a bool: Python's and NumPy's ints and floats."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def as_number(answer):
+    """A one-element tensor as the number it holds; anything else as it is."""
+    return answer.item() if isinstance(answer, torch.Tensor) and answer.numel() == 1 else answer
+
+
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
     """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
     numbers within ``atol``), or None when they agree. The reason names the part that failed: the type, the shape,
@@ -204,7 +214,7 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
     if isinstance(expected, (bool, str)):
         return None if type(answer) is type(expected) and answer == expected else "that is not it"
     if isinstance(expected, (int, float)):
-        if isinstance(answer, bool) or not isinstance(answer, numbers.Real):  # NumPy's scalars are numbers too
+        if not is_number(answer):
             return f"expected a number, got {type(answer).__name__}"
         return None if abs(float(answer) - expected) <= atol else "that is not the right number"
     if isinstance(expected, (tuple, list)):

@@ -10,13 +10,12 @@ near ``p`` dropped, a new mask at each call), never by one particular mask, whic
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 
 from ..functional import causal_mask
-from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
+from . import Exercise, Forbidden, Mistake, WrongFormError, as_number, hidden_generator, is_number
 
 SEED = 505
 
@@ -251,11 +250,6 @@ _EMPTY_ROW_MISTAKES = (
 )
 
 
-def _as_number(answer):
-    """A one-element tensor as the number it holds; anything else as it is."""
-    return answer.item() if isinstance(answer, torch.Tensor) and answer.numel() == 1 else answer
-
-
 EMPTY_ROWS = Exercise(
     "Exercise 2",
     reference=_expected_empty_rows,
@@ -266,12 +260,12 @@ EMPTY_ROWS = Exercise(
         Mistake(
             lambda answer: f"expected a number, got {type(answer).__name__}",
             "return a float",
-            matches=lambda answer: isinstance(answer, bool) or not isinstance(answer, numbers.Real),
+            matches=lambda answer: not is_number(answer),
         ),
         *(Mistake(problem, hint, formula(num_tokens, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES),
     ],
     returned_none="return a float",
-    convert=_as_number,
+    convert=as_number,
     atol=1e-5,  # a float32 sum is right to about 1e-7 of it; every named mistake is off by far more
 )
 

@@ -7,13 +7,11 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ..attention import MultiHeadAttention
 from ..training import TokenClassifier, evaluate, make_task, train
-from . import Exercise, Mistake, WrongFormError, hidden_generator
+from . import Exercise, Mistake, WrongFormError, as_number, hidden_generator, is_number
 
 _SEED = 8_01
 
@@ -113,9 +111,8 @@ _ACCURACY_MISTAKES = (
 
 def _accuracy(answer) -> float:
     """The answer as a fraction; :class:`WrongFormError` for no number, a percentage or no accuracy at all."""
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+    answer = as_number(answer)
+    if not is_number(answer):
         raise WrongFormError(
             f"expected a number, got {type(answer).__name__}",
             "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",

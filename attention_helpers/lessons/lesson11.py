@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import numbers
 
 import torch
 
@@ -23,8 +22,10 @@ from . import (
     Exercise,
     Mistake,
     WrongFormError,
+    as_number,
     compare,
     hidden_generator,
+    is_number,
     not_answered,
     not_yet,
 )
@@ -358,8 +359,8 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
 def _two_losses(losses) -> tuple[float, float]:
     if not isinstance(losses, (tuple, list)) or len(losses) != 2:
         raise WrongFormError("losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
-    losses = tuple(a.item() if isinstance(a, torch.Tensor) and a.numel() == 1 else a for a in losses)
-    if not all(isinstance(a, numbers.Real) and not isinstance(a, bool) for a in losses):
+    losses = tuple(as_number(a) for a in losses)
+    if not all(is_number(a) for a in losses):
         raise WrongFormError("losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
     return float(losses[0]), float(losses[1])
 
