@@ -29,6 +29,11 @@ LAB_ARGS ?=
 # processes they start, for autosave, for a page to draw). `make test JOBS=1` runs everything in one process.
 JOBS ?= auto
 WAITING_JOBS = $(if $(filter auto,$(JOBS)),$(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)'),$(JOBS))
+# The workers share the cores: PyTorch's and MKL's threads per worker (OMP_NUM_THREADS) are the cores over the
+# workers, at least one, so one each with one worker per core. More threads than cores spin waiting for one another:
+# on two cores, strict nbval took 14% longer with two threads per kernel, and a cell of lesson 10 that generates
+# 80 characters, 0.8 s with one thread, took 22 s with two next to two busy neighbours.
+WORKER_THREADS = OMP_NUM_THREADS=$(if $(filter auto,$(JOBS)),1,$(shell $(PYTHON) -c 'import os; print(max(1, (os.cpu_count() or 1) // $(JOBS)))'))
 # The notebooks slowest first (the training lessons have the highest numbers), so that no worker starts a long
 # one last while the others wait.
 SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n' $(SOLUTIONS) | sort -r)
@@ -36,7 +41,7 @@ SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n
 # (tools/hang_watchdog.py) stops a cell whose kernel uses no CPU for NOTEBOOK_HANG_SECONDS (600) or more than
 # NOTEBOOK_CPU_LIMIT_SECONDS (3600) of CPU, with one sentence saying what to do. For nbval it is a pytest
 # plugin (tools/nbval_watchdog.py).
-NBVAL := PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
+NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -84,7 +89,7 @@ lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Act
 	$(BIN)/actionlint
 
 unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
-	$(BIN)/pytest -n $(WAITING_JOBS) tests
+	$(WORKER_THREADS) $(BIN)/pytest -n $(WAITING_JOBS) tests
 
 nbval: $(STAMP) $(DEV_STAMP)
 	$(NBVAL) $(SLOW_FIRST)
@@ -108,7 +113,7 @@ nbval-portability: $(STAMP) $(DEV_STAMP)
 # parameter (a run that would repeat make nbval's).
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check
-	$(BIN)/python tools/run_notebooks.py --jobs $(JOBS) --skip-unused $(BUILD)/papermill-check $(SLOW_FIRST) $(CHECK_PARAMS)
+	$(WORKER_THREADS) $(BIN)/python tools/run_notebooks.py --jobs $(JOBS) --skip-unused $(BUILD)/papermill-check $(SLOW_FIRST) $(CHECK_PARAMS)
 	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
 
 run: $(STAMP)
@@ -147,7 +152,7 @@ repo-url:
 # run (outputs compared with the stored ones under another CPU's setting), its widgets moved, a solution link
 # clicked; then every page of the site (build it first: make site). Needs Debian's chromium and chromium-driver.
 browser-check: $(STAMP) $(DEV_STAMP) $(LAB_OVERRIDES)
-	nice -n 5 $(BIN)/python tools/browser_check.py $(SLOW_FIRST) --jobs $(WAITING_JOBS) \
+	$(WORKER_THREADS) nice -n 5 $(BIN)/python tools/browser_check.py $(SLOW_FIRST) --jobs $(WAITING_JOBS) \
 		--compare-under $$($(CPU_SETTINGS) browser | tr , ' ') --site $(BUILD)/site --out $(BUILD)/browser
 
 # The static website of the series from the stored outputs (nothing is executed) into build/site/.

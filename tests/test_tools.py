@@ -588,8 +588,9 @@ def test_make_runs_the_cpu_settings_in_nbval_portability_and_the_browser_check()
     assert "--compare-under $(" in commands.replace("$$(", "$(")
 
 
-def test_notebooks_run_one_worker_per_core_and_the_waiting_checks_one_more():
-    """Notebook kernels keep their cores busy; unit tests and browser workers also wait, so they get one more."""
+def test_notebooks_run_one_worker_per_core_the_waiting_checks_one_more_and_the_workers_share_the_cores():
+    """Notebook kernels keep their cores busy; unit tests and browser workers also wait, so they get one more. Each
+    worker's PyTorch gets its share of the cores: more threads than cores spin waiting for one another."""
     cores = os.cpu_count() or 1
     commands = _make_dry_run("-B", "unit", "nbval", "papermill-check", "browser-check").splitlines()
 
@@ -600,3 +601,9 @@ def test_notebooks_run_one_worker_per_core_and_the_waiting_checks_one_more():
     assert "-n auto " in line("--nbval") and "--jobs auto" in line("run_notebooks.py")
     assert f"--jobs {cores + 1}" in line("browser_check.py")
     assert "pytest -n 1 tests" in _make_dry_run("-B", "unit", "JOBS=1")
+    # The workers share the cores: one thread each, every core for one process.
+    for tool in ("pytest -n", "--nbval", "run_notebooks.py", "browser_check.py"):
+        assert line(tool).startswith("OMP_NUM_THREADS=1 "), line(tool)
+    for jobs, threads in ((1, cores), (2 * cores, 1)):
+        unit = next(c for c in _make_dry_run("-B", "unit", f"JOBS={jobs}").splitlines() if "pytest -n" in c)
+        assert unit.startswith(f"OMP_NUM_THREADS={threads} "), unit
