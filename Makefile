@@ -28,12 +28,13 @@ LAB_ARGS ?=
 # whose kernels keep their cores busy; one more for the unit tests and the browser check, which also wait (for the
 # processes they start, for autosave, for a page to draw). `make test JOBS=1` runs everything in one process.
 JOBS ?= auto
-WAITING_JOBS = $(if $(filter auto,$(JOBS)),$(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)'),$(JOBS))
+CORES := $(shell $(PYTHON) -c 'import os; print(os.cpu_count() or 1)')
+WAITING_JOBS = $(if $(filter auto,$(JOBS)),$(shell expr $(CORES) + 1),$(JOBS))
 # The workers share the cores: PyTorch's and MKL's threads per worker (OMP_NUM_THREADS) are the cores over the
 # workers, at least one, so one each with one worker per core. More threads than cores spin waiting for one another:
 # on two cores, strict nbval took 14% longer with two threads per kernel, and a cell of lesson 10 that generates
 # 80 characters, 0.8 s with one thread, took 22 s with two next to two busy neighbours.
-WORKER_THREADS = OMP_NUM_THREADS=$(if $(filter auto,$(JOBS)),1,$(shell $(PYTHON) -c 'import os; print(max(1, (os.cpu_count() or 1) // $(JOBS)))'))
+WORKER_THREADS = OMP_NUM_THREADS=$(if $(filter auto,$(JOBS)),1,$(shell $(PYTHON) -c 'print(max(1, $(CORES) // $(JOBS)))'))
 # The notebooks slowest first (the training lessons have the highest numbers), so that no worker starts a long
 # one last while the others wait.
 SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n' $(SOLUTIONS) | sort -r)
@@ -41,8 +42,8 @@ SLOW_FIRST := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r) $(shell printf '%s\n
 # (tools/hang_watchdog.py) stops a cell whose kernel uses no CPU for NOTEBOOK_HANG_SECONDS (600) or more than
 # NOTEBOOK_CPU_LIMIT_SECONDS (3600) of CPU, with one sentence saying what to do. For nbval it is a pytest
 # plugin (tools/nbval_watchdog.py).
-NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
-	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $(JOBS) --dist loadfile --nbval \
+	--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
