@@ -546,6 +546,21 @@ def test_browser_check_compares_outputs_as_strict_nbval_does():
     assert not browser_check.ignores_output({"source": "# NBVAL_IGNORE_OUTPUT: why\nprint(1)", "metadata": {}})
 
 
+def test_browser_check_repeats_every_problem_with_its_notebook_just_above_the_summary():
+    """CI shows a failed run's last lines: they must name what failed, however early the notebook finished."""
+    browser_check = _load_tool("browser_check")
+    ok = browser_check.notebook_result(Path("notebooks/01_a.ipynb"), 0.0)
+    bad = browser_check.notebook_result(Path("solutions/02_b.ipynb"), 0.0, problems=["cell 3: ValueError: x", "pop-up"])
+    assert browser_check.recap([ok, ok], []) == []
+    lines = browser_check.recap([bad, ok], ["autosave probe: not saved"])
+    assert lines[0].endswith("(3):")
+    assert lines[1:] == [
+        "    autosave probe: not saved",
+        "    solutions/02_b.ipynb: cell 3: ValueError: x",
+        "    solutions/02_b.ipynb: pop-up",
+    ]
+
+
 def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(tmp_path):
     """Such a run repeats the stored run, which make nbval checks already."""
     import nbformat

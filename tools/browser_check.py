@@ -25,6 +25,9 @@ again, on a desktop and at a phone's 390 px (check_site_accessibility): axe-core
 formula typeset by the site's own MathJax, alt text on every figure. `--site build/site` without notebooks (make
 site-check) runs only the site's part.
 
+Every problem is printed under its notebook's line and, with the notebook's name, once more just above the summary
+line, so that a log cut to its last lines still says what failed.
+
 JupyterLab is started directly (its pid is the server's) in its own process group, and stopped on every
 path: normal exit, failure, Ctrl-C (SIGINT) and SIGTERM.
 """
@@ -917,6 +920,15 @@ def print_result(result: dict) -> None:
         print(f"    {problem}", flush=True)
 
 
+def recap(results: list[dict], other_problems: list[str]) -> list[str]:
+    """Every problem of the notebooks' part again, each with its notebook, for the lines just above the summary:
+    a CI log cut to its last lines still says what failed."""
+    problems = other_problems + [f"{r['name']}: {problem}" for r in results for problem in r["problems"]]
+    if not problems:
+        return []
+    return [f"what failed in the notebooks' part ({len(problems)}):"] + [f"    {p}" for p in problems]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
@@ -951,6 +963,7 @@ def main(argv: list[str]) -> int:
 
     failed = False
     results: list[dict] = []
+    other_problems: list[str] = []  # the autosave probe's and files modified by the check
     before = digest(args.notebooks)
     # The site's pages are checked in a browser of their own while the notebooks run: its work fills the time
     # the notebooks' workers spend waiting for autosave and for JupyterLab to draw.
@@ -981,6 +994,7 @@ def main(argv: list[str]) -> int:
                     for problem in check_autosave_works(driver, lab):
                         with lock:
                             print(f"    {problem}", flush=True)
+                            other_problems.append(problem)
                         worker_failed = True
                 while True:
                     try:
@@ -1014,6 +1028,7 @@ def main(argv: list[str]) -> int:
         changed = [p for p, h in digest(args.notebooks).items() if h != before[p]]
         for path in changed:
             print(f"{path} was modified during the check", flush=True)
+            other_problems.append(f"{path} was modified during the check")
             failed = True
     wall = time.monotonic() - wall_start
     site_summary = ""
@@ -1022,6 +1037,8 @@ def main(argv: list[str]) -> int:
         for line in lines:
             print(line, flush=True)
         failed |= site_failed
+    for line in recap(results, other_problems):
+        print(line, flush=True)
     cells = sum(r["cells"] for r in results)
     errors = sum(r["errors"] for r in results)
     responded, moved = sum(r["responded"] for r in results), sum(r["moved"] for r in results)
