@@ -91,7 +91,9 @@ LAB_SETTINGS = {
 # seconds for one notebook's cells: lesson 10 trains for about a minute on two idle cores, over ten on a loaded
 # machine; --timeout changes it
 NOTEBOOK_TIMEOUT = 1800
-WIDGET_TIMEOUT = 60  # seconds for a widget to redraw after its control moves
+# seconds for the page to draw what the check waits for: a stored picture, a widget after its control moves, the
+# solution link and where it lands (on a loaded machine the page can take more than ten)
+DRAW_TIMEOUT = 60
 
 _cleanup: list = []
 
@@ -245,29 +247,23 @@ const commands = window.jupyterapp.commands;
   .then(() => done(commands.isToggled('{AUTOSAVE_COMMAND}')), e => done('error: ' + e));
 """
 # Widget cells before anything runs: the stored output shows its picture (the notebook is not trusted, so
-# JupyterLab renders the image/png, not the widget that needs a kernel).
-JS_WIDGET_PICTURES = """
-const done = arguments[arguments.length - 1];
-const panel = window.jupyterapp.shell.currentWidget;
-const cells = panel.content.widgets;
-const widgetCells = [];
-cells.forEach((cell, index) => {
+# JupyterLab renders the image/png, not the widget that needs a kernel). Their indices:
+JS_WIDGET_CELLS = """
+const found = [];
+window.jupyterapp.shell.currentWidget.content.widgets.forEach((cell, index) => {
   const outputs = cell.model.type === 'code' ? (cell.model.toJSON().outputs || []) : [];
-  if (outputs.some(o => o.data && o.data['application/vnd.jupyter.widget-view+json'])) widgetCells.push(index);
+  if (outputs.some(o => o.data && o.data['application/vnd.jupyter.widget-view+json'])) found.push(index);
 });
-(async () => {
-  let pictures = 0;
-  for (const index of widgetCells) {  // a cell out of view is not rendered: bring it into view first
-    await panel.content.scrollToItem(index, 'center');
-    for (let tries = 0; tries < 40; tries++) {  // up to 10 s for the cell and its image to render
-      const image = cells[index].node.querySelector('.jp-OutputArea-output img');
-      if (image && image.complete && image.naturalWidth > 0) { pictures += 1; break; }
-      await new Promise(resolve => setTimeout(resolve, 250));
-    }
-  }
-  await panel.content.scrollToItem(0, 'start');
-  return [widgetCells.length, pictures];
-})().then(done, e => done([widgetCells.length, 0]));
+return found;
+"""
+JS_SCROLL_TO_CELL = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.shell.currentWidget.content.scrollToItem(arguments[0], arguments[1]).then(() => done(true), done);
+"""
+JS_PICTURE_SHOWN = """
+const image = window.jupyterapp.shell.currentWidget.content.widgets[arguments[0]].node
+  .querySelector('.jp-OutputArea-output img');
+return Boolean(image && image.complete && image.naturalWidth > 0);
 """
 # The first "See the solution" link of a lesson, brought into view: [cell index, href] or null.
 JS_SOLUTION_LINK = r"""
@@ -467,11 +463,28 @@ def check_widgets(driver) -> tuple[int, int, int, list[str]]:
             except Exception as error:  # noqa: BLE001  (report it as a widget that did not respond)
                 problems.append(f"widget {number}, control {index + 1} ({kind}): could not move it ({error!r})")
                 continue
-            if wait_for(lambda b=box, s=before: widget_image(driver, b) not in (None, s), WIDGET_TIMEOUT):
+            if wait_for(lambda b=box, s=before: widget_image(driver, b) not in (None, s), DRAW_TIMEOUT):
                 responded += 1
             else:
                 problems.append(f"widget {number}, control {index + 1} ({kind}): the figure did not change")
     return len(found), responded, moved, problems
+
+
+def count_widget_pictures(driver) -> tuple[int, int]:
+    """(widget cells, those that show their stored picture): each cell is brought into view (a cell out of view is
+    not drawn) and given DRAW_TIMEOUT to draw its image."""
+    from selenium.common.exceptions import TimeoutException
+
+    cells = driver.execute_script(JS_WIDGET_CELLS)
+    pictures = 0
+    for index in cells:
+        with contextlib.suppress(TimeoutException):  # still scrolling: the picture's wait below decides
+            driver.execute_async_script(JS_SCROLL_TO_CELL, index, "center")
+        pictures += bool(wait_for(lambda i=index: driver.execute_script(JS_PICTURE_SHOWN, i), DRAW_TIMEOUT, 0.25))
+    if cells:
+        with contextlib.suppress(TimeoutException):
+            driver.execute_async_script(JS_SCROLL_TO_CELL, 0, "start")
+    return len(cells), pictures
 
 
 def open_notebook(driver, lab: Lab, notebook: Path, autosave: bool) -> bool:
@@ -537,10 +550,11 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
     opened, problems)."""
     from selenium.webdriver.common.by import By
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + DRAW_TIMEOUT
     while (found := driver.execute_async_script(JS_SOLUTION_LINK)) == "not rendered yet":
         if time.monotonic() > deadline:
-            return "solution link not shown", ["the cell with the solution link was not rendered within 30 s"]
+            problem = f"the cell with the solution link was not rendered within {DRAW_TIMEOUT} s"
+            return "solution link not shown", [problem]
         time.sleep(1)
     if found is None:
         return "no solution link", []
@@ -555,7 +569,7 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
         lambda: (lambda s: s if s and s["path"] == expected and heading in s["headings"] else None)(
             driver.execute_script(JS_LANDED, LANDING_SHARE)
         ),
-        30,
+        DRAW_TIMEOUT,
     )
     if landed:
         where = landed["headings"][heading]
@@ -589,9 +603,10 @@ def check_notebook(
         return notebook_result(
             notebook, start, errors=1, problems=["the notebook or its kernel did not start within 180 s"]
         )
-    widget_cells, pictures = driver.execute_async_script(JS_WIDGET_PICTURES)
+    widget_cells, pictures = count_widget_pictures(driver)
     if pictures < widget_cells:
-        problems.append(f"{widget_cells - pictures} of {widget_cells} widget cells show no picture before running")
+        missing = f"{widget_cells - pictures} of {widget_cells}"
+        problems.append(f"{missing} widget cells showed no picture before running ({DRAW_TIMEOUT} s each)")
     problem = wait_for_autosave(driver)
     dirty = driver.execute_script(JS_DIRTY)
     changed = hashlib.sha256(notebook.read_bytes()).hexdigest() != stored
