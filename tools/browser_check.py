@@ -8,11 +8,12 @@ repository as make lab is) opens it with autosave on (every AUTOSAVE_INTERVAL se
 120, in the server's private settings) and waits for its kernel; each widget cell must show its stored picture
 before anything runs; after an autosave tick (AUTOSAVE_WAIT) the notebook must be unchanged in the page and on disk
 (stored as JupyterLab writes it). First, a notebook stored in another form proves that autosave does rewrite
-it. Then autosave is turned off, all cells run, and the check fails on an error output, a code
-cell left unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a
-slider, another entry of a menu) and the widget's image must change. In a lesson, the last "See the solution"
-link is clicked: its solutions notebook must open with that exercise's heading in the upper three quarters of the
-view. A screenshot per notebook goes to build/browser/; the notebook files must be byte-identical afterwards.
+it. Then autosave is turned off, all cells run, and the check fails on an error output, a code cell left
+unexecuted or a JupyterLab pop-up. Each widget's controls are moved in the page (arrow key on a slider, another
+entry of a menu) and the widget's image must change. In a lesson, the last "See the solution" link is clicked: its
+solutions notebook must open with that exercise's heading in the upper three quarters of the view. Whatever the
+page must draw gets DRAW_TIMEOUT. A screenshot per notebook goes to build/browser/; the notebook files must be
+byte-identical afterwards.
 Notebooks are checked --jobs at a time (make browser-check: one more than the cores, as each worker also waits for
 autosave and for its page), each worker with a JupyterLab server and a browser of its own, so that one worker's
 autosave setting and kernels never touch another's.
@@ -258,7 +259,8 @@ return found;
 """
 JS_SCROLL_TO_CELL = """
 const done = arguments[arguments.length - 1];
-window.jupyterapp.shell.currentWidget.content.scrollToItem(arguments[0], arguments[1]).then(() => done(true), done);
+window.jupyterapp.shell.currentWidget.content.scrollToItem(arguments[0], arguments[1])
+  .then(() => done(true), e => done(String(e)));
 """
 JS_PICTURE_SHOWN = """
 const image = window.jupyterapp.shell.currentWidget.content.widgets[arguments[0]].node
