@@ -561,6 +561,22 @@ def test_browser_check_repeats_every_problem_with_its_notebook_just_above_the_su
     ]
 
 
+def test_browser_check_stops_waiting_when_run_all_stops_at_an_error():
+    """A cell that raises ends Run All: the queued cells never run, so the check must not wait for them."""
+    browser_check = _load_tool("browser_check")
+
+    def state(kernel, busy, *cells):
+        return {"kernel": kernel, "busy": busy, "cells": [{"type": "code", "empty": False, **c} for c in cells]}
+
+    ran = {"count": 1, "outputs": []}
+    raised = {"count": 2, "outputs": [{"type": "error"}]}
+    queued = {"count": None, "outputs": []}
+    assert browser_check.run_finished(state("idle", 0, ran, raised, queued))
+    assert browser_check.run_finished(state("idle", 0, ran, ran))
+    assert not browser_check.run_finished(state("idle", 0, ran, queued))  # not started yet, or between cells
+    assert not browser_check.run_finished(state("busy", 1, ran, raised, queued))
+
+
 def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(tmp_path):
     """Such a run repeats the stored run, which make nbval checks already."""
     import nbformat

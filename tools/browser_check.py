@@ -604,6 +604,16 @@ def notebook_result(notebook: Path, start: float, **found) -> dict:
     return {"name": name, "seconds": time.monotonic() - start, **counts, **texts, "problems": [], **found}
 
 
+def run_finished(state: dict) -> bool:
+    """Whether Run All is over: every code cell ran, or a cell stopped it with an error (JupyterLab then drops the
+    queued cells, which never run: waiting for them would last the whole timeout)."""
+    if state["kernel"] != "idle" or state["busy"] != 0:
+        return False
+    code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
+    stopped = any(o["type"] == "error" for c in code for o in c["outputs"])
+    return stopped or all(c["count"] is not None for c in code)
+
+
 def check_notebook(
     driver, lab: Lab, notebook: Path, shots: Path, stored: str, timeout: float = NOTEBOOK_TIMEOUT, compare=False
 ) -> dict:
@@ -639,9 +649,7 @@ def check_notebook(
 
     def finished():
         state = driver.execute_script(JS_NOTEBOOK_STATE)
-        code = [c for c in state["cells"] if c["type"] == "code" and not c["empty"]]
-        done = state["kernel"] == "idle" and state["busy"] == 0 and all(c["count"] is not None for c in code)
-        return state if done else None
+        return state if run_finished(state) else None
 
     state = wait_for(finished, timeout, interval=1.0)
     if state is None:
@@ -657,7 +665,11 @@ def check_notebook(
             unexecuted.append(number)
     errors = sum(o["type"] == "error" for c in state["cells"] for o in c["outputs"])
     if unexecuted:
-        problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}")
+        stopped = next(
+            (n for n, c in enumerate(state["cells"], 1) if any(o["type"] == "error" for o in c["outputs"])), 0
+        )
+        after = f": Run All stopped at cell {stopped}'s error" if stopped else ""
+        problems.append(f"{len(unexecuted)} code cells left unexecuted, from cell {unexecuted[0]}{after}")
     compared = ""
     if compare and state["cells"]:
         count, differences = compare_outputs(driver, notebook)
