@@ -113,10 +113,8 @@ class Recorder(ast.NodeTransformer):
         else:
             names = [f"_sweep_v{i}" for i in range(len(parts[0]))]
             values = ", ".join(ast.unparse(operand) for operand in parts[0])
-            chain = " and ".join(
-                f"{'bool((' if parts[2] else '('}{a} {op} {b}){').all())' if parts[2] else ''}"
-                for a, op, b in zip(names, parts[1], names[1:], strict=False)
-            )
+            pattern = "bool(({} {} {}).all())" if parts[2] else "({} {} {})"
+            chain = " and ".join(pattern.format(a, op, b) for a, op, b in zip(names, parts[1], names[1:], strict=False))
             call = f"({', '.join(names)},) = ({values},)\n_sweep_assert({key!r}, {chain}, [{', '.join(names)}])"
         return ast.parse(call).body if "\n" in call else ast.parse(call).body[0]
 
