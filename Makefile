@@ -21,8 +21,12 @@ BUILD := build
 PARAMS ?=
 NB ?=
 RUN_NOTEBOOKS := $(if $(NB),$(sort $(wildcard notebooks/$(NB)_*.ipynb)),$(NOTEBOOKS))
-# The parameter `make test` changes, to prove every notebook runs with other values than its stored ones.
-CHECK_PARAMS := -p seed 7
+# The seeds `make papermill-check` (in .ci/run) runs every notebook with, to prove that none depends on its stored
+# seed (123): both are in every training lesson's seed sweep (benchmarks/sweeps/), where every claim held.
+CHECK_SEEDS := 7 11
+# `make sweep NB=12 SEEDS=16 CPU=AVX2`: a training lesson under SEEDS seeds, as on the CPU kind CPU (native: this one's).
+SEEDS ?= 16
+CPU ?= native
 LAB_ARGS ?=
 # Parallel workers: one per CPU core for the notebooks (pytest-xdist's `-n auto`, run_notebooks.py's `--jobs auto`),
 # whose kernels keep their cores busy; one more for the unit tests and the browser check, which also wait (for the
@@ -47,7 +51,7 @@ NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint unit nbval nbval-portability papermill-check run notebooks diagrams benchmark colab-check \
+.PHONY: lab test lint unit nbval nbval-portability papermill-check sweep run notebooks diagrams benchmark colab-check \
 	repo-url clean browser-check site site-check
 
 CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
@@ -80,7 +84,9 @@ LAB_URL := /lab/tree/notebooks
 lab: $(STAMP) $(LAB_OVERRIDES)
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(ROOT_ARGS) $(LAB_ARGS)
 
-test: lint unit nbval papermill-check
+# The fast loop: lint, unit tests, every notebook compared with its stored outputs. .ci/run adds the rest (the other seeds,
+# the other CPUs, the site and the browser).
+test: lint unit nbval
 
 LINTED := attention_helpers tests benchmarks tools notebooks solutions
 
@@ -114,8 +120,17 @@ nbval-portability: $(STAMP) $(DEV_STAMP)
 # parameter (a run that would repeat make nbval's).
 papermill-check: $(STAMP)
 	@rm -rf $(BUILD)/papermill-check
-	$(WORKER_THREADS) $(BIN)/python tools/run_notebooks.py --jobs $(JOBS) --skip-unused $(BUILD)/papermill-check $(SLOW_FIRST) $(CHECK_PARAMS)
-	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*.ipynb
+	@for seed in $(CHECK_SEEDS); do \
+		$(WORKER_THREADS) $(BIN)/python tools/run_notebooks.py --jobs $(JOBS) --skip-unused $(BUILD)/papermill-check/seed-$$seed \
+			$(SLOW_FIRST) -p seed $$seed || exit 1; \
+	done
+	@$(BIN)/python tools/cell_times.py $(BUILD)/papermill-check/*/*/*.ipynb
+
+# A training lesson's claims measured over many seeds: benchmarks/sweeps/NN_name.CPU.md, the table its asserts' thresholds
+# follow from (tests/test_sweeps.py). One worker per core, one thread each; about 15-25 minutes per lesson on two cores.
+sweep: $(STAMP)
+	@test -n "$(NB)" && test -n "$(RUN_NOTEBOOKS)" || { echo "make sweep NB=12 SEEDS=16 CPU=AVX2: NB names one lesson"; exit 1; }
+	OMP_NUM_THREADS=1 $(BIN)/python tools/sweep.py $(RUN_NOTEBOOKS) --seeds $(SEEDS) --cpu $(CPU) --jobs $(JOBS) $(PARAMS)
 
 run: $(STAMP)
 	@test -n "$(RUN_NOTEBOOKS)" || { echo "no notebook numbered $(NB) in notebooks/ (NB=10 runs notebooks/10_*.ipynb)"; exit 1; }

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -593,6 +594,28 @@ def test_papermill_check_skips_a_notebook_that_never_uses_the_changed_parameter(
     assert "--skip-unused" in _make_dry_run("-B", "papermill-check")
 
 
+def test_make_test_is_the_fast_loop_and_ci_runs_every_notebook_with_two_seeds_the_stored_runs_never_use():
+    """make test: lint, unit tests, strict nbval. .ci/run adds the papermill pass under two other seeds."""
+    test = _make_dry_run("-B", "test")
+    assert "--nbval" in test and "pytest -n" in test and "ruff check" in test
+    assert "run_notebooks.py" not in test
+    check = _make_dry_run("-B", "papermill-check")
+    seeds = re.search(r"for seed in ([\d ]+);", check).group(1).split()
+    stored = {re.search(r"^seed = (\d+)", cell, re.M) for cell in _parameters_cells()}
+    assert len(seeds) == 2 and not {int(s) for s in seeds} & {int(m.group(1)) for m in stored if m}
+    assert "make papermill-check" in (ROOT / ".ci" / "run").read_text()
+
+
+def _parameters_cells() -> list[str]:
+    import nbformat
+
+    cells = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        cells += [c.source for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    return cells
+
+
 @pytest.mark.parametrize(
     ("native", "browser", "nbval"),
     [
@@ -626,7 +649,7 @@ def test_notebooks_run_one_worker_per_core_the_waiting_checks_one_more_and_the_w
     commands = _make_dry_run("-B", "unit", "nbval", "papermill-check", "browser-check").splitlines()
 
     def line(tool):
-        return next(c for c in commands if tool in c)
+        return next(c for c in commands if tool in c).lstrip()
 
     assert f"pytest -n {cores + 1} tests" in line("pytest -n")
     assert "-n auto " in line("--nbval") and "--jobs auto" in line("run_notebooks.py")
