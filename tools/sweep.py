@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -188,35 +189,46 @@ def sides(operators: list[str]) -> list[set[str]]:
     return result
 
 
+def claim_key(key: str) -> str:
+    """An assert's text without its cell number and written numbers: a threshold set after the sweep, or a cell
+    moved, still finds the figures the sweep recorded for it."""
+    text = re.sub(r"^cell \d+: ", "", key)
+    return re.sub(r"(?<![\w.])\d+(\.\d*)?(e-?\d+)?", "#", text)
+
+
 def table_rows(notebook, runs: list[dict]) -> list[dict]:
-    """One row per figure an assert compares (or per assert that compares nothing), over the seeds that ran."""
+    """One row per figure an assert of `notebook` compares (or per assert that compares nothing), over the seeds
+    that ran, against the thresholds the notebook writes now. An assert run several times (in a loop) counts by its
+    worst run."""
     rows = []
     ran = [run for run in runs if "records" in run]
     for key, node in lesson_asserts(notebook):
-        seen = [[r for r in run["records"] if r["key"] == key] for run in ran]
-        held = sum(all(r["held"] for r in records) for records in seen if records)
-        reached = sum(1 for records in seen if records)
+        seen = [[r for r in run["records"] if claim_key(r["key"]) == claim_key(key)] for run in ran]
+        seen = [records for records in seen if records]
         parts = claim_parts(node.test)
         if parts is None:
-            rows.append({"assert": key, "figure": None, "held": held, "seeds": reached})
+            held = sum(all(r["held"] for r in records) for records in seen)
+            rows.append({"assert": key, "figure": None, "held": held, "seeds": len(seen)})
             continue
         operands, operators, _ = parts
-        thresholds = [ast.unparse(o) for o in operands if is_number(o)]
         for index, (operand, wanted) in enumerate(zip(operands, sides(operators), strict=True)):
             if is_number(operand):
                 continue
             for side in sorted(wanted):
-                figures = [
-                    reduce(records[0]["operands"][index], side)
-                    for records in seen
-                    if records and index < len(records[0]["operands"])
-                ]
-                figures = [f for f in figures if f is not None]
+                pick = min if side == "low" else max
+                figures = []
+                for records in seen:
+                    values = [reduce(r["operands"][index], side) for r in records if index < len(r["operands"])]
+                    values = [v for v in values if v is not None]
+                    figures += [pick(values)] if values else []
                 if not figures:
                     continue
-                # the threshold this figure is compared with, and its margin: how far the worst seed stayed from it
-                bound = _bound(operands, operators, index, side)
-                worst = min(figures) if side == "low" else max(figures)
+                bound, op = _bound(operands, operators, index, side)
+                worst = pick(figures)
+                if bound is None:  # compared with another figure: whether the whole assert held
+                    held = sum(all(r["held"] for r in records) for records in seen)
+                else:
+                    held = sum(COMPARE[op](f, bound) for f in figures)
                 rows.append(
                     {
                         "assert": key,
@@ -225,24 +237,28 @@ def table_rows(notebook, runs: list[dict]) -> list[dict]:
                         "median": statistics.median(figures),
                         "max": max(figures),
                         "threshold": bound,
-                        "margin": None if bound is None else abs(worst - bound),
+                        "margin": None if bound is None else (worst - bound if side == "low" else bound - worst),
                         "held": held,
-                        "seeds": reached,
-                        "thresholds": thresholds,
+                        "seeds": len(figures),
                     }
                 )
     return rows
 
 
-def _bound(operands, operators, index, side) -> float | None:
-    """The written number that operand `index` must stay above (side 'low') or below ('high'), if there is one."""
+COMPARE = {">": float.__gt__, ">=": float.__ge__, "<": float.__lt__, "<=": float.__le__}
+
+
+def _bound(operands, operators, index, side) -> tuple[float | None, str | None]:
+    """The written number that operand `index` must stay above (side 'low') or below ('high'), if there is one, and
+    how the figure must compare with it ('>' ...)."""
+    flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
     lower, upper = ("<", "<="), (">", ">=")
     if index > 0 and is_number(operands[index - 1]) and operators[index - 1] in (lower if side == "low" else upper):
-        return float(ast.literal_eval(ast.unparse(operands[index - 1])))
+        return float(ast.literal_eval(ast.unparse(operands[index - 1]))), flipped[operators[index - 1]]
     after = index + 1 < len(operands) and is_number(operands[index + 1])
     if after and operators[index] in (upper if side == "low" else lower):
-        return float(ast.literal_eval(ast.unparse(operands[index + 1])))
-    return None
+        return float(ast.literal_eval(ast.unparse(operands[index + 1]))), operators[index]
+    return None, None
 
 
 def machine() -> dict:
@@ -304,6 +320,12 @@ def markdown(name: str, setting_name: str, facts: dict, seeds: list[int], runs: 
     return "\n".join(lines) + "\n"
 
 
+def _stored_run(work: Path, seed: int) -> dict:
+    """A seed's figures from the sweep's working folder (a table made before the tables kept them)."""
+    path = work / f"seed_{seed}" / "records.json"
+    return {"seed": seed, "records": json.loads(path.read_text())} if path.exists() else {"seed": seed, "error": "lost"}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebook", type=Path)
@@ -313,6 +335,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "sweep")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    parser.add_argument(
+        "--retable",
+        action="store_true",
+        help="run nothing: the table again from the sweep's stored figures, against the lesson's asserts of now",
+    )
     args = parser.parse_args(argv)
     import nbformat
 
@@ -328,21 +355,25 @@ def main(argv: list[str]) -> int:
     tag = args.cpu + "".join(f".{n}={v}" for n, v in args.parameter)
     work = args.work / f"{args.notebook.stem}.{tag}"
     jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
-    calls = [(str(args.notebook.resolve()), seed, setting, parameters, str(work)) for seed in seeds]
-    import concurrent.futures
-    import multiprocessing
+    stem = f"{args.notebook.stem}.{tag}"
+    if args.retable:
+        stored = json.loads((args.out / f"{stem}.json").read_text())
+        facts = {name: stored[name] for name in ("commit", "cpu", "native_kernels", "torch")}
+        seeds = stored["seeds"]
+        runs = stored.get("runs") or [_stored_run(work, seed) for seed in seeds]
+    else:
+        calls = [(str(args.notebook.resolve()), seed, setting, parameters, str(work)) for seed in seeds]
+        import concurrent.futures
+        import multiprocessing
 
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        runs = list(pool.map(run_seed, *zip(*calls, strict=True)))
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            runs = list(pool.map(run_seed, *zip(*calls, strict=True)))
+        facts = machine()
     notebook = nbformat.read(args.notebook, as_version=4)
     rows = table_rows(notebook, runs)
-    facts = machine()
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.notebook.stem}.{tag}"
-    (args.out / f"{stem}.json").write_text(
-        json.dumps({**facts, "setting": args.cpu, "parameters": parameters, "seeds": seeds, "rows": rows}, indent=1)
-        + "\n"
-    )
+    table = {**facts, "setting": args.cpu, "parameters": parameters, "seeds": seeds, "rows": rows, "runs": runs}
+    (args.out / f"{stem}.json").write_text(json.dumps(table, indent=None, separators=(",", ":")) + "\n")
     (args.out / f"{stem}.md").write_text(markdown(args.notebook.stem, tag, facts, seeds, runs, rows))
     print((args.out / f"{stem}.md").read_text())
     return 1 if any("error" in run for run in runs) else 0
