@@ -128,9 +128,11 @@ papermill-check: $(STAMP)
 
 # A training lesson's claims measured over many seeds: benchmarks/sweeps/NN_name.CPU.md, the table its asserts' thresholds
 # follow from (tests/test_sweeps.py). One worker per core, one thread each; about 15-25 minutes per lesson on two cores.
+# RETABLE=1 runs nothing: it judges the stored figures against the lesson's thresholds as they are now.
 sweep: $(STAMP)
 	@test -n "$(NB)" && test -n "$(RUN_NOTEBOOKS)" || { echo "make sweep NB=12 SEEDS=16 CPU=AVX2: NB names one lesson"; exit 1; }
-	OMP_NUM_THREADS=1 $(BIN)/python tools/sweep.py $(RUN_NOTEBOOKS) --seeds $(SEEDS) --cpu $(CPU) --jobs $(JOBS) $(PARAMS)
+	OMP_NUM_THREADS=1 $(BIN)/python tools/sweep.py $(RUN_NOTEBOOKS) --seeds $(SEEDS) --cpu $(CPU) --jobs $(JOBS) $(PARAMS) \
+		$(if $(RETABLE),--retable)
 
 run: $(STAMP)
 	@test -n "$(RUN_NOTEBOOKS)" || { echo "no notebook numbered $(NB) in notebooks/ (NB=10 runs notebooks/10_*.ipynb)"; exit 1; }
