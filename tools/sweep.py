@@ -356,11 +356,14 @@ def main(argv: list[str]) -> int:
     work = args.work / f"{args.notebook.stem}.{tag}"
     jobs = (os.cpu_count() or 1) if args.jobs == "auto" else int(args.jobs)
     stem = f"{args.notebook.stem}.{tag}"
-    if args.retable:
+    if args.retable and (args.out / f"{stem}.json").exists():
         stored = json.loads((args.out / f"{stem}.json").read_text())
         facts = {name: stored[name] for name in ("commit", "cpu", "native_kernels", "torch")}
         seeds = stored["seeds"]
         runs = stored.get("runs") or [_stored_run(work, seed) for seed in seeds]
+    elif args.retable:  # a sweep stopped early: the seeds it finished, from its working folder
+        runs = [run for run in (_stored_run(work, seed) for seed in seeds) if "records" in run]
+        seeds, facts = [run["seed"] for run in runs], machine()
     else:
         calls = [(str(args.notebook.resolve()), seed, setting, parameters, str(work)) for seed in seeds]
         import concurrent.futures
