@@ -3,9 +3,9 @@
 Modules, each importable on its own, depend on one another in one direction:
 ``data -> functional -> rope -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``,
 with ``efficient`` (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains
-on) beside ``gpt`` and ``dates`` (lesson 12's task) beside ``encoder_decoder``; ``viz`` (figures, diagrams and
-widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``interop`` and ``lessons`` (the
-notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
+on) beside ``gpt`` and ``dates`` (lesson 12's task and its trained translator) after ``encoder_decoder``; ``viz``
+(figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``interop`` and
+``lessons`` (the notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
 reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
 ``from attention_helpers import *`` stays light.
 """
@@ -24,6 +24,7 @@ from .attention import (
     SelfAttentionV2,
 )
 from .data import WORDS, toy_embeddings
+from .dates import pretrained_date_translator, translate_dates
 from .decoding import KVCache, generate, sample_next_token, top_k_filter
 from .efficient import (
     merge_partial_attention,

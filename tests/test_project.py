@@ -232,8 +232,9 @@ def test_no_class_over_150_lines_and_no_function_over_60_lines():
 
 def test_the_wheel_holds_every_module_and_every_diagram_of_images(tmp_path):
     """A non-editable install (``pip install <repository URL>``) has only what the wheel holds: every module,
-    subpackages included, and every diagram of the top-level images/ (which attention_helpers/viz/images links to),
-    as a file where ``diagram_path`` finds it, among them every diagram ``show_diagram`` is called with."""
+    subpackages included, the trained date translator's weights, and every diagram of the top-level images/ (which
+    attention_helpers/viz/images links to), as a file where ``diagram_path`` finds it, among them every diagram
+    ``show_diagram`` is called with."""
     import zipfile
 
     import attention_helpers as ah
@@ -254,6 +255,8 @@ def test_the_wheel_holds_every_module_and_every_diagram_of_images(tmp_path):
     package = Path(ah.__file__).resolve().parent
     modules = {f"attention_helpers/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
     assert modules <= in_wheel.keys(), f"modules missing from the wheel: {sorted(modules - in_wheel.keys())}"
+    weights = f"attention_helpers/{ah.dates.PRETRAINED_WEIGHTS.relative_to(package).as_posix()}"
+    assert in_wheel.get(weights) == ah.dates.PRETRAINED_WEIGHTS.read_bytes(), "the date translator lesson 01 loads"
     diagrams = {p.stem: p.read_bytes() for p in (ROOT / "images").glob("*.png")}
     shown = set()
     for path in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "solutions").glob("*.ipynb")]:
