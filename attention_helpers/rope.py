@@ -20,10 +20,11 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding: rotate queries or keys by their position.
 
-    Dimensions ``i`` and ``i + head_dim / 2`` form a pair (Llama's half-split ``rotate_half``; the paper pairs
-    ``2i, 2i + 1``, which only reorders the dimensions) that turns by ``m * base^(-2i / head_dim)`` at position
-    ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the projected
-    queries and keys, per head, not to the embeddings or the values.
+    Dimensions ``i`` and ``i + head_dim / 2`` form a pair (the half-split ``rotate_half`` of Hugging Face's Llama
+    port; the paper and Meta's Llama code pair ``2i, 2i + 1``, which only reorders the dimensions, and checkpoints
+    converted between the two permute their query and key weights) that turns by ``m * base^(-2i / head_dim)`` at
+    position ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the
+    projected queries and keys, per head, not to the embeddings or the values.
 
     Args:
         x: ``(..., num_tokens, head_dim)``, floating point, ``head_dim`` even; e.g. ``(batch, num_heads,

@@ -32,6 +32,13 @@ def code_cells(nb):
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
 
+def has_no_parameters(cell):
+    """A parameters cell with nothing to set (a notebook where nothing is random or sized) holds only a comment
+    saying so: a parameter that changes nothing would mislead whoever sets it."""
+    lines = [line.strip() for line in source(cell).splitlines() if line.strip()]
+    return bool(lines) and all(line.startswith("#") for line in lines)
+
+
 def ignores_output(cell):
     """nbval's rule: a comment line that is exactly NBVAL_IGNORE_OUTPUT (nothing after it), or the tag."""
     lines = [line.strip().lstrip("#").strip() for line in source(cell).splitlines() if line.strip().startswith("#")]
@@ -129,7 +136,8 @@ class TestNotebook:
         cells = code_cells(load(path))
         names = set(re.findall(r"^(\w+)\s*=", source(cells[1]), re.M))
         checked = set(re.findall(r"""check_parameter\(\s*["'](\w+)["']""", source(cells[2])))
-        assert names and names <= checked, f"parameters not checked in the next cell: {sorted(names - checked)}"
+        assert names or has_no_parameters(cells[1]), "an empty parameters cell says why in a comment"
+        assert names <= checked, f"parameters not checked in the next cell: {sorted(names - checked)}"
         assert PRINT_OPTIONS in source(cells[2]), f"the cell after the parameters sets {PRINT_OPTIONS}"
 
     def test_few_ignored_outputs_and_no_skipped_cells(self, path):
@@ -163,10 +171,24 @@ STUCK_LINK = re.compile(r"Stuck\? See the \[solution\]\(\.\./solutions/([^)#]+)#
 NOT_ANSWERED = "Exercise {n}: Not answered yet (the answer is still None).\n"
 
 
+def headings(nb, level="## "):
+    """[(cell index, heading line)] of a notebook's Markdown headings of one level."""
+    return [
+        (i, line)
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "markdown"
+        for line in source(c).splitlines()
+        if line.startswith(level)
+    ]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_ends_with_a_summary(path):
-    last = load(path)["cells"][-1]
-    assert last["cell_type"] == "markdown" and "Summary" in source(last)
+def test_has_a_summary_and_ends_in_markdown(path):
+    """Every notebook has a `## Summary`; lessons 01-07 put it right after the exercises, before `## Going further`
+    (a reader who stops at the exercises still gets the recap), the others at the end."""
+    nb = load(path)
+    assert nb["cells"][-1]["cell_type"] == "markdown"
+    assert [line for _, line in headings(nb) if line.startswith("## Summary")] == ["## Summary"], "one Summary"
 
 
 def stored_text(cell):
@@ -278,11 +300,11 @@ def test_no_solution_code_in_the_lesson(path):
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_lesson_summary_names_the_next_notebook(path):
-    summary = source(load(path)["cells"][-1])
+def test_lesson_ends_with_a_link_to_the_next_notebook(path):
+    last = source(load(path)["cells"][-1])
     later = [p for p in NOTEBOOKS if p.name > path.name]
     if later:
-        assert later[0].name in summary, f"the summary should point to {later[0].name}"
+        assert f"]({later[0].name})" in last, f"the last cell should link to {later[0].name}"
 
 
 def test_a_parameter_out_of_range_stops_the_notebook_with_one_sentence():
@@ -317,32 +339,50 @@ def main_path(nb):
     return cells[:first]
 
 
+ASSERT_LINE = re.compile(r"^\s*assert\b", re.M)
+
+
 def test_lessons_01_to_07_keep_their_main_path_short():
-    """The main path of lessons 01-07 together: at most 5,500 words of prose and 110 code cells (detours go to
-    `## Going further`, after the exercises)."""
-    words = codes = 0
+    """The main path of lessons 01-07 together: at most 5,500 words of prose, 110 code cells and 40 assert
+    statements (detours go to `## Going further`, after the exercises; checks that only compare with the package or
+    PyTorch share a cell per section)."""
+    words = codes = asserts = 0
     for path in MAIN_PATH_LESSONS:
         cells = main_path(load(path))
         words += sum(len(source(c).split()) for c in cells if c["cell_type"] == "markdown")
         codes += sum(c["cell_type"] == "code" for c in cells)
+        asserts += sum(len(ASSERT_LINE.findall(source(c))) for c in cells if c["cell_type"] == "code")
     assert words <= 5500, f"lessons 01-07 hold {words} words before their exercises (at most 5,500)"
     assert codes <= 110, f"lessons 01-07 hold {codes} code cells before their exercises (at most 110)"
+    assert asserts <= 40, f"lessons 01-07 hold {asserts} assert statements before their exercises (at most 40)"
+
+
+@pytest.mark.parametrize("path", MAIN_PATH_LESSONS, ids=lambda p: p.name)
+def test_every_assert_on_the_main_path_says_what_the_claim_needs(path):
+    """An assert without a message stops a learner with a bare AssertionError."""
+    import ast
+
+    for cell in main_path(load(path)):
+        if cell["cell_type"] == "code":
+            code = "\n".join(line for line in source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Assert):
+                    assert node.msg is not None, f"assert without a message: {ast.unparse(node.test)[:80]}"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_going_further_comes_after_the_exercises_and_before_the_summary(path):
-    headings = [
-        (i, line)
-        for i, c in enumerate(load(path)["cells"])
-        if c["cell_type"] == "markdown"
-        for line in source(c).splitlines()
-        if line.startswith("## ")
-    ]
-    exercises_at = min(i for i, line in headings if line.startswith("## Exercise"))
-    summary_at = min(i for i, line in headings if line.startswith("## Summary"))
-    for i, line in headings:
-        if line.startswith("## Going further"):
-            assert exercises_at < i <= summary_at, f"{line!r} must sit between the exercises and the summary"
+def test_summary_and_going_further_come_after_the_exercises(path):
+    """Lessons 01-07: exercises, Summary, Going further (a reader who stops after the exercises gets the recap);
+    later lessons: Going further after the exercises, the Summary last."""
+    found = headings(load(path))
+    exercises_at = min(i for i, line in found if line.startswith("## Exercise"))
+    summary_at = min(i for i, line in found if line.startswith("## Summary"))
+    going_further = [i for i, line in found if line.startswith("## Going further")]
+    assert exercises_at < summary_at, "the Summary must come after the exercises"
+    if path in MAIN_PATH_LESSONS:
+        assert all(summary_at < i for i in going_further), "the Summary must come before Going further"
+    else:
+        assert all(exercises_at < i <= summary_at for i in going_further), "Going further: after the exercises"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -355,4 +395,5 @@ def test_papermill_reads_every_parameter_of_the_parameters_cell(path):
 
     cell = next(c for c in load(path)["cells"] if "parameters" in c["metadata"].get("tags", []))
     assigned = [node.targets[0].id for node in ast.parse(source(cell)).body if isinstance(node, ast.Assign)]
-    assert assigned and list(papermill.inspect_notebook(str(path))) == assigned
+    assert assigned or has_no_parameters(cell), "an empty parameters cell says why in a comment"
+    assert list(papermill.inspect_notebook(str(path))) == assigned
