@@ -21,7 +21,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from .._checks import check_positive_int
+from .._checks import check_bool, check_positive_int, check_positive_real
 
 DEFAULT_TIMEOUT = 60.0  # seconds a collective waits for the other ranks before it fails instead of hanging
 
@@ -102,13 +102,13 @@ def run(fn, world_size: int, *args, timeout: float = DEFAULT_TIMEOUT, oversubscr
     if not callable(fn):
         raise TypeError(f"fn must be a function, got {type(fn).__name__}")
     check_positive_int("world_size", world_size)
+    check_bool("oversubscribe", oversubscribe)
     if world_size > cpu_count() and not oversubscribe:
         raise ValueError(
             f"world_size={world_size} is more than the {cpu_count()} CPU(s) this process may use: the ranks would "
             f"share cores; use world_size <= {cpu_count()}, or oversubscribe=True to check results only"
         )
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_positive_real("timeout", timeout)
     context = _start_context()
     results = context.Queue()
     port = free_port()

@@ -28,6 +28,7 @@ def ring_schedule(world_size: int, causal: bool = False) -> tuple[torch.Tensor, 
     in the future of the rank's queries and is passed on without being computed.
     """
     check_positive_int("world_size", world_size)
+    check_bool("causal", causal)
     rank = torch.arange(world_size)[:, None]  # (world_size, 1)
     hop = torch.arange(world_size)[None, :]  # (1, world_size)
     held = (rank - hop) % world_size  # (world_size, world_size)
@@ -38,6 +39,8 @@ def ring_schedule(world_size: int, causal: bool = False) -> tuple[torch.Tensor, 
 def shard_lengths(num_tokens: int, world_size: int) -> list[int]:
     """The lengths of ``torch.tensor_split``'s ``world_size`` shards of ``num_tokens`` tokens: the first
     ``num_tokens % world_size`` are one longer."""
+    check_positive_int("num_tokens", num_tokens, minimum=0)
+    check_positive_int("world_size", world_size)
     return [num_tokens // world_size + (r < num_tokens % world_size) for r in range(world_size)]
 
 
