@@ -95,6 +95,13 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
         raise ValueError(f"{name} must hold at least one token (num_tokens >= 1), got shape {shape_str(x.shape)}")
 
 
+def check_not_empty(name: str, x: torch.Tensor, what: str) -> None:
+    """Require at least one token along ``x``'s second-to-last dimension (named ``what``): attention over no keys
+    is a softmax over nothing."""
+    if x.shape[-2] == 0:
+        raise ValueError(f"{name} must hold at least one token ({what} >= 1), got shape {shape_str(x.shape)}")
+
+
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
     """Require an int ``dim`` that indexes one of ``x``'s dimensions (negative counts from the end)."""
     check_int(name, dim)
@@ -206,6 +213,21 @@ def check_no_nan(name: str, x: torch.Tensor) -> None:
         rows = torch.isnan(x).flatten(1).any(dim=1).nonzero().flatten().tolist() if x.dim() > 1 else []
         where = f" (rows {rows[:5]})" if rows else ""
         raise ValueError(f"{name} holds nan{where}, shape {shape_str(x.shape)}: no token can be picked from it")
+
+
+def check_logits(name: str, logits: torch.Tensor) -> None:
+    """Require logits to pick a token from: no ``nan``, and in every row at least one finite score (a row of
+    ``-inf`` gives softmax ``0 / 0``; argmax would return token 0)."""
+    check_no_nan(name, logits)
+    if is_compiling():
+        return
+    empty = ~torch.isfinite(logits).any(dim=-1)  # (...,) True for a row without a finite logit
+    if bool(empty.any()):
+        rows = empty.flatten().nonzero().flatten().tolist()
+        raise ValueError(
+            f"{name} has rows {rows[:5]} without a finite value (all -inf or inf), shape {shape_str(logits.shape)}: "
+            "no token can be picked from them"
+        )
 
 
 def check_real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
@@ -446,6 +468,10 @@ def check_positions(positions, x: torch.Tensor) -> None:
             f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
         )
     check_same_device("positions", positions, "x", x)
+    if positions.is_floating_point() and not is_compiling() and not bool(torch.isfinite(positions).all()):
+        raise ValueError(
+            f"positions must hold finite numbers, got nan or inf in positions of shape {shape_str(positions.shape)}"
+        )
 
 
 # --- attention modules ------------------------------------------------------------------------------------------
@@ -496,6 +522,7 @@ def check_memory(module, x: torch.Tensor, memory: torch.Tensor) -> None:
     layout = "(batch, num_memory_tokens, d_in)"
     check_tensor("memory", memory, (3,), layout)
     check_size("memory", memory, -1, module.d_in, "d_in", layout)
+    check_not_empty("memory", memory, "num_memory_tokens")
     if memory.shape[0] != x.shape[0]:
         raise ValueError(
             f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
@@ -530,17 +557,38 @@ def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str
         )
 
 
-def check_cache(cache, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor) -> None:
+def check_cache(
+    cache, model, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor, attention=None
+) -> None:
     """At a model's entry point: ``num_new`` tokens of ``batch`` sequences (``like``'s dtype and device) can
-    continue ``cache`` (a :class:`~attention_helpers.decoding.KVCache`) in a model of ``num_layers`` layers."""
+    continue ``cache`` (a :class:`~attention_helpers.decoding.KVCache`) in ``model``, of ``num_layers`` layers whose
+    self-attention is like ``attention`` (its ``num_kv_heads`` and ``head_dim``)."""
     check_cache_type(cache)
     if cache.num_layers != num_layers:
         raise ValueError(
             f"the cache holds num_layers={cache.num_layers} but the model has num_layers={num_layers}; "
             "make one with model.new_cache(batch)"
         )
+    if attention is not None and (cache.num_kv_heads, cache.head_dim) != (attention.num_kv_heads, attention.head_dim):
+        raise ValueError(
+            f"the cache holds num_kv_heads={cache.num_kv_heads}, head_dim={cache.head_dim} but the model's attention "
+            f"has num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}; make one with "
+            "model.new_cache(batch)"
+        )
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
+    made_by, positions = getattr(cache, "made_by", None), getattr(model, "positions", None)
+    if made_by is not None and made_by != (id(model), positions):  # (the model that made it, its positions kind)
+        if made_by[1] != positions:
+            raise ValueError(
+                f"the cache was made by a model with positions={made_by[1]!r} but this one has "
+                f"positions={positions!r}: its keys do not carry this model's positions; make one with "
+                "model.new_cache(batch)"
+            )
+        raise ValueError(
+            f"the cache was made by another {type(model).__name__} (its new_cache): its keys and values come from "
+            "other weights; continue it with the model that made it, or make one with model.new_cache(batch)"
+        )
     if cache.layers_written:
         raise ValueError(
             f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
@@ -645,6 +693,7 @@ def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memo
     name = type(module).__name__
     check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name)
     check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name)
+    check_not_empty("memory", memory, "src_len")
     check_same_batch("src", memory, "tgt", tgt)
     check_same_device("tgt", tgt, "src", memory)
     if start + tgt.shape[1] > module.context_length:

@@ -26,7 +26,7 @@ from ._checks import (
 )
 from ._convert import from_torch_into
 from .functional import causal_mask, scaled_dot_product_attention
-from .rope import rope_rotate
+from .rope import rotate
 
 
 class SelfAttentionV1(nn.Module):
@@ -50,6 +50,7 @@ class SelfAttentionV1(nn.Module):
         """Return ``context_vec`` ``(..., num_tokens, d_out)``, and the ``(..., num_tokens, num_tokens)``
         attention weights too when ``return_weights`` is set."""
         check_attention_input(self, x, (2, 3))
+        check_bool("return_weights", return_weights)
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
@@ -67,6 +68,7 @@ class SelfAttentionV2(nn.Module):
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
         check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
+        check_bool("qkv_bias", qkv_bias)
         self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -75,6 +77,7 @@ class SelfAttentionV2(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
         check_attention_input(self, x, (2, 3))
+        check_bool("return_weights", return_weights)
         context_vec, attn_weights = scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
@@ -91,6 +94,7 @@ class CausalAttention(nn.Module):
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
         check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
+        check_bool("qkv_bias", qkv_bias)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -103,6 +107,7 @@ class CausalAttention(nn.Module):
         """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
         num_tokens)`` attention weights when ``return_weights`` is set)."""
         check_attention_input(self, x)
+        check_bool("return_weights", return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
         queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
@@ -128,6 +133,7 @@ class MultiHeadAttentionWrapper(nn.Module):
     def forward(self, x: torch.Tensor, return_weights: bool = False):
         """Return the concatenated context vectors (and the ``(batch, num_heads, num_tokens, num_tokens)``
         weights of every head when ``return_weights`` is set)."""
+        check_bool("return_weights", return_weights)
         outputs = [head(x, return_weights=True) for head in self.heads]
         context_vec = torch.cat([head_context_vec for head_context_vec, _ in outputs], dim=-1)
         if not return_weights:
@@ -184,7 +190,8 @@ class MultiHeadAttention(nn.Module):
         rope: bool = False,
     ):
         super().__init__()
-        for name, flag in (("causal", causal), ("fused", fused), ("rope", rope)):
+        flags = (("qkv_bias", qkv_bias), ("causal", causal), ("proj_bias", proj_bias), ("fused", fused), ("rope", rope))
+        for name, flag in flags:
             check_bool(name, flag)
         check_attention_sizes(d_in, d_out, context_length, dropout, causal)
         check_heads(d_out, num_heads)
@@ -216,6 +223,7 @@ class MultiHeadAttention(nn.Module):
         """
         if not layer_input_checked():  # inside a model, which has checked all this at its entry point
             check_attention_input(self, x)
+            check_bool("return_weights", return_weights)
             if cache is not None:
                 check_layer_cache(cache, x.shape[1], self.context_length if memory is None else None)
             if memory is not None:
@@ -230,7 +238,7 @@ class MultiHeadAttention(nn.Module):
             keys, values = self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
             if self.rope:
                 positions = torch.arange(start, start + x.shape[1], device=x.device)
-                queries, keys = rope_rotate(queries, positions), rope_rotate(keys, positions)
+                queries, keys = rotate(queries, positions), rotate(keys, positions)
             if cache is not None:  # (batch, num_kv_heads, start + num_tokens, head_dim): the cached ones too
                 keys, values = cache.update(layer_idx, keys, values)
         hide = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
@@ -241,7 +249,8 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         """``(batch, num_tokens, heads * head_dim)`` -> ``(batch, heads, num_tokens, head_dim)``."""
-        return t.view(t.shape[0], t.shape[1], -1, self.head_dim).transpose(1, 2)  # a projection's output: contiguous
+        heads = t.shape[-1] // self.head_dim  # explicit, not -1: a batch of 0 sequences has no size to infer from
+        return t.view(t.shape[0], t.shape[1], heads, self.head_dim).transpose(1, 2)  # a projection's output: contiguous
 
     def merge_heads(self, context_vec: torch.Tensor) -> torch.Tensor:
         """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back

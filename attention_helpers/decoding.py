@@ -15,7 +15,9 @@ import torch
 from torch import nn
 
 from ._checks import (
+    check_bool,
     check_cache_write,
+    check_logits,
     check_model,
     check_no_nan,
     check_positive_int,
@@ -51,6 +53,8 @@ class KVCache:
         self.num_tokens = 0
         self.layers_written: set[int] = set()  # at the current position
         self.pending_new: int | None = None  # how many tokens those layers wrote
+        # a model's new_cache sets (id(model), its positions kind): another model's entry check then refuses it
+        self.made_by: tuple[int, str | None] | None = None
 
     def update(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
@@ -79,6 +83,7 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     ``logits`` ``(..., vocab_size)``; returns a new tensor of the same shape. Ties with the k-th value are kept.
     """
     check_tensor("logits", logits, 1, "(..., vocab_size)")
+    check_no_nan("logits", logits)
     check_positive_int("k", k)
     return _keep_top_k(logits, k)
 
@@ -98,7 +103,7 @@ def sample_next_token(
     ``top_k`` best, and sampled.
     """
     check_tensor("logits", logits, (2,), "(batch, vocab_size)")
-    check_no_nan("logits", logits)
+    check_logits("logits", logits)
     check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
@@ -143,6 +148,7 @@ def generate(
             f"token_ids must hold at least one token to continue from, got shape {shape_str(token_ids.shape)}"
         )
     check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_bool("use_cache", use_cache)
     check_temperature(temperature, zero_is_greedy=True)
     if top_k is not None:
         check_positive_int("top_k", top_k)
@@ -172,7 +178,8 @@ def decode_tokens(
     ``token_ids`` once; the model calls skip reading their values (every new id comes from ``pick``).
     """
     context_length, cache = model.context_length, None
-    if use_cache and token_ids.shape[1] < context_length:  # the cache helps while the sequence fits the context
+    # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)
+    if use_cache and token_ids.shape[1] < context_length and token_ids.shape[0] > 0:
         cache = model.new_cache(token_ids.shape[0], min(token_ids.shape[1] + num_new, context_length))
     was_training = model.training
     model.eval()

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._checks import check_attention_inputs, check_dim, check_positive_int, check_tensor
+from ._checks import check_attention_inputs, check_bool, check_dim, check_positive_int, check_tensor
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -74,6 +74,7 @@ def tiled_attention_blocks(
     check_positive_int("num_queries", num_queries)
     check_positive_int("num_keys", num_keys)
     check_positive_int("block_size", block_size)
+    check_bool("causal", causal)
     first_query = torch.arange(0, num_queries, block_size)  # (num_query_blocks,)
     first_key = torch.arange(0, num_keys, block_size)  # (num_key_blocks,)
     last_query = (first_query + block_size - 1).clamp(max=num_queries - 1)
@@ -113,6 +114,7 @@ def tiled_attention(
     forward pass only (FlashAttention's backward pass recomputes the blocks).
     """
     check_positive_int("block_size", block_size)
+    check_bool("causal", causal)
     leading = check_attention_inputs(queries, keys, values)  # the broadcast leading shape (...)
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     context_vec = queries.new_empty(*leading, num_queries, values.shape[-1])  # (..., num_queries, d_v)
@@ -182,9 +184,9 @@ def partial_attention(
         gets ``out = 0`` and ``lse = -inf``, which a merge weighs by zero.
     """
     check_attention_inputs(queries, keys, values)
-    for name, offset in (("query_offset", query_offset), ("key_offset", key_offset)):
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {offset!r}")
+    check_bool("causal", causal)
+    check_positive_int("query_offset", query_offset, minimum=0)
+    check_positive_int("key_offset", key_offset, minimum=0)
     compute_dtype = _accumulation_dtype(queries.dtype)
     q = queries.to(compute_dtype) * (1.0 / math.sqrt(queries.shape[-1]))  # (..., num_queries, d_k)
     attn_scores = q @ keys.to(compute_dtype).transpose(-2, -1)  # (..., num_queries, num_keys)

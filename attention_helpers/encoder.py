@@ -175,6 +175,7 @@ class EncoderLayer(nn.Module):
         attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
         if not layer_input_checked():  # inside an Encoder, which has checked its input
             check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+            check_bool("return_weights", return_weights)
         attn_input = self.norm1(x) if self.norm_first else x
         out = self.attention(attn_input, key_padding_mask, return_weights)
         attn_out, attn_weights = out if return_weights else (out, None)
@@ -237,6 +238,7 @@ class Encoder(nn.Module):
         """
         first = self.layers[0]
         check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
+        check_bool("return_weights", return_weights)
         key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
         all_weights = []
         with layers_checked():

@@ -17,6 +17,7 @@ from ._checks import (
     check_heads,
     check_instance,
     check_length,
+    check_not_empty,
     check_padding_mask,
     check_positive_int,
     check_probability,
@@ -26,6 +27,7 @@ from ._checks import (
     check_token_ids,
     layer_input_checked,
     layers_checked,
+    shape_str,
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
@@ -104,6 +106,7 @@ class DecoderLayer(nn.Module):
             tgt_mask, memory_mask = check_decoder_inputs(
                 self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
             )
+            check_bool("return_weights", return_weights)
         kv = dict(cache=cache, layer_idx=layer_idx)
         h = self.norm1(x) if self.norm_first else x
         h = self.dropout1(self.self_attention(h, tgt_mask, **kv))
@@ -174,11 +177,14 @@ class EncoderDecoder(nn.Module):
         capacity = self.context_length if capacity is None else capacity
         attention, weight = self.decoder_layers[0].self_attention, self.final_norm.gamma
         shape = (len(self.decoder_layers), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        return KVCache(*shape, dtype=weight.dtype, device=weight.device)
+        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
+        cache.made_by = (id(self), None)
+        return cache
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
         check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
+        check_not_empty("src", src, "src_len")
         return self.encoder(src, check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len"))
 
     def decode(
@@ -197,10 +203,10 @@ class EncoderDecoder(nn.Module):
         ones, and the result equals the last rows of a decode of the whole target. With ``return_weights``, also
         every layer's cross-attention weights, stacked as ``(num_decoder_layers, batch, num_heads, tgt_len,
         src_len)``."""
+        check_bool("return_weights", return_weights)
         if cache is not None:
-            check_cache(
-                cache, len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma
-            )
+            sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
+            check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
         masks = check_decoder_inputs(
             self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache
         )
@@ -226,6 +232,7 @@ class EncoderDecoder(nn.Module):
         always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
         (and the cross-attention weights, as :meth:`decode`)."""
         check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
+        check_not_empty("src", src, "src_len")
         check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)  # before encoding
         memory = self.encode(src, src_key_padding_mask)
         return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
@@ -294,6 +301,10 @@ class Seq2SeqTransformer(nn.Module):
         """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding mask ``(batch,
         src_len)``, True where ``src_ids == pad_id``)."""
         check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
+        if src_ids.shape[1] == 0:
+            raise ValueError(
+                f"src_ids must hold at least one token (src_len >= 1), got shape {shape_str(src_ids.shape)}"
+            )
         padding = src_ids == self.pad_id
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encoder(src, padding), padding
@@ -303,6 +314,7 @@ class Seq2SeqTransformer(nn.Module):
         the cached ones, with a ``cache``) given :meth:`encode`'s memory and padding; with ``return_weights`` also
         the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
         out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache)
         return (self.head(out[0]), out[1]) if return_weights else self.head(out)
@@ -338,6 +350,8 @@ def greedy_decode(
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)
     check_token_id("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
+    check_bool("use_cache", use_cache)
+    check_bool("return_weights", return_weights)
     if num_tokens > model.context_length:
         raise ValueError(
             f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"

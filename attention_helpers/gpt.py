@@ -93,6 +93,7 @@ class GPT(nn.Module):
         check_probability("dropout", dropout)
         check_choice("positions", positions, POSITIONS)
         self.vocab_size, self.context_length, self.d_model = vocab_size, context_length, d_model
+        self.positions = positions
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         learned, rope = positions == "learned", positions == "rope"
         self.position_embedding = nn.Embedding(context_length, d_model) if learned else None
@@ -114,7 +115,9 @@ class GPT(nn.Module):
             raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
         attention, weight = self.blocks[0].attention, self.token_embedding.weight
         shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        return KVCache(*shape, dtype=weight.dtype, device=weight.device)
+        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
+        cache.made_by = (id(self), self.positions)
+        return cache
 
     def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``.
@@ -125,7 +128,8 @@ class GPT(nn.Module):
         check_token_ids("token_ids", token_ids, self.vocab_size)  # once here, not in every block
         start, num_tokens = 0, token_ids.shape[1]
         if cache is not None:
-            check_cache(cache, len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
+            sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
+            check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
             start = cache.num_tokens
         elif num_tokens > self.context_length:
             raise ValueError(

@@ -47,6 +47,13 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
         positions = torch.arange(x.shape[-2], device=x.device)
     else:
         check_positions(positions, x)
+    return rotate(x, positions, base)
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """:func:`rope_rotate` without its checks, for a module that made ``positions`` itself (once per layer and
+    generated token: the checks, which read the positions' values, would cost more than the rotation)."""
+    head_dim = x.shape[-1]
     # Angles in float64, then cast: large positions times fast frequencies lose digits in float32.
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim)
     angles = positions.to(torch.float64)[..., None] * inv_freq  # (..., num_tokens, head_dim / 2)

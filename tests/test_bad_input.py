@@ -405,6 +405,171 @@ CASES = {
     ),
 }
 
+# --- flags must be True or False: a string such as "no" is truthy and would switch the option on -----------------
+NOT_A_BOOL = ["must be True or False", "str ('no')"]
+_IDS = torch.zeros(1, 3, dtype=torch.long)
+FLAG_CASES = {
+    "MHA causal='no'": lambda: mha(causal="no"),
+    "MHA qkv_bias='no'": lambda: mha(qkv_bias="no"),
+    "MHA proj_bias='no'": lambda: mha(proj_bias="no"),
+    "MHA fused='no'": lambda: mha(fused="no"),
+    "MHA rope='no'": lambda: mha(rope="no"),
+    "MHA return_weights='no'": lambda: mha()(X, return_weights="no"),
+    "V2 qkv_bias='no'": lambda: ah.SelfAttentionV2(3, 2, qkv_bias="no"),
+    "V1 return_weights='no'": lambda: ah.SelfAttentionV1(3, 2)(X, return_weights="no"),
+    "causal qkv_bias='no'": lambda: ah.CausalAttention(3, 2, 6, 0.0, qkv_bias="no"),
+    "wrapper qkv_bias='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2, qkv_bias="no"),
+    "wrapper return_weights='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(X, return_weights="no"),
+    "encoder return_weights='no'": lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 5, 4), return_weights="no"),
+    "generate use_cache='no'": lambda: ah.generate(ah.GPT(11, 8, 8, 2, 1, 0.0), _IDS, 2, use_cache="no"),
+    "greedy_decode use_cache='no'": lambda: ah.greedy_decode(_seq2seq(), _IDS + 1, 1, 2, use_cache="no"),
+    "tiled_attention causal='no'": lambda: ah.tiled_attention(*torch.randn(3, 4, 2), causal="no"),
+    "partial_attention causal='no'": lambda: ah.partial_attention(*torch.randn(3, 4, 2), causal="no"),
+    "ring_schedule causal='no'": lambda: ah_distributed().ring_schedule(3, causal="no"),
+    "run oversubscribe='no'": lambda: ah_distributed().run(print, 1, oversubscribe="no"),
+}
+CASES |= {name: (call, TypeError, NOT_A_BOOL) for name, call in FLAG_CASES.items()}
+
+
+def ah_distributed():
+    import attention_helpers.distributed
+
+    return attention_helpers.distributed
+
+
+def _continue_cache(model_kwargs, other_kwargs, cache_batch=1, ids_batch=1):
+    """Fill a cache with one GPT's 2 tokens, then continue it with another (or the same) GPT."""
+    torch.manual_seed(0)
+    first = ah.GPT(11, 8, 8, 2, 2, 0.0, **model_kwargs)
+    cache = first.new_cache(cache_batch)
+    first(torch.zeros(cache_batch, 2, dtype=torch.long), cache)
+    second = first if other_kwargs is None else ah.GPT(11, 8, 8, 2, 2, 0.0, **other_kwargs)
+    return second(torch.zeros(ids_batch, 1, dtype=torch.long), cache)
+
+
+CASES |= {
+    # NaN and inf where a number is needed
+    "rope with a nan position": (
+        lambda: ah.rope_rotate(torch.randn(3, 4), torch.tensor([0.0, float("nan"), 2.0])),
+        ValueError,
+        ["positions", "finite", "(3,)"],
+    ),
+    "rope with an inf position": (
+        lambda: ah.rope_rotate(torch.randn(3, 4), torch.tensor([0.0, 1.0, float("inf")])),
+        ValueError,
+        ["positions", "finite"],
+    ),
+    "generate at temperature nan": (
+        lambda: ah.generate(ah.GPT(11, 8, 8, 2, 1, 0.0), _IDS, 2, temperature=float("nan")),
+        ValueError,
+        ["temperature", "finite", "nan"],
+    ),
+    "sampling at temperature inf": (
+        lambda: ah.sample_next_token(torch.zeros(1, 3), temperature=float("inf")),
+        ValueError,
+        ["temperature", "finite", "inf"],
+    ),
+    "run with timeout=True": (lambda: ah_distributed().run(print, 1, timeout=True), TypeError, ["timeout", "bool"]),
+    "run with timeout=nan": (
+        lambda: ah_distributed().run(print, 1, timeout=float("nan")),
+        ValueError,
+        ["timeout", "finite", "nan"],
+    ),
+    "layer norm eps nan": (lambda: ah.LayerNorm(4, eps=float("nan")), ValueError, ["eps", "finite", "nan"]),
+    # sizes
+    "shard_lengths over 0 ranks": (
+        lambda: ah_distributed().shard_lengths(5, 0),
+        ValueError,
+        ["world_size", "at least 1", "0"],
+    ),
+    "shard_lengths of -1 tokens": (
+        lambda: ah_distributed().shard_lengths(-1, 2),
+        ValueError,
+        ["num_tokens", "at least 0", "-1"],
+    ),
+    "shard_lengths over 2.0 ranks": (lambda: ah_distributed().shard_lengths(5, 2.0), TypeError, ["world_size", "int"]),
+    "partial_attention offset 1.5": (
+        lambda: ah.partial_attention(*torch.randn(3, 4, 2), query_offset=1.5),
+        TypeError,
+        ["query_offset", "int", "1.5"],
+    ),
+    # what sampling picks from
+    "sampling from a row of -inf": (
+        lambda: ah.sample_next_token(torch.tensor([[0.0, 1.0], [float("-inf"), float("-inf")]])),
+        ValueError,
+        ["logits", "rows [1]", "finite", "(2, 2)"],
+    ),
+    "greedy pick from a row of -inf": (
+        lambda: ah.sample_next_token(torch.full((1, 3), float("-inf")), 0),
+        ValueError,
+        ["logits", "rows [0]", "finite"],
+    ),
+    "top-k of logits with nan": (
+        lambda: ah.top_k_filter(torch.tensor([[0.0, float("nan"), 1.0]]), 2),
+        ValueError,
+        ["logits", "nan", "(1, 3)"],
+    ),
+    # a cache continued by a model it does not fit
+    "cache from a learned-positions GPT": (
+        lambda: _continue_cache({}, {"positions": "rope"}),
+        ValueError,
+        ["cache", "positions='learned'", "positions='rope'"],
+    ),
+    "cache from another GPT of the same shape": (
+        lambda: _continue_cache({}, {}),
+        ValueError,
+        ["cache", "another GPT", "new_cache"],
+    ),
+    "cache from a GPT with other num_kv_heads": (
+        lambda: _continue_cache({}, {"num_kv_heads": 1}),
+        ValueError,
+        ["cache", "num_kv_heads=2", "num_kv_heads=1"],
+    ),
+    "cache of another head_dim": (
+        lambda: ah.GPT(11, 8, 8, 2, 2, 0.0)(_IDS, ah.KVCache(2, 1, 2, 8, 3)),
+        ValueError,
+        ["cache", "head_dim=3", "head_dim=4"],
+    ),
+    "cache of other layers": (
+        lambda: ah.GPT(11, 8, 8, 2, 2, 0.0)(_IDS, ah.KVCache(3, 1, 2, 8, 4)),
+        ValueError,
+        ["cache", "num_layers=3", "num_layers=2"],
+    ),
+    "cache of another batch": (
+        lambda: _continue_cache({}, None, cache_batch=1, ids_batch=2),
+        ValueError,
+        ["cache", "batch=1", "batch=2"],
+    ),
+    "seq2seq cache of another num_kv_heads": (
+        lambda: _seq2seq().decode(_IDS, *_seq2seq().encode(_IDS + 1), cache=ah.KVCache(1, 1, 1, 16, 4)),
+        ValueError,
+        ["cache", "num_kv_heads=1", "num_kv_heads=3"],
+    ),
+    # nothing to attend to
+    "cross-attention to an empty memory": (
+        lambda: mha(causal=False, context_length=None)(X, memory=torch.randn(2, 0, 3)),
+        ValueError,
+        ["memory", "at least one token", "(2, 0, 3)"],
+    ),
+    "encoder-decoder with an empty source": (
+        lambda: ah.EncoderDecoder(4, 2, 1, 1, 8, 0.0, context_length=8)(torch.randn(2, 0, 4), torch.randn(2, 3, 4)),
+        ValueError,
+        ["src", "at least one token", "(2, 0, 4)"],
+    ),
+    "decoding against an empty memory": (
+        lambda: ah.EncoderDecoder(4, 2, 1, 1, 8, 0.0, context_length=8).decode(
+            torch.randn(2, 3, 4), torch.randn(2, 0, 4)
+        ),
+        ValueError,
+        ["memory", "at least one token", "(2, 0, 4)"],
+    ),
+    "seq2seq with empty source ids": (
+        lambda: _seq2seq()(torch.zeros(2, 0, dtype=torch.long), _IDS.expand(2, 3)),
+        ValueError,
+        ["src_ids", "at least one token", "(2, 0)"],
+    ),
+}
+
 
 def _seq2seq():
     torch.manual_seed(0)
@@ -440,3 +605,49 @@ def test_a_one_dimensional_padding_mask_still_broadcasts_over_the_batch():
     layer = mha(causal=False, context_length=None).eval()
     shared = torch.tensor([False, False, False, False, True, True])
     torch.testing.assert_close(layer(X, shared), layer(X, shared.expand(2, 6)))
+
+
+BATCH_OF_NONE = {
+    "MultiHeadAttention": lambda: mha()(torch.randn(0, 6, 3)),
+    "grouped-query attention": lambda: mha(d_out=8, num_heads=4, num_kv_heads=2)(torch.randn(0, 6, 3)),
+    "cross-attention": lambda: mha(causal=False, context_length=None)(
+        torch.randn(0, 6, 3), memory=torch.randn(0, 2, 3)
+    ),
+    "Encoder": lambda: ah.Encoder(4, 8, 2, 0.0, 2)(torch.randn(0, 5, 4)),
+    "GPT": lambda: ah.GPT(11, 8, 8, 2, 2, 0.0, positions="rope")(torch.zeros(0, 3, dtype=torch.long)),
+    "generate": lambda: ah.generate(ah.GPT(11, 8, 8, 2, 2, 0.0), torch.zeros(0, 3, dtype=torch.long), 2),
+    "greedy_decode": lambda: ah.greedy_decode(_seq2seq(), torch.ones(0, 4, dtype=torch.long), 1, 3),
+}
+BATCH_OF_NONE_SHAPES = {
+    "MultiHeadAttention": (0, 6, 4),
+    "grouped-query attention": (0, 6, 8),
+    "cross-attention": (0, 6, 4),
+    "Encoder": (0, 5, 4),
+    "GPT": (0, 3, 11),
+    "generate": (0, 5),
+    "greedy_decode": (0, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(BATCH_OF_NONE))
+def test_a_batch_of_no_sequence_gives_an_empty_result(name):
+    """As PyTorch's modules do (nn.MultiheadAttention, nn.TransformerEncoder): batch 0 in, batch 0 out."""
+    with torch.no_grad():
+        assert tuple(BATCH_OF_NONE[name]().shape) == BATCH_OF_NONE_SHAPES[name]
+
+
+def test_torch_agrees_that_a_batch_of_none_is_valid():
+    torch_mha = nn.MultiheadAttention(4, 2, batch_first=True)
+    x = torch.randn(0, 6, 4)
+    assert torch_mha(x, x, x)[0].shape == (0, 6, 4)
+
+
+def test_a_cache_still_continues_its_own_model():
+    """The refusals above must not refuse the right call: the model that made the cache continues it."""
+    torch.manual_seed(0)
+    model = ah.GPT(11, 8, 8, 2, 2, 0.0, positions="rope").eval()
+    ids = torch.randint(0, 11, (2, 5))
+    cache = model.new_cache(2)
+    with torch.no_grad():
+        stepwise = torch.cat([model(ids[:, :3], cache), model(ids[:, 3:], cache)], dim=1)
+        torch.testing.assert_close(stepwise, model(ids), atol=1e-5, rtol=1e-4)

@@ -263,3 +263,105 @@ def test_a_built_wheel_ships_the_text(tmp_path):
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "attention_helpers/texts/shakespeare.txt" in names and "attention_helpers/texts/SOURCE.md" in names
+
+
+# --- RoPE inside the model, against attention written from the paper -------------------------------------------
+
+
+def rotary_from_paper(x, base=10000.0):
+    """RoPE as Su et al. (2021) write it: dimensions (2i, 2i + 1) of the vector at position m, read as the complex
+    number x_2i + j x_(2i+1), are multiplied by exp(j m theta_i), theta_i = base^(-2i / d). ``x`` (batch, heads,
+    num_tokens, d) in that interleaved order."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d / 2,)
+    angles = torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * theta  # (num_tokens, d / 2)
+    pairs = torch.view_as_complex(x.double().unflatten(-1, (d // 2, 2)).contiguous())  # (..., num_tokens, d / 2)
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
+
+
+def llama_attention_from_paper(attention, x):
+    """Causal attention with rotated queries and keys, from the formulas, in float64, on ``attention``'s weights.
+    A model may pair dimension i with i + d/2 instead of 2i with 2i + 1 (Llama does): the same permutation of the
+    query's and the key's dimensions leaves every dot product unchanged, so the weights' rows are reordered here."""
+    batch, num_tokens, _ = x.shape
+    heads, kv_heads, d = attention.num_heads, attention.num_kv_heads, attention.head_dim
+    interleave = torch.stack([torch.arange(d // 2), torch.arange(d // 2, d)], dim=1).flatten()  # 0, d/2, 1, ...
+
+    def project(linear, num):
+        out = x.double() @ linear.weight.double().T  # (batch, num_tokens, num * d)
+        return out.view(batch, num_tokens, num, d).transpose(1, 2)  # (batch, num, num_tokens, d)
+
+    q = rotary_from_paper(project(attention.W_query, heads)[..., interleave])
+    k = rotary_from_paper(project(attention.W_key, kv_heads)[..., interleave])
+    v = project(attention.W_value, kv_heads)
+    group = heads // kv_heads  # query head h reads key/value head h // group
+    k, v = k[:, torch.arange(heads) // group], v[:, torch.arange(heads) // group]
+    scores = q @ k.transpose(-2, -1) / d**0.5  # (batch, heads, num_tokens, num_tokens)
+    future = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    context_vec = (weights @ v).transpose(1, 2).flatten(2)  # (batch, num_tokens, heads * d)
+    return context_vec @ attention.out_proj.weight.double().T + attention.out_proj.bias.double()
+
+
+def gpt_from_paper(model, ids, attend=llama_attention_from_paper):
+    """The GPT's forward pass with every block's attention replaced by ``attend`` (float64)."""
+    model = copy.deepcopy(model).double()
+    x = model.token_embedding(ids)
+    for block in model.blocks:
+        x = x + attend(block.attention, block.norm1(x))
+        x = x + block.ffn(block.norm2(x))
+    return model.head(model.final_norm(x))
+
+
+ROPE_GPTS = {"4 heads": {}, "4 query heads, 2 key/value heads": {"num_kv_heads": 2}, "multi-query": {"num_kv_heads": 1}}
+
+
+@pytest.mark.parametrize("options", list(ROPE_GPTS.values()), ids=list(ROPE_GPTS))
+def test_rope_gpt_equals_llama_attention_from_the_paper_cached_and_not(options):
+    torch.manual_seed(0)
+    model = perturb_(ah.GPT(13, 10, 24, 4, 2, 0.0, positions="rope", **options), std=0.2).eval()
+    ids = torch.randint(0, 13, (2, 9))
+    with torch.no_grad():
+        expected = gpt_from_paper(model, ids).float()  # (2, 9, 13)
+        close(model(ids), expected, atol=2e-5)
+        cache = model.new_cache(2)
+        token_by_token = torch.cat([model(ids[:, i : i + 1], cache) for i in range(9)], dim=1)
+        close(token_by_token, expected, atol=2e-5)
+        cache = model.new_cache(2)
+        prompt_then_tokens = torch.cat(
+            [model(ids[:, :4], cache), model(ids[:, 4:6], cache), model(ids[:, 6:], cache)], 1
+        )
+        close(prompt_then_tokens, expected, atol=2e-5)
+
+
+def test_rope_gpt_attention_equals_transformers_llama_attention():
+    """The same block attention against Hugging Face's LlamaAttention with the weights copied (a second,
+    independent reference; Llama has no bias on the output projection here, so ours is zeroed)."""
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    from transformers import LlamaConfig
+
+    torch.manual_seed(0)
+    attention = perturb_(ah.MultiHeadAttention(24, 24, 10, 0.0, 4, num_kv_heads=2, rope=True), std=0.2).eval()
+    with torch.no_grad():
+        attention.out_proj.bias.zero_()
+    config = LlamaConfig(
+        hidden_size=24,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=6,
+        max_position_embeddings=10,
+        attention_bias=False,
+    )
+    config._attn_implementation = "eager"
+    reference = llama.LlamaAttention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for theirs, ours in (("q_proj", "W_query"), ("k_proj", "W_key"), ("v_proj", "W_value"), ("o_proj", "out_proj")):
+            getattr(reference, theirs).weight.copy_(getattr(attention, ours).weight)
+        x = torch.randn(2, 7, 24)
+        position_ids = torch.arange(7)[None].expand(2, 7)
+        cos_sin = llama.LlamaRotaryEmbedding(config=config)(x, position_ids)
+        causal = torch.zeros(7, 7).masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
+        expected, _ = reference(x, position_embeddings=cos_sin, attention_mask=causal[None, None])
+        close(attention(x), expected)
+        cache = ah.KVCache(1, 2, 2, 10, 6)
+        close(torch.cat([attention(x[:, i : i + 1], cache=cache) for i in range(7)], dim=1), expected)

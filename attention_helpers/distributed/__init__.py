@@ -10,13 +10,14 @@
 Not imported by ``import attention_helpers``: ``import attention_helpers.distributed`` loads it.
 """
 
-from .data_parallel import train_data_parallel, train_one_process
+from .data_parallel import data_parallel_gradients, train_data_parallel, train_one_process
 from .launch import RankError, cpu_count, run
 from .ring import ring_attention, ring_schedule, shard_lengths
 
 __all__ = [
     "RankError",
     "cpu_count",
+    "data_parallel_gradients",
     "ring_attention",
     "ring_schedule",
     "run",

@@ -77,12 +77,8 @@ def train_data_parallel(rank: int, world_size: int, steps: int, seed: int, batch
     generator = torch.Generator().manual_seed(seed)  # every rank draws the same global batch
     losses = []
     for step in range(steps):
-        inputs, targets = next_token_batch(data, batch_size, CONTEXT_LENGTH, generator)
-        my_inputs = inputs.tensor_split(world_size)[rank]  # (batch_size / world_size, 32)
-        my_targets = targets.tensor_split(world_size)[rank]
-        loss = language_model_loss(model(my_inputs), my_targets)
         optimizer.zero_grad()
-        loss.backward()  # DDP all-reduces the gradients here, bucket by bucket, while backward runs
+        loss = _slice_backward(model, data, generator, batch_size, rank, world_size)
         optimizer.step()
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)  # sum of the ranks' mean losses
@@ -90,3 +86,25 @@ def train_data_parallel(rank: int, world_size: int, steps: int, seed: int, batch
         if log is not None:
             log(step, losses[-1])
     return losses
+
+
+def data_parallel_gradients(rank: int, world_size: int, seed: int, batch_size: int = 16) -> dict[str, torch.Tensor]:
+    """The gradients this rank holds after :func:`train_data_parallel`'s first ``backward``, before any optimiser
+    step: ``{parameter name: gradient}``. Every rank holds the same, the gradient of the mean loss over the whole
+    global batch, which one process computes from the whole batch at once."""
+    check_batch_size(batch_size, world_size)
+    data, vocab_size = training_ids()
+    model = DistributedDataParallel(new_model(seed, vocab_size))
+    _slice_backward(model, data, torch.Generator().manual_seed(seed), batch_size, rank, world_size)
+    return {name: param.grad.clone() for name, param in model.module.named_parameters()}
+
+
+def _slice_backward(model, data, generator, batch_size: int, rank: int, world_size: int) -> torch.Tensor:
+    """Draw the next global batch (the same on every rank), run this rank's ``tensor_split`` slice of it through
+    ``model`` (a DDP model) and ``backward``; return the slice's mean loss."""
+    inputs, targets = next_token_batch(data, batch_size, CONTEXT_LENGTH, generator)  # (batch_size, 32) each
+    my_inputs = inputs.tensor_split(world_size)[rank]  # (batch_size / world_size, 32)
+    my_targets = targets.tensor_split(world_size)[rank]
+    loss = language_model_loss(model(my_inputs), my_targets)
+    loss.backward()  # DDP all-reduces the gradients here, bucket by bucket, and divides them by world_size
+    return loss

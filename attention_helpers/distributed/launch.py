@@ -21,7 +21,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from .._checks import check_positive_int
+from .._checks import check_bool, check_positive_int, check_positive_real
 
 DEFAULT_TIMEOUT = 60.0  # seconds a collective waits for the other ranks before it fails instead of hanging
 
@@ -102,13 +102,13 @@ def run(fn, world_size: int, *args, timeout: float = DEFAULT_TIMEOUT, oversubscr
     if not callable(fn):
         raise TypeError(f"fn must be a function, got {type(fn).__name__}")
     check_positive_int("world_size", world_size)
+    check_bool("oversubscribe", oversubscribe)
     if world_size > cpu_count() and not oversubscribe:
         raise ValueError(
             f"world_size={world_size} is more than the {cpu_count()} CPU(s) this process may use: the ranks would "
             f"share cores; use world_size <= {cpu_count()}, or oversubscribe=True to check results only"
         )
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_positive_real("timeout", timeout)
     context = _start_context()
     results = context.Queue()
     port = free_port()
@@ -142,20 +142,21 @@ def _collect(processes, results, deadline: float) -> list:
             rank, ok, value = results.get(timeout=0.5)
         except queue.Empty:
             waited += 0.5
-            for rank, process in enumerate(processes):
-                if rank not in values and process.exitcode not in (None, 0):  # 0: its report is still in the pipe
-                    failures = _other_failures(results)
-                    if failures:
-                        raise _first_cause(failures, len(processes)) from None
-                    raise RankError(f"rank {rank} died with exit code {process.exitcode} before returning") from None
+            if any(rank not in values and _died(process) for rank, process in enumerate(processes)):
+                raise _first_cause(_other_failures(results), processes) from None
             if waited > deadline:
                 missing = sorted(set(range(len(processes))) - set(values))
                 raise RankError(f"rank(s) {missing} did not finish within {deadline:.0f} s") from None
             continue
         if not ok:
-            raise _first_cause([(rank, value), *_other_failures(results)], len(processes))
+            raise _first_cause([(rank, value), *_other_failures(results)], processes)
         values[rank] = pickle.loads(value)
     return [values[rank] for rank in range(len(processes))]
+
+
+def _died(process) -> bool:
+    """The process ended without reporting: a rank that reports (a result or an error) exits with code 0."""
+    return process.exitcode not in (None, 0)
 
 
 # gloo's words when a rank's partner left the group: a consequence of another rank's failure, not its cause
@@ -174,8 +175,14 @@ def _other_failures(results, wait: float = 1.0) -> list:
         return failures
 
 
-def _first_cause(failures: list, world_size: int) -> RankError:
-    """The error of the rank that failed first: a rank whose partner left the group only followed it."""
-    causes = [f for f in failures if not any(words in f[1][0] for words in _PEER_GONE)] or failures
-    rank, (summary, trace) = causes[0]
-    return RankError(f"rank {rank} of {world_size} failed: {summary}\n\nrank {rank}'s traceback:\n{trace}")
+def _first_cause(failures: list, processes) -> RankError:
+    """The error of the rank that failed first: a rank whose partner left the group (or died) only followed it.
+
+    ``failures``: the ranks' reported errors, in order of arrival, as ``(rank, (summary, traceback))``."""
+    causes = [f for f in failures if not any(words in f[1][0] for words in _PEER_GONE)]
+    dead = [(rank, process.exitcode) for rank, process in enumerate(processes) if _died(process)]
+    if not causes and dead:  # the others lost their partner: the rank that died is the cause
+        rank, exitcode = dead[0]
+        return RankError(f"rank {rank} of {len(processes)} died with exit code {exitcode} before returning")
+    rank, (summary, trace) = (causes or failures)[0]
+    return RankError(f"rank {rank} of {len(processes)} failed: {summary}\n\nrank {rank}'s traceback:\n{trace}")
