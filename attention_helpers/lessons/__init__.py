@@ -43,6 +43,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._checks import shape_str
+from ..functional import causal_mask
 
 NOT_ANSWERED = "Not answered yet (the answer is still None)."
 
@@ -123,7 +124,7 @@ class Trace(TorchDispatchMode):
         self.package: list[str] = []
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
-        for item in allowed:
+        for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
             functions = [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]
             for function in functions:
                 function = getattr(function, "__func__", getattr(function, "fget", function))
@@ -542,20 +543,22 @@ class Exercise:
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except Exception as error:  # the reader's code: report any failure instead of a traceback
-            problem, hint = f"your code raised {_one_line(error)} {where}", self.hint
+            message = " ".join(str(error).split())
+            problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
+            hint = self.hint
         changed = _restore(snapshot)
         if changed:
             return None, f"your code changes torch itself ({changed[0]})", "leave torch as it is", trace
-        if problem is not None:
-            return None, problem, hint, trace
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
+        if trace.package:  # even when it then failed: that is what the answer reached for
+            return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
         if forbidden:
             return None, f"your code runs PyTorch's {forbidden[0]} kernel {where}", self.rule, trace
-        if trace.package:
-            return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
+        if problem is not None:
+            return None, problem, hint, trace
         for index, original in originals:
             if not _same(plain(given[index]), original):
-                label = _argument_name(self.run is None and candidate, index)
+                label = _argument_name(candidate, index)
                 return None, f"your function changed its input {label} in place {where}", self.in_place_hint, trace
         return result, None, "", trace
 

@@ -309,7 +309,6 @@ FUSED = Exercise(
     ),
     forbidden=ATTENTION_KERNELS,
     rule=FUSED_RULE,
-    allowed=(causal_mask,),
 )
 
 
