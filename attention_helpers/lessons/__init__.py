@@ -35,6 +35,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -239,9 +240,14 @@ def _restore(snapshot: list[dict]) -> list[str]:
     changed = []
     for namespace, before in zip(_NAMESPACES, snapshot, strict=True):
         now = vars(namespace)
-        for key, value in before.items():  # what torch adds itself (a submodule imported lazily) is left alone
-            if now.get(key, _MISSING) is not value:
-                changed.append(f"{getattr(namespace, '__name__', 'torch')}.{key}")
+        for key in set(now) | set(before):
+            value = before.get(key, _MISSING)
+            if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
+                continue  # unchanged, or a submodule torch imported lazily
+            changed.append(f"{getattr(namespace, '__name__', 'torch')}.{key}")
+            if value is _MISSING:
+                delattr(namespace, key)
+            else:
                 setattr(namespace, key, value)
     return changed
 
