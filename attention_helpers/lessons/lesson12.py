@@ -15,7 +15,7 @@ import torch
 from ..attention import MultiHeadAttention
 from ..encoder import FeedForward, LayerNorm
 from ..encoder_decoder import DecoderLayer
-from . import ATTENTION_KERNELS, Exercise, Mistake, compare, hidden_generator
+from . import Exercise, Mistake, compare, hidden_generator
 
 SEED = 1212
 
@@ -135,8 +135,8 @@ CROSS_HINT = (
     "(reread '1. Two sequences, three attentions')"
 )
 CROSS_RULE = (
-    "the exercise asks you to write the step from mha's W_query and out_proj, not to run the module, its attention "
-    "core or a ready-made attention"
+    "the exercise asks you to write the step from mha's W_query and out_proj, not to run the module or its attention "
+    "core"
 )
 
 
@@ -153,7 +153,6 @@ CROSS_ATTENTION = Exercise(
     mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
     returned_none="return the cross-attention output",
     atol=1e-5,
-    forbidden=ATTENTION_KERNELS,
     rule=CROSS_RULE,
     allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
 )
