@@ -232,7 +232,8 @@ def test_a_patched_torch_or_a_lying_subclass_cannot_pass(capsys):
     original = torch.allclose
     assert lesson02.exercise_1(patches_allclose) is False
     assert "your code changes torch itself (torch." in capsys.readouterr().out
-    assert "__eq__" not in vars(torch.Tensor) and torch.allclose is original and not torch.allclose(torch.zeros(1), torch.ones(1)), "torch is put back"
+    assert "__eq__" not in vars(torch.Tensor) and torch.allclose is original, "torch is put back"
+    assert not torch.allclose(torch.zeros(1), torch.ones(1))
     assert lesson02.exercise_1(lambda x, dim=-1, temperature=1.0: torch.zeros_like(x).as_subclass(Liar)) is False
     assert "some values differ" in capsys.readouterr().out
 

@@ -2,6 +2,7 @@
 right answers accepted."""
 
 import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
