@@ -114,4 +114,4 @@ def test_exercise_2_names_the_mistake(wrong, named, capsys):
 def test_exercise_1_may_not_call_a_ready_made_attention(capsys, answer):
     result, out = verdict(checks.exercise_1, answer, capsys)
     assert result is False
-    assert "scaled_dot_product_attention" in out and "not to call a ready-made attention" in out
+    assert "scaled_dot_product" in out and "not to call a ready-made attention" in out

@@ -53,51 +53,26 @@ _allclose, _equal, _unravel, _Tensor = torch.allclose, torch.equal, torch.unrave
 _as_subclass, _detach, _contiguous = torch.Tensor.as_subclass, torch.Tensor.detach, torch.Tensor.contiguous
 _no_subclass = torch._C.DisableTorchFunctionSubclass
 
+
 # Kernel groups an exercise may forbid: the ATen operators (and torch functions) that compute the thing whole.
-SOFTMAX_KERNELS = frozenset(
-    {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "_masked_softmax", "softmin"}
+def _names(text: str) -> frozenset:
+    return frozenset(text.split())
+
+
+SOFTMAX_KERNELS = _names("softmax _softmax log_softmax _log_softmax _safe_softmax _masked_softmax softmin")
+ATTENTION_KERNELS = _names(
+    "scaled_dot_product_attention _scaled_dot_product_attention_math _scaled_dot_product_flash_attention_for_cpu "
+    "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention _transformer_encoder_layer_fwd "
+    "_scaled_dot_product_fused_attention_overrideable _native_multi_head_attention multi_head_attention_forward "
+    "_safe_softmax"  # _safe_softmax: what the math path of scaled_dot_product_attention runs
 )
-ATTENTION_KERNELS = frozenset(
-    {
-        "scaled_dot_product_attention",
-        "_scaled_dot_product_attention_math",
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_fused_attention_overrideable",
-        "_safe_softmax",  # what the math path of scaled_dot_product_attention runs
-        "_native_multi_head_attention",
-        "multi_head_attention_forward",
-        "_transformer_encoder_layer_fwd",
-    }
+DROPOUT_KERNELS = _names(
+    "dropout native_dropout _fused_dropout feature_dropout alpha_dropout feature_alpha_dropout dropout1d dropout2d "
+    "dropout3d"
 )
-DROPOUT_KERNELS = frozenset(
-    {
-        "dropout",
-        "native_dropout",
-        "_fused_dropout",
-        "feature_dropout",
-        "alpha_dropout",
-        "feature_alpha_dropout",
-        "dropout1d",
-        "dropout2d",
-        "dropout3d",
-    }
-)
-NORM_KERNELS = frozenset(
-    {
-        "layer_norm",
-        "native_layer_norm",
-        "group_norm",
-        "native_group_norm",
-        "batch_norm",
-        "native_batch_norm",
-        "_native_batch_norm_legit",
-        "_native_batch_norm_legit_no_training",
-        "instance_norm",
-        "rms_norm",
-        "_fused_rms_norm",
-    }
+NORM_KERNELS = _names(
+    "layer_norm native_layer_norm group_norm native_group_norm batch_norm native_batch_norm _native_batch_norm_legit "
+    "_native_batch_norm_legit_no_training instance_norm rms_norm _fused_rms_norm"
 )
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
