@@ -64,7 +64,8 @@ def test_function_check_runs_every_case_and_reports_failures(capsys):
     assert ah.check_function("softmax", lambda x: torch.softmax(x, -1), ah.softmax_stable, cases, hint="h")
     assert "correct on all 2 cases" in capsys.readouterr().out
     # the naive softmax passes small scores but overflows on the second case
-    assert not ah.check_function("softmax", ah.softmax_naive, ah.softmax_stable, cases, hint="subtract the max")
+    naive = lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)  # noqa: E731
+    assert not ah.check_function("softmax", naive, ah.softmax_stable, cases, hint="subtract the max")
     assert "case 2 of 2" in capsys.readouterr().out
     assert not ah.check_function("softmax", lambda x: x.softmax(dim=0), ah.softmax_stable, cases, hint="h")
     assert "case 1 of 2" in capsys.readouterr().out
@@ -76,8 +77,8 @@ def test_function_check_reports_an_exception_instead_of_raising(capsys):
 
     assert not ah.check_function("f", broken, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     assert "raised RuntimeError" in capsys.readouterr().out
-    with pytest.raises(TypeError, match="must be a function"):
-        ah.check_function("f", 3, ah.softmax_stable, [], hint="h")
+    assert not ah.check_function("f", 3, ah.softmax_stable, [], hint="h")  # a check never raises
+    assert "expected a function, got int" in capsys.readouterr().out
 
 
 # --- every exercise rejects a wrong answer that matches none of its named mistakes ------------------------------
@@ -179,12 +180,11 @@ def test_an_error_message_ending_with_a_full_stop_is_not_doubled(capsys):
     assert "something broke. Hint: h" in out and ".." not in out, out
 
 
-def test_watch_calls_sees_a_function_however_it_was_imported():
+def test_the_trace_sees_a_kernel_under_every_alias_and_the_packages_code():
     from torch import softmax as imported_softmax
 
-    from attention_helpers.lessons import Forbidden, watch_calls
+    from attention_helpers.lessons import SOFTMAX_KERNELS, Trace
 
-    forbidden = Forbidden({"softmax": "a softmax"}, ((ah.softmax_stable, "ah.softmax_stable"),), "h")
     x = torch.randn(3, 4)
     for call in (
         lambda: torch.softmax(x, -1),
@@ -192,19 +192,50 @@ def test_watch_calls_sees_a_function_however_it_was_imported():
         lambda: torch.nn.functional.softmax(x, -1),
         lambda: imported_softmax(x, -1),
         lambda: torch.nn.Softmax(dim=-1)(x),
+        lambda: torch.special.softmax(x, -1),
+        lambda: x.log_softmax(-1).exp(),
+        lambda: torch.ops.aten._softmax.default(x, -1, False),
+        lambda: torch.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None]),
     ):
-        with watch_calls(forbidden) as seen:
+        with Trace() as trace:
             call()
-        assert seen == ["a softmax"]
-    with watch_calls(forbidden) as seen:
+        assert set(trace.kernels) & SOFTMAX_KERNELS, trace.kernels
+    with Trace() as trace:
         ah.softmax_stable(x)
-    assert seen == ["ah.softmax_stable"]
-    with watch_calls(forbidden) as seen:
+    assert trace.package[0] == "softmax_stable"
+    with Trace(allowed=(ah.softmax_stable,)) as trace:
+        ah.softmax_stable(x)
+    assert trace.package == [] and not set(trace.kernels) & SOFTMAX_KERNELS, "nothing inside allowed code counts"
+    with Trace() as trace:
         torch.exp(x - x.amax(-1, keepdim=True)).sum(-1)
-    assert seen == []
+    assert not set(trace.kernels) & SOFTMAX_KERNELS and trace.package == []
     import sys
 
-    assert sys.getprofile() is None, "the profile hook must be removed afterwards"
+    assert sys.gettrace() is None, "the trace function must be removed afterwards"
+
+
+def test_a_patched_torch_or_a_lying_subclass_cannot_pass(capsys):
+    from attention_helpers.lessons import lesson02
+
+    def patches_allclose(x, dim=-1, temperature=1.0):
+        torch.allclose = lambda *args, **kwargs: True
+        torch.Tensor.__eq__ = lambda *args: True
+        return torch.zeros_like(x)
+
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("allclose", "equal", "isclose", "__eq__", "sub", "abs"):
+                return True
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    original = torch.allclose
+    assert lesson02.exercise_1(patches_allclose) is False
+    assert "your code changes torch itself (torch." in capsys.readouterr().out
+    assert "__eq__" not in vars(torch.Tensor) and torch.allclose is original, "torch is put back"
+    assert not torch.allclose(torch.zeros(1), torch.ones(1))
+    assert lesson02.exercise_1(lambda x, dim=-1, temperature=1.0: torch.zeros_like(x).as_subclass(Liar)) is False
+    assert "some values differ" in capsys.readouterr().out
 
 
 def test_an_answer_that_changes_its_input_in_place_is_rejected_by_name(capsys):
@@ -216,6 +247,25 @@ def test_an_answer_that_changes_its_input_in_place_is_rejected_by_name(capsys):
     out = capsys.readouterr().out
     assert out.startswith("f: not yet, your function changed its input scores in place on case 1 of 1.")
     assert "Hint: build a new tensor" in out
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "reason"),
+    [
+        (True, 1, "expected a number, got bool"),
+        (1, True, "expected a bool, got int"),
+        ("1", 1, "expected a number, got str"),
+        (torch.tensor([1.0, 0.0]), torch.tensor([True, False]), "the dtype is torch.float32, expected torch.bool"),
+        (torch.tensor([1, 2]), torch.tensor([1.0, 2.0]), "the dtype is torch.int64, expected torch.float32"),
+        (torch.tensor([1, 3]), torch.tensor([1.0, 2.0]), "expected a tensor of dtype torch.float32"),
+        ([1.0, 2.0], torch.tensor([1.0, 2.0]), "expected a tensor, got list"),
+        (torch.tensor(1.0), (1.0,), "expected a tuple of 1 items, got Tensor"),
+    ],
+)
+def test_types_are_compared_before_values(answer, expected, reason):
+    from attention_helpers.lessons import compare
+
+    assert reason in compare(answer, expected)
 
 
 @pytest.mark.parametrize("message", ["something broke.\n", "something broke. \n\n", "something\nbroke.", ""])

@@ -67,9 +67,9 @@ def test_exercise_2_accepts_a_tensor_or_a_list(capsys):
 @pytest.mark.parametrize(
     ("wrong", "named", "hint"),
     [
-        (lambda x: cosine_matrix(x).argmax(dim=-1), "its own best match", "fill the diagonal with -inf"),
+        (lambda x: cosine_matrix(x).argmax(dim=-1), "its own best match", "hide the diagonal"),
         (lambda x: (x @ x.T).fill_diagonal_(float("-inf")).argmax(dim=-1), "ranked by dot product", "cosine"),
-        (lambda x: cosine_matrix(x).fill_diagonal_(float("inf")).argmin(dim=-1), "least similar", "argmax"),
+        (lambda x: cosine_matrix(x).fill_diagonal_(float("inf")).argmin(dim=-1), "least similar", "the largest cosine"),
         (lambda x: most_similar(x).float(), "expected integer indices", "integers"),
     ],
 )

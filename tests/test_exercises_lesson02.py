@@ -65,7 +65,7 @@ def test_exercise_1_names_the_mistake(wrong, named, hint, capsys):
 
 
 def test_exercise_1_survives_a_function_that_raises(capsys):
-    result, out = verdict(checks.exercise_1, lambda x, dim, t: x.softmax(dim=7), capsys)
+    result, out = verdict(checks.exercise_1, lambda x, dim, t: x.sum(dim=7), capsys)
     assert result is False and "your code raised IndexError" in out
 
 
@@ -104,16 +104,28 @@ def test_exercise_3(capsys):
 @pytest.mark.parametrize(
     ("library_softmax", "named"),
     [
-        (lambda x, dim, t: torch.softmax(x / t, dim=dim), "a softmax of PyTorch's"),
-        (lambda x, dim, t: (x / t).softmax(dim), "a softmax of PyTorch's"),
-        (lambda x, dim, t: torch.nn.functional.softmax(x / t, dim=dim), "a softmax of PyTorch's"),
-        (lambda x, dim, t: ah.softmax_stable(x / t, dim), "ah.softmax_stable"),
-        (lambda x, dim, t: ah.softmax_with_temperature(x, t, dim), "ah.softmax_with_temperature"),
+        (lambda x, dim, t: torch.softmax(x / t, dim=dim), "softmax kernel"),
+        (lambda x, dim, t: (x / t).softmax(dim), "softmax kernel"),
+        (lambda x, dim, t: torch.nn.functional.softmax(x / t, dim=dim), "softmax kernel"),
+        (lambda x, dim, t: torch.special.softmax(x / t, dim), "softmax kernel"),
+        (lambda x, dim, t: (x / t).log_softmax(dim).exp(), "log_softmax kernel"),
+        (lambda x, dim, t: torch.ops.aten.softmax.int(x / t, dim), "softmax kernel"),
+        (lambda x, dim, t: torch.ops.aten._softmax.default(x / t, dim, False), "softmax kernel"),
+        (lambda x, dim, t: torch.nn.functional.softmin(-x / t, dim), "softmin kernel"),
+        (lambda x, dim, t: torch._safe_softmax(x / t, dim), "_safe_softmax kernel"),
+        (lambda x, dim, t: ah.softmax_stable(x / t, dim), "the package's softmax_stable"),
+        (lambda x, dim, t: ah.softmax_with_temperature(x, t, dim), "the package's softmax_with_temperature"),
+        (lambda x, dim, t: ah.online_softmax(x / t, dim), "the package's online_softmax"),
     ],
 )
 def test_exercise_1_rejects_the_library_softmax_it_asks_for(library_softmax, named, capsys):
     result, out = verdict(checks.exercise_1, library_softmax, capsys)
-    assert result is False and f"your code calls {named}" in out and "torch.exp" in out.split("Hint: ")[1]
+    assert (
+        result is False
+        and "your code runs " in out
+        and named in out
+        and "exp, a maximum and a sum" in out.split("Hint: ")[1]
+    )
 
 
 def test_exercise_2_names_scores_scaled_by_sqrt_d(capsys):

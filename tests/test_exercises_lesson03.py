@@ -48,17 +48,25 @@ def test_exercise_1_accepts_a_right_answer(capsys):
 @pytest.mark.parametrize(
     ("wrong", "named", "hint"),
     [
-        (lambda *a: self_attention(*a, scale=lambda x, k, v: 1.0), "not scaled", "sqrt(d_k)"),
+        (lambda *a: self_attention(*a, scale=lambda x, k, v: 1.0), "not scaled", "square root of the keys' width"),
         (lambda *a: self_attention(*a, scale=lambda x, k, v: k.shape[-1]), "divided the scores by d_k", "root"),
         (lambda *a: self_attention(*a, scale=lambda x, k, v: math.sqrt(x.shape[-1])), "sqrt(d_in)", "keys"),
         (lambda *a: self_attention(*a, scale=lambda x, k, v: math.sqrt(v.shape[-1])), "values' width", "keys"),
         (lambda *a: self_attention(*a, dim=-2), "softmax runs over the queries", "dim=-1"),
-        (lambda *a: self_attention(*a, transposed=True), "scores are transposed", "queries @ keys"),
-        (lambda *a: self_attention(*a, mix_inputs=True), "you mixed the inputs, not the values", "x @ W_value"),
+        (
+            lambda *a: self_attention(*a, transposed=True),
+            "scores are transposed",
+            "queries first, keys transposed second",
+        ),
+        (
+            lambda *a: self_attention(*a, mix_inputs=True),
+            "you mixed the inputs, not the values",
+            "projected by W_value",
+        ),
         (
             lambda x, wq, wk, wv: torch.softmax((x @ wq) @ (x @ wk).T / 2, dim=-1) @ (x @ wv),
             "your code raised",
-            "transpose(-2, -1)",
+            "score every query against every key",
         ),
     ],
 )
@@ -94,10 +102,16 @@ def test_exercise_2_names_the_mistake(wrong, named, capsys):
     [
         lambda x, Wq, Wk, Wv: torch.nn.functional.scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv),
         lambda x, Wq, Wk, Wv: __import__("attention_helpers").scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv)[0],
+        lambda x, Wq, Wk, Wv: torch._scaled_dot_product_attention_math(
+            *((x @ W).reshape(-1, 1, x.shape[-2], W.shape[-1]) for W in (Wq, Wk, Wv))
+        )[0].reshape(*x.shape[:-1], Wv.shape[-1]),
+        lambda x, Wq, Wk, Wv: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            *((x @ W).reshape(-1, 1, x.shape[-2], W.shape[-1]) for W in (Wq, Wk, Wv))
+        )[0].reshape(*x.shape[:-1], Wv.shape[-1]),
     ],
-    ids=["F.scaled_dot_product_attention", "ah.scaled_dot_product_attention"],
+    ids=["F.scaled_dot_product_attention", "ah.scaled_dot_product_attention", "math kernel", "flash kernel"],
 )
 def test_exercise_1_may_not_call_a_ready_made_attention(capsys, answer):
     result, out = verdict(checks.exercise_1, answer, capsys)
     assert result is False
-    assert "scaled_dot_product_attention" in out and "that is what the exercise asks you to write" in out
+    assert "scaled_dot_product" in out and "not to call a ready-made attention" in out

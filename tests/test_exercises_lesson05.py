@@ -49,6 +49,44 @@ def one_number_per_row(x, p, training=True):
     return x * keep if p == 1 else x * keep / (1 - p)
 
 
+def one_mask_per_column(x, p, training=True):
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    return x * (torch.rand(x.shape[-1]) >= p) / (1 - p)
+
+
+def one_mask_for_the_batch(x, p, training=True):
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    return x * (torch.rand(x.shape[1:]) >= p) / (1 - p)
+
+
+calls = [0]
+
+
+def counter(x, p, training=True):
+    """No randomness: a pattern that moves on at every call, dropping a fraction p."""
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    calls[0] += 1
+    return x * ((torch.arange(x.numel()) * 7919 + 13 * calls[0]) % 1000 >= 1000 * p).view(x.shape) / (1 - p)
+
+
+def seeds_itself(x, p, training=True):
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    torch.manual_seed(0)
+    return x * (torch.rand_like(x) >= p) / (1 - p)
+
+
+def numpy_mask(x, p, training=True):
+    import numpy
+
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    return x * torch.from_numpy(numpy.random.rand(*x.shape) >= p) / (1 - p)
+
+
 def in_place(x, p, training=True):
     if training:
         x.mul_(torch.rand_like(x) >= p).div_(1 - p if p < 1 else 1)
@@ -84,15 +122,24 @@ def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alo
 @pytest.mark.parametrize(
     ("answer", "problem", "hint"),
     [
-        (unscaled, "the surviving entries equal x", "divide the survivors by 1 - p"),
+        (unscaled, "the surviving entries equal x", "scale the survivors"),
         (keep_and_drop_reversed, "you keep an entry with probability p", "the keep/drop test is reversed"),
-        (divides_by_zero_at_p_one, "with p = 1", "return zeros (x * 0) rather than dividing by 1 - p = 0"),
+        (divides_by_zero_at_p_one, "with p = 1", "return zeros, without dividing by 1 - p = 0"),
         (ignores_training_flag, "the output differs from x with training=False", "in evaluation mode dropout does"),
-        (same_mask_every_call, "two calls dropped exactly the same entries", "draw a new random mask at every call"),
-        (one_number_per_row, "each row is dropped or kept as a whole", "a random number of its own"),
+        (
+            same_mask_every_call,
+            "two calls in a row dropped exactly the same entries",
+            "a new random mask at every call",
+        ),
+        (one_number_per_row, "not dropped independently: neighbouring columns share", "a random number of its own"),
+        (one_mask_per_column, "not dropped independently: neighbouring rows share", "a random number of its own"),
+        (one_mask_for_the_batch, "not dropped independently: the sequences of the batch", "a random number of its own"),
+        (counter, "not dropped independently", "no pattern"),
+        (seeds_itself, "two calls in a row dropped exactly the same entries", "seed inside the function"),
+        (numpy_mask, "the mask is not drawn from torch", "from torch's generator"),
         (in_place, "changed its input x in place", "build a new tensor"),
         (lambda x, p, training=True: None, "returned None", "return the tensor after dropout"),
-        (lambda x, p: x, "raised TypeError", "torch.rand_like(x)"),
+        (lambda x, p: x, "raised TypeError", "a random number of its own"),
     ],
 )
 def test_exercise_1_names_the_mistake(capsys, answer, problem, hint):
@@ -141,14 +188,18 @@ def test_exercise_1_accepts_another_dtype_and_never_raises(capsys):
         lambda x, p, training=True: torch.nn.Dropout(p).train(training)(x),
         lambda x, p, training=True: torch.nn.functional.dropout(x, p, training),
         lambda x, p, training=True: torch.dropout(x, p, training),
+        lambda x, p, training=True: torch.native_dropout(x, p, training)[0],
+        lambda x, p, training=True: torch.nn.functional.dropout1d(x, p, training),
+        lambda x, p, training=True: torch.ops.aten.native_dropout.default(x, p, training)[0],
+        lambda x, p, training=True: torch.nn.functional.alpha_dropout(x, p, training),
     ],
-    ids=["nn.Dropout", "F.dropout", "torch.dropout"],
+    ids=["nn.Dropout", "F.dropout", "torch.dropout", "native_dropout", "dropout1d", "aten", "alpha_dropout"],
 )
 def test_exercise_1_may_not_call_torchs_dropout(capsys, answer):
     """The exercise says "without nn.Dropout": torch's own dropout is what the learner is asked to write."""
     assert checks.exercise_1(answer) is False
     out = capsys.readouterr().out
-    assert "dropout" in out and "that is what the exercise asks you to write" in out and "rand_like" in out
+    assert "your code runs PyTorch's" in out and "dropout" in out and "draw the mask yourself" in out
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,23 @@ def recompute_from_cached_inputs(attention, x_new, cache):
     return attention(inputs)[:, -1:], inputs
 
 
+def project_cached_inputs(attention, x_new, cache):
+    """Right outputs, but the keys and values of every cached input are projected again at each step."""
+    inputs = x_new if cache is None else torch.cat([cache, x_new], dim=1)
+    out, _ = make_step()(attention, x_new, None)  # a first step of the right answer: shapes and names
+    keys = attention.W_key(inputs)
+    return out + 0 * keys.sum(), inputs
+
+
+def package_cache(attention, x_new, cache):
+    """The package's own cache, which the statement forbids."""
+    import attention_helpers as ah
+
+    if cache is None:
+        cache = ah.KVCache(1, x_new.shape[0], attention.num_heads, 16, attention.head_dim)
+    return attention(x_new, cache=cache), cache
+
+
 def test_kv_cache_step(capsys):
     assert verdict(capsys, checks.exercise_1, None) == (False, "Exercise 1: " + NOT_ANSWERED)
     ok, out = verdict(capsys, checks.exercise_1, make_step())
@@ -57,8 +74,11 @@ def test_kv_cache_step(capsys):
         (make_step(append=False), "never appended"),
         (make_step(first_row_mask=True), "a causal mask's first row"),
         (make_step(attend_before_append=True), "not to itself"),
-        (lambda attention, x_new, cache: attention(x_new), "must return a pair"),
-        (recompute_from_cached_inputs, "projected 2 tokens"),
+        (lambda attention, x_new, cache: attention(x_new), "runs the package's MultiHeadAttention.forward"),
+        (lambda attention, x_new, cache: attention.W_value(x_new), "must return a pair"),
+        (recompute_from_cached_inputs, "runs the package's MultiHeadAttention.forward"),
+        (project_cached_inputs, "projected 2 tokens"),
+        (package_cache, "runs the package's"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out
@@ -134,7 +154,7 @@ def test_top_k_may_not_call_the_packages_top_k_filter(capsys):
 
     for answer in (ah.top_k_filter, lambda logits, k: ah.decoding.top_k_filter(logits, k)):
         ok, out = verdict(capsys, checks.exercise_2, answer)
-        assert not ok and "calls ah.top_k_filter" in out and "Hint: build it from torch.topk" in out, out
+        assert not ok and "runs the package's top_k_filter" in out and "Hint: the exercise asks you" in out, out
 
 
 def test_kv_step_with_keys_and_values_swapped_gets_its_own_hint(capsys):

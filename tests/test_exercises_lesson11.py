@@ -40,7 +40,11 @@ def test_online_softmax_update(capsys):
         (checks._no_rescale, "not rescaled"),
         (checks._inverted_rescale, "the wrong way round"),
         (no_max, "subtract the running maximum inside exp"),
-        (lambda running_max, running_sum, block: running_sum, "raised TypeError"),
+        (lambda running_max, running_sum, block: running_sum, "not a pair"),
+        (lambda running_max, running_sum, block: (None, None), "not two single numbers"),
+        (lambda running_max, running_sum, block: ("max", "sum"), "not two single numbers"),
+        (lambda running_max, running_sum, block: (1, 2, 3), "not a pair"),
+        (lambda running_max, running_sum, block: 1 / 0, "raised ZeroDivisionError"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out
@@ -97,7 +101,7 @@ def test_the_block_maximum_in_place_of_the_running_maximum_is_rejected(capsys):
         return new_max, old + torch.exp(block - shift).sum()
 
     ok, out = verdict(capsys, checks.exercise_1, block_maximum)
-    assert not ok and "Hint: " in out and "torch.maximum(running_max, block.max())" in out
+    assert not ok and "follows each block's own maximum" in out and "largest score seen so far" in out
 
 
 def test_a_converted_layer_sharing_modules_with_the_original_is_rejected(capsys):
@@ -147,3 +151,17 @@ def test_online_softmax_with_its_pair_the_other_way_round_gets_its_own_hint(caps
     assert checks.exercise_1(swapped) is False
     out = capsys.readouterr().out
     assert "the other way round" in out and "return (running_max, running_sum)" in out
+
+
+def test_a_running_maximum_that_stops_at_the_first_finite_block_is_rejected(capsys):
+    """Its softmax is right on every hidden row (any shift gives it), but the running maximum is not the largest
+    score seen so far: the check looks at it after every block."""
+
+    def first_finite_maximum(running_max, running_sum, block):
+        new_max = block.max() if bool(torch.isinf(running_max)) else running_max
+        shift = new_max if torch.isfinite(new_max) else torch.zeros(())
+        old = running_sum * torch.exp(running_max - shift) if torch.isfinite(running_max) else running_sum
+        return new_max, old + torch.exp(block - shift).sum()
+
+    ok, out = verdict(capsys, checks.exercise_1, first_finite_maximum)
+    assert not ok and "running_max is" in out and "not the largest score seen so far" in out, out

@@ -1,11 +1,13 @@
 """Lesson 12's checks: nothing before an attempt, a named mistake for each plausible wrong answer, and the right
 answers accepted."""
 
+import copy
 import math
 
 import pytest
 import torch
 
+import attention_helpers as ah
 from attention_helpers.lessons import lesson12 as checks
 
 
@@ -88,17 +90,17 @@ def test_right_answers(capsys):
 @pytest.mark.parametrize(
     ("wrong", "reason", "hint"),
     [
-        (_cross(use_mask=False), "padded source positions get attention", "-inf"),
+        (_cross(use_mask=False), "padded source positions get attention", "minus infinity"),
         (_cross(reverse_mask=True), "mask is reversed", "True at padding"),
         (_cross(reverse_mask=True, fill=-1e9), "mask is reversed", "True at padding"),
         (_cross(reverse_mask=True, fill=torch.finfo(torch.float32).min), "mask is reversed", "True at padding"),
         (_cross(causal=True), "a causal mask hides later source positions", "hide only the padding"),
         (_cross(keys_from_x=True, use_mask=False), "that is self-attention", "only the queries come from x"),
         (_cross(scale_by_d_model=True), "divided by sqrt(d_model)", "head_dim"),
-        (_cross(transpose=False), "mixes positions and heads", "transpose(1, 2)"),
-        (_cross(out_proj=False), "not mixed by out_proj", "mha.out_proj"),
+        (_cross(transpose=False), "mixes positions and heads", "move the head axis back"),
+        (_cross(out_proj=False), "not mixed by out_proj", "output projection"),
         (lambda mha, x, keys, values, mask: None, "returned None", "return"),
-        (lambda mha, x, keys, values, mask: x @ keys, "raised RuntimeError", "W_query"),
+        (lambda mha, x, keys, values, mask: x @ keys, "raised RuntimeError", "only the queries come from x"),
     ],
 )
 def test_exercise_1_names_the_mistake(capsys, wrong, reason, hint):
@@ -110,14 +112,14 @@ def test_exercise_1_names_the_mistake(capsys, wrong, reason, hint):
 @pytest.mark.parametrize(
     ("wrong", "reason", "hint"),
     [
-        (_pre_ln(post_ln=True), "post-LN layer", "x + sublayer(norm(x))"),
+        (_pre_ln(post_ln=True), "post-LN layer", "normalises each sublayer's input"),
         (_pre_ln(residual_normalised=True), "residual adds the normalised copy", "unnormalised x"),
         (_pre_ln(use_mask=False), "attends to the source's padding", "memory_key_padding_mask"),
-        (_pre_ln(cross_on_target=True), "reads the target instead", "memory=memory"),
+        (_pre_ln(cross_on_target=True), "reads the target instead", "encoder's memory"),
         (_pre_ln(extra_norm=True), "normalised once more", "residual stream"),
         (_pre_ln(memory_norm="norm2"), "memory is normalised again", "pass memory to cross_attention as it is"),
         (_pre_ln(memory_norm="norm1"), "memory is normalised again", "pass memory to cross_attention as it is"),
-        (lambda layer, x, memory, mask: x, "some values differ", "norm1, self_attention"),
+        (lambda layer, x, memory, mask: x, "some values differ", "three sublayers in turn"),
     ],
 )
 def test_exercise_2_names_the_mistake(capsys, wrong, reason, hint):
@@ -138,11 +140,13 @@ def test_exercise_2_may_not_run_the_layer_itself(capsys):
         lambda layer, x, memory, mask: layer(x, memory, None, mask),
         lambda layer, x, memory, mask: layer.forward(x, memory, memory_key_padding_mask=mask),
         lambda layer, x, memory, mask: layer(x, memory),
+        lambda layer, x, memory, mask: ah.to_torch(layer)(x, memory, memory_key_padding_mask=mask),
+        lambda layer, x, memory, mask: copy.deepcopy(layer)(x, memory, None, mask),
     ):
         assert checks.exercise_2(answer) is False
         out = capsys.readouterr().out
-        assert out.startswith("Exercise 2: not yet, your code calls the layer itself"), out
-        assert "Hint: build it from layer.norm1, layer.self_attention" in out
+        assert out.startswith("Exercise 2: not yet, your code runs the package's "), out
+        assert "Hint: the exercise asks for the layer's forward written out from its parts" in out
 
 
 def test_every_hidden_layer_case_has_padding_that_changes_the_output():

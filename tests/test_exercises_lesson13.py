@@ -2,10 +2,12 @@
 
 import torch
 import torch.distributed as dist
+import torch.distributed as tdist
 
 from attention_helpers.lessons import lesson13 as checks
 
 NOT_ANSWERED = "Not answered yet (the answer is still None).\n"
+SCALE = 1.0  # a plain module-level value the answer uses
 
 
 def verdict(capsys, check, *args):
@@ -51,7 +53,39 @@ def test_gradients_left_alone_are_named(capsys):
         return model
 
     ok, out = verdict(capsys, checks.exercise_1, do_nothing)
-    assert not ok and "still those of its own half" in out
+    assert not ok and "still those of its own share" in out
+
+
+def halved(model):
+    """Right on 2 ranks only: the mean is the sum divided by the number of ranks, not by 2."""
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad *= 0.5
+
+
+def uses_an_alias_and_a_helper(model):
+    for p in model.parameters():
+        _mean_over_ranks(p.grad)
+
+
+def _mean_over_ranks(tensor):
+    tdist.all_reduce(tensor)
+    tensor /= tdist.get_world_size() * SCALE
+
+
+def test_a_divide_by_two_is_refused_on_three_ranks_and_aliases_and_helpers_work(capsys):
+    ok, out = verdict(capsys, checks.exercise_1, halved)
+    assert not ok and "divided by 2, not by the number of ranks" in out and "on 3 ranks" in out, out
+    ok, out = verdict(capsys, checks.exercise_1, uses_an_alias_and_a_helper)
+    assert ok and out == "Exercise 1: correct: on 2 and 3 ranks, every gradient equals the whole batch's.\n", out
+
+
+def first_hop_only(k_block, v_block):
+    """Right on the first hop only: it always passes on the rank's own first blocks, not the ones it was given."""
+    global FIRST
+    if "FIRST" not in globals():
+        FIRST = (k_block, v_block)
+    return ring_pass(*FIRST)
 
 
 def ring_pass(k_block, v_block):
@@ -91,6 +125,7 @@ def test_ring_pass(capsys, monkeypatch):
     assert ok and out.startswith("Exercise 2: correct")
     for wrong, reason in (
         (backwards_ring, "the ring turns the wrong way"),
+        (first_hop_only, "after hop 2"),
         (blocking_sends_first, "a deadlock"),
     ):
         ok, out = verdict(capsys, checks.exercise_2, wrong)

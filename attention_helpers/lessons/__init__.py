@@ -1,42 +1,244 @@
 """What the lessons need apart from the model code: their exercise checks and their parameter checks.
 
-``parameters`` checks a notebook's ``parameters`` cell. ``lessonNN`` holds lesson NN's exercise checks: each says
-plainly whether the reader's answer is right, and gives a hint fitted to the mistake when it is not.
+``parameters`` checks a notebook's ``parameters`` cell. ``lessonNN`` holds lesson NN's exercise checks. Every check
+prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
 
-Every check prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
-
-- before an attempt: ``<name>: Not answered yet (the answer is still None).`` and nothing else, so a
-  lesson's stored output gives nothing away;
+- before an attempt: ``<name>: Not answered yet (the answer is still None).`` and nothing else;
 - after a wrong attempt: ``<name>: not yet, <what is wrong>. Hint: <hint>``;
 - when right: ``<name>: correct<detail>.``
 
-A check never raises on a wrong answer, so a notebook with unanswered exercises still runs to its end.
-The expected answer is computed by the check itself, from the package's tested code, on inputs the check
-draws with its own generator (:func:`hidden_generator`), never on the lesson's printed example. Each
-lesson's checks live in ``attention_helpers.lessons.lessonNN``; this module holds what they share.
+An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the hint and
+the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way:
 
-An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the general
-hint and the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way, whether the answer
-is a function (called on each case, or fed step by step through the exercise's ``run``) or a value. An answer of the
-wrong form raises :class:`WrongFormError` in the exercise's ``convert``. Only lesson 13's checks, which run the answer
-on several processes, keep functions of their own, built from the same pieces (:func:`not_yet`, :func:`correct`).
+1. the references of every hidden case are computed first, on copies the answer never sees;
+2. the answer runs on copies of its own, under a :class:`Trace` that records the PyTorch kernels that actually
+   execute (a dispatch mode sees the ATen operator under every alias) and the package's functions it runs;
+   an answer that runs one of the exercise's ``forbidden`` kernels, or the package's own version of what the
+   exercise asks for, is refused with the exercise's ``rule``; with ``loop_free``, an answer whose number of
+   operations grows with the input size is refused too;
+3. an answer that changes its inputs in place, or torch itself (``torch.allclose = ...``), is refused, and torch
+   is put back as it was;
+4. the answer and the reference are compared as plain tensors (subclasses unwrapped, detached), types before
+   values, with functions bound when this module is imported.
+
+A check never raises: whatever the answer is or does, the verdict is one line. Hints name the mistake and the idea
+that fixes it, and the lesson section that shows it; the worked answers live in ``solutions/`` only.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import numbers
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._checks import shape_str
+from ..functional import causal_mask
 
 NOT_ANSWERED = "Not answered yet (the answer is still None)."
+
+# Bound now, so that an answer that patches torch cannot change how it is judged.
+_allclose, _equal, _unravel, _Tensor = torch.allclose, torch.equal, torch.unravel_index, torch.Tensor
+_as_subclass, _detach, _contiguous = torch.Tensor.as_subclass, torch.Tensor.detach, torch.Tensor.contiguous
+_no_subclass = torch._C.DisableTorchFunctionSubclass
+
+
+# Kernel groups an exercise may forbid: the ATen operators (and torch functions) that compute the thing whole.
+def _names(text: str) -> frozenset:
+    return frozenset(text.split())
+
+
+SOFTMAX_KERNELS = _names("softmax _softmax log_softmax _log_softmax _safe_softmax _masked_softmax softmin")
+ATTENTION_KERNELS = _names(
+    "scaled_dot_product_attention _scaled_dot_product_attention_math _scaled_dot_product_flash_attention_for_cpu "
+    "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention _transformer_encoder_layer_fwd "
+    "_scaled_dot_product_fused_attention_overrideable _native_multi_head_attention multi_head_attention_forward "
+    "_safe_softmax"  # _safe_softmax: what the math path of scaled_dot_product_attention runs
+)
+DROPOUT_KERNELS = _names(
+    "dropout native_dropout _fused_dropout feature_dropout alpha_dropout feature_alpha_dropout dropout1d dropout2d "
+    "dropout3d"
+)
+NORM_KERNELS = _names(
+    "layer_norm native_layer_norm group_norm native_group_norm batch_norm native_batch_norm _native_batch_norm_legit "
+    "_native_batch_norm_legit_no_training instance_norm rms_norm _fused_rms_norm"
+)
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LESSONS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY = tuple(
+    {os.path.dirname(os.path.dirname(os.path.abspath(module.__file__))) + os.sep for module in (torch, os)}
+)
+
+
+def _kernel_name(func) -> str:
+    """``aten._softmax.default`` -> ``_softmax``; ``torch.softmax`` -> ``softmax``."""
+    name = getattr(getattr(func, "overloadpacket", None), "__name__", None) or getattr(func, "__name__", str(func))
+    return name.split(".")[0]
+
+
+class Trace(TorchDispatchMode):
+    """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
+    (``operations``), the lines of the reader's own Python run (``lines``, which a Python loop makes grow) and the
+    package's functions called (``package``). Code of the ``allowed`` package classes or functions, and package
+    code called by the lessons' own checks, is trusted: nothing inside it is recorded."""
+
+    def __init__(self, allowed: Iterable = ()):
+        super().__init__()
+        self.kernels: list[str] = []
+        self.package: list[str] = []
+        self.operations = self.lines = self._trusted = 0
+        self._allowed = set()
+        for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
+            functions = [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]
+            for function in functions:
+                function = getattr(function, "__func__", getattr(function, "fget", function))
+                if hasattr(function, "__code__"):
+                    self._allowed.add(function.__code__)
+        self._functions = _FunctionTrace(self)
+
+    def _record(self, name: str) -> None:
+        if not self._trusted:
+            self.operations += 1
+            if name not in self.kernels:
+                self.kernels.append(name)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self._record(_kernel_name(func))
+        return func(*args, **(kwargs or {}))
+
+    def _on_call(self, frame, event, arg):
+        if self._trusted:
+            return None
+        code = frame.f_code
+        if code.co_filename.startswith(_PACKAGE) and not code.co_filename.startswith(_LESSONS):
+            if code in self._allowed:
+                self._trusted += 1
+                frame.f_trace_lines = False
+                return self._on_trusted_return
+            if code.co_qualname not in self.package:
+                self.package.append(code.co_qualname)
+            return None
+        if code.co_filename.startswith(_LIBRARY) or code.co_filename.startswith(_LESSONS):
+            return None
+        return self._on_line  # the reader's own code: count its lines
+
+    def _on_trusted_return(self, frame, event, arg):
+        if event == "return":
+            self._trusted -= 1
+        return self._on_trusted_return
+
+    def _on_line(self, frame, event, arg):
+        if event == "line":
+            self.lines += 1
+        return self._on_line
+
+    def __enter__(self):
+        global _ACTIVE
+        self._previous, self._outer, _ACTIVE = sys.gettrace(), _ACTIVE, self
+        sys.settrace(self._on_call)
+        self._functions.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            global _ACTIVE
+            self._functions.__exit__(*exc)
+            sys.settrace(self._previous)
+            _ACTIVE = self._outer
+
+
+_ACTIVE: Trace | None = None
+
+
+@contextmanager
+def trusted():
+    """Inside a check's own ``run``: what runs here is the check's, not the answer's, and is not recorded."""
+    trace = _ACTIVE
+    if trace is not None:
+        trace._trusted += 1
+    try:
+        yield
+    finally:
+        if trace is not None:
+            trace._trusted -= 1
+
+
+class _FunctionTrace(TorchFunctionMode):
+    """The torch functions called (``F.dropout``, ``torch.softmax``...), for kernels that decompose into
+    ordinary operators before the dispatch mode sees them."""
+
+    def __init__(self, trace: Trace):
+        super().__init__()
+        self.trace = trace
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.trace._record(_kernel_name(func))
+        return func(*args, **(kwargs or {}))
+
+
+# The namespaces an answer could patch to fool a comparison; snapshot before it runs, put back after.
+_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module)
+
+
+def _warm_up() -> None:
+    """Trace once before any snapshot: torch imports parts of itself on first use of a mode (torch._dynamo, which
+    wraps torch.manual_seed), and that is not the answer's doing."""
+    if not _WARM:
+        with Trace():
+            torch.ones(1).softmax(0)
+        _WARM.append(True)
+
+
+_WARM: list = []
+
+
+def _snapshot() -> list[dict]:
+    return [dict(vars(namespace)) for namespace in _NAMESPACES]
+
+
+def _restore(snapshot: list[dict]) -> list[str]:
+    """Put the namespaces back as ``snapshot`` holds them; return the names the answer had changed."""
+    changed = []
+    for namespace, before in zip(_NAMESPACES, snapshot, strict=True):
+        now = vars(namespace)
+        for key in set(now) | set(before):
+            value = before.get(key, _MISSING)
+            if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
+                continue  # unchanged, or a submodule torch imported lazily
+            changed.append(f"{getattr(namespace, '__name__', 'torch')}.{key}")
+            if value is _MISSING:
+                delattr(namespace, key)
+            else:
+                setattr(namespace, key, value)
+    return changed
+
+
+_MISSING = object()
+
+
+def plain(value):
+    """Tensors as plain, detached tensors (a subclass's own ``__torch_function__`` unwrapped, never run), inside
+    tuples and lists too; anything else as it is."""
+    if isinstance(value, _Tensor):
+        with _no_subclass():
+            return _contiguous(_detach(_as_subclass(value, _Tensor)))
+    if type(value) in (tuple, list):
+        return type(value)(plain(item) for item in value)
+    return value
 
 
 def not_answered(name: str) -> bool:
@@ -47,7 +249,8 @@ def not_answered(name: str) -> bool:
 
 def not_yet(name: str, problem: str, hint: str) -> bool:
     """Print the verdict for a wrong answer: what is wrong, then a hint that fits that mistake."""
-    print(f"{name}: not yet, {problem.rstrip('. ')}. Hint: {hint}")  # an error's own full stop is not doubled
+    problem = " ".join(str(problem).split()).rstrip(". ")  # one line; an error's own full stop is not doubled
+    print(f"{name}: not yet, {problem}. Hint: {hint}")
     return False
 
 
@@ -58,57 +261,13 @@ def correct(name: str, detail: str = "") -> bool:
 
 
 def hidden_generator(seed: int) -> torch.Generator:
-    """A generator of its own for a check's hidden inputs: the same inputs every run (so a solution's
-    verdict repeats), and the reader's global random state is left alone."""
+    """A generator of its own for a check's hidden inputs: the same inputs every run, the reader's state left alone."""
     return torch.Generator().manual_seed(seed)
 
 
-@dataclass(frozen=True)
-class Forbidden:
-    """What an exercise asks the reader to write, so the answer may not call it: ``names`` maps the ``__name__`` of
-    functions written in C (``torch.softmax``, ``Tensor.softmax``, ``F.scaled_dot_product_attention``) to what the
-    verdict calls them; ``functions`` are Python functions or methods (the package's own) with their labels;
-    ``hint`` says what to build it from."""
-
-    names: dict[str, str] = field(default_factory=dict)
-    functions: tuple[tuple[Callable, str], ...] = ()
-    hint: str = ""
-
-
-@contextmanager
-def watch_calls(forbidden: Forbidden | None):
-    """Record, in the list it yields, the labels of the ``forbidden`` functions the code run inside calls.
-
-    A profile hook (``sys.setprofile``) sees every call by the function object actually run, however the reader
-    imported it (``torch.softmax``, ``x.softmax``, ``F.softmax``, ``from ... import``); it records and never raises,
-    and the previous hook is put back afterwards."""
-    seen: list[str] = []
-    if forbidden is None:
-        yield seen
-        return
-    codes = {getattr(function, "__code__", None): label for function, label in forbidden.functions}
-
-    def profile(frame, event, arg):
-        if event == "call":
-            label = codes.get(frame.f_code)
-        elif event == "c_call":
-            label = forbidden.names.get(getattr(arg, "__name__", None))
-        else:
-            return
-        if label is not None and label not in seen:
-            seen.append(label)
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
-
-
 class WrongFormError(Exception):
-    """An answer of the wrong form (not a pair, not an index...), raised by an exercise's ``convert`` or ``run``:
-    ``problem`` says what was expected, ``hint`` how to give it."""
+    """An answer of the wrong form, raised by an exercise's ``convert`` or ``run``: ``problem`` says what was
+    expected, ``hint`` how to give it."""
 
     def __init__(self, problem: str, hint: str):
         super().__init__(problem)
@@ -116,62 +275,9 @@ class WrongFormError(Exception):
 
 
 IN_PLACE_HINT = (
-    "build a new tensor (x * 2, x.masked_fill(...), torch.where(...)) instead of writing into the input "
-    "(x *= 2, x.masked_fill_(...), x[...] = ...): the caller's tensor must stay as it was"
+    "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
+    "x[...] = ...): the caller's tensor must stay as it was"
 )
-
-
-def _input_tensors(candidate: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, tensor, copy)`` for every tensor passed to ``candidate``, named as its parameter (or by position)."""
-    try:
-        named = dict(inspect.signature(candidate).bind_partial(*args, **kwargs).arguments)
-    except (TypeError, ValueError):  # no signature, or one the arguments do not fit: name them by position
-        named = {f"argument {number}": arg for number, arg in enumerate(args, start=1)} | kwargs
-    return [(label, value, value.detach().clone()) for label, value in named.items() if isinstance(value, torch.Tensor)]
-
-
-def _unchanged(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
-    """Whether ``tensor`` still holds what ``copy`` holds (nan equal to nan)."""
-    if tensor.shape != copy.shape or tensor.dtype != copy.dtype:
-        return False
-    same = tensor.detach() == copy
-    if tensor.is_floating_point() or tensor.is_complex():
-        same |= tensor.detach().isnan() & copy.isnan()
-    return bool(same.all())
-
-
-def run_candidate(
-    name: str,
-    candidate: Callable,
-    *args,
-    hint: str,
-    case: str = "",
-    forbidden: Forbidden | None = None,
-    in_place_hint: str = IN_PLACE_HINT,
-    **kwargs,
-):
-    """Call the reader's code; return ``(True, result)``, or print the "not yet" verdict for an exception, for a
-    call of a ``forbidden`` function (the one the exercise asks for), or for a tensor argument it changed in place,
-    and return ``(False, None)``. ``case`` names the hidden input, such as "on a batch of 1"."""
-    where = f" {case}" if case else ""
-    inputs = _input_tensors(candidate, args, kwargs)
-    try:
-        with watch_calls(forbidden) as seen:
-            result = candidate(*args, **kwargs)
-    except WrongFormError:  # the check's own verdict on the answer's form, raised by an exercise's ``run``
-        raise
-    except Exception as error:  # the reader's code: report any failure instead of a traceback
-        message = " ".join(str(error).split())  # one line, whatever the error's own layout
-        not_yet(name, f"your code raised {type(error).__name__}{where}" + (f": {message}" if message else ""), hint)
-        return False, None
-    if seen:
-        not_yet(name, f"your code calls {seen[0]}{where}: that is what the exercise asks you to write", forbidden.hint)
-        return False, None
-    for label, tensor, copy in inputs:
-        if not _unchanged(tensor, copy):
-            not_yet(name, f"your function changed its input {label} in place{where}", in_place_hint)
-            return False, None
-    return True, result
 
 
 def is_number(value) -> bool:
@@ -181,38 +287,57 @@ def is_number(value) -> bool:
 
 def as_number(answer):
     """A one-element tensor as the number it holds; anything else as it is."""
-    return answer.item() if isinstance(answer, torch.Tensor) and answer.numel() == 1 else answer
+    return answer.item() if isinstance(answer, _Tensor) and answer.numel() == 1 else answer
+
+
+def _kind(dtype: torch.dtype) -> str:
+    return (
+        "bool"
+        if dtype == torch.bool
+        else "float"
+        if dtype.is_floating_point
+        else "complex"
+        if dtype.is_complex
+        else "int"
+    )
 
 
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
     """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
-    numbers within ``atol``), or None when they agree. The reason names the part that failed: the type, the shape,
-    the dtype, the entries (with the largest difference), or which item."""
-    if isinstance(expected, torch.Tensor):
-        if not isinstance(answer, torch.Tensor):
+    numbers within ``atol``), or None when they agree. Types are compared before values; the reason names the part
+    that failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
+    answer, expected = plain(answer), plain(expected)
+    if isinstance(expected, _Tensor):
+        if not isinstance(answer, _Tensor):
             return f"expected a tensor, got {type(answer).__name__}"
         if answer.shape != expected.shape:
             return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
-        if expected.dtype == torch.bool or answer.dtype == torch.bool:
-            if not torch.equal(answer.detach().double(), expected.detach().double()):
-                wrong = int((answer.detach().double() != expected.detach().double()).sum())
-                return f"the shape is right but {wrong} of {expected.numel()} entries differ"
-            if answer.dtype != expected.dtype:
+        if _kind(answer.dtype) != _kind(expected.dtype):
+            same = _equal(answer.double(), expected.double()) if "complex" not in (_kind(answer.dtype),) else False
+            converter = {"bool": "bool", "int": "long", "float": "float"}.get(_kind(expected.dtype), "to")
+            if same:
                 return (
                     f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
-                    f"(convert with .{'bool' if expected.dtype == torch.bool else 'float'}())"
+                    f"(convert with .{converter}())"
                 )
+            return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
+        if expected.dtype == torch.bool or not expected.dtype.is_floating_point:
+            if not _equal(answer, expected):
+                wrong = int((answer != expected).sum())
+                return f"the shape is right but {wrong} of {expected.numel()} entries differ"
             return None
-        difference = (answer.detach().double() - expected.detach().double()).abs()
-        if torch.allclose(answer.detach().double(), expected.detach().double(), atol=atol, rtol=0, equal_nan=True):
+        a, e = answer.double(), expected.double()
+        if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
             return None
-        where = tuple(
-            int(i) for i in torch.unravel_index(difference.nan_to_num(float("inf")).argmax(), difference.shape)
-        )
+        difference = (a - e).abs().nan_to_num(float("inf"))
+        difference = difference.masked_fill(a.isnan() & e.isnan(), 0.0)
+        where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
         index = f" at index {shape_str(where)}" if where else ""
         return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
     if isinstance(expected, (bool, str)):
-        return None if type(answer) is type(expected) and answer == expected else "that is not it"
+        if type(answer) is not type(expected):
+            return f"expected a {type(expected).__name__}, got {type(answer).__name__}"
+        return None if answer == expected else "that is not it"
     if isinstance(expected, (int, float)):
         if not is_number(answer):
             return f"expected a number, got {type(answer).__name__}"
@@ -226,30 +351,26 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
             problem = compare(a, e, atol)
             if problem is not None:
                 where = f"item {number} of {len(expected)}"
-                # A nested tuple names the whole path once: "item 3 of 4, its item 2 of 2, is not right: ..."
-                if problem.startswith("item "):
+                if problem.startswith("item "):  # a nested tuple names the whole path once
                     return f"{where}, its {problem}"
                 return f"{where} is not right: {problem}"
         return None
-    raise TypeError(f"check_answer cannot compare expected values of type {type(expected).__name__}")
+    return None if answer == expected else "that is not it"
 
 
 def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
-    """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict;
-    returns it."""
+    """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict; returns it."""
     if answer is None:
         return not_answered(name)
     problem = compare(answer, expected, atol)
-    if problem is None:
-        return correct(name)
-    return not_yet(name, problem, hint)
+    return correct(name) if problem is None else not_yet(name, problem, hint)
 
 
 @dataclass(frozen=True)
 class Mistake:
     """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
     apply), or ``matches``, a test of the answer, or a wrong ``item`` of a tuple answer; ``problem`` says what is
-    wrong (or makes that from the answer) and ``hint`` how to put it right."""
+    wrong (or makes that from the answer) and ``hint`` how to put it right, in words."""
 
     problem: str | Callable[[Any], str]
     hint: str
@@ -258,8 +379,7 @@ class Mistake:
     item: int | None = None
 
     def made_by(self, answer, expected, differ: Callable[[Any, Any], str | None]) -> bool:
-        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case. With
-        ``item``, the mistake is in that item of a tuple answer: it is wrong, and equal to ``wrong`` if given."""
+        """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
         if self.matches is not None:
             return bool(self.matches(answer))
         if self.item is not None:
@@ -273,26 +393,34 @@ class Mistake:
         return wrong is not None and differ(wrong, expected) is not None and differ(answer, wrong) is None
 
 
-_PRINTED = object()  # what Exercise._run returns once run_candidate printed the verdict
+def _copy(values: tuple) -> tuple:
+    """Deep copies of a case's arguments (tensors, modules), so that no two runs share an object."""
+    return tuple(copy.deepcopy(values))
+
+
+def _one_line(error: BaseException) -> str:
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}" + (f": {message}" if message else "")
 
 
 @dataclass(frozen=True)
 class Exercise:
     """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives;
-    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case as it is.
+    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case.
 
-    - ``cases()`` draws the hidden cases, tuples of arguments (its own generator, never the lesson's example);
-      ``describe(number, total, *case)`` names one in the verdict, such as "on hidden case 2 of 3 (batch 1)".
-    - ``arguments(*case)`` gives what the answer is called with, when a case holds more than that (such as the
-      module the reference runs); by default the case itself. ``run(answer, *arguments)`` runs the answer when it
-      is not simply called (fed block by block, say).
-    - ``convert(answer)`` turns an answer of another accepted form into the reference's (a one-element tensor
-      into a number, say) before the comparison, and raises :class:`WrongFormError` for an answer of no accepted form.
-    - ``differ(answer, expected)`` says why the answer is wrong, or None; by default :func:`compare` within ``atol``.
-    - ``hint`` is the general hint; ``mistakes(*case)`` lists the named :class:`Mistake` s, tried in order when
-      the answer is wrong (a mistake that gives the right answer on that case is skipped).
-    - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases; ``returned_none`` the hint for an
-      answer that returns None; ``forbidden`` what the answer may not call.
+    - ``cases()`` draws the hidden cases, tuples of arguments; ``describe(number, total, *case)`` names one in the
+      verdict. ``arguments(*case)`` gives what the answer is called with, when a case holds more (by default the
+      case). ``run(answer, *arguments)`` runs the answer when it is not simply called (fed block by block, say).
+    - ``convert(answer)`` turns an answer of another accepted form into the reference's, and raises
+      :class:`WrongFormError` for one of no accepted form. ``differ(answer, expected)`` says why the answer is
+      wrong, or None (by default :func:`compare` within ``atol``); both get plain tensors.
+    - ``hint`` is the general hint (the idea, and the lesson section to reread); ``mistakes(*case)`` lists the named
+      :class:`Mistake` s, tried in order when the answer is wrong.
+    - ``forbidden``: kernel names (see the ``*_KERNELS`` groups) the answer may not run; ``rule`` says, in words, what
+      the exercise asks instead. The package's code is forbidden too, except the classes and functions in
+      ``allowed``. ``loop_free()`` gives a small and a large case: the answer's operations may not grow from one to
+      the other.
+    - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases.
     """
 
     name: str
@@ -303,7 +431,10 @@ class Exercise:
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str = " on all {n} hidden cases"
     returned_none: str = "return the result"
-    forbidden: Forbidden | None = None
+    forbidden: frozenset = frozenset()
+    rule: str = "the exercise asks you to write this yourself, from the operations the lesson shows"
+    allowed: tuple = ()
+    loop_free: Callable[[], tuple[tuple, tuple]] | None = None
     in_place_hint: str = IN_PLACE_HINT
     atol: float = 1e-4
     arguments: Callable[..., tuple] | None = None
@@ -313,70 +444,130 @@ class Exercise:
     value: bool = False
 
     def check(self, candidate) -> bool:
-        """Run ``candidate`` on every hidden case (on copies of the tensors, under ``torch.no_grad``), or with
-        ``value`` compare it with every case's reference; print the verdict and return it."""
+        """Judge ``candidate`` on every hidden case; print the verdict and return it. Never raises."""
         if candidate is None:
             return not_answered(self.name)
         right = self.judge(candidate)
         return bool(right) and correct(self.name, self.done.format(n=right))
 
     def judge(self, candidate) -> int:
-        """:meth:`check` without the "correct" line, for one part of an exercise: the number of hidden cases when
-        the answer is right on all of them, else 0 after printing the "not yet" verdict."""
+        """:meth:`check` without the "correct" line: the number of hidden cases when the answer is right on all of
+        them, else 0 after printing the "not yet" verdict."""
+        try:
+            return self._judge(candidate)
+        except Exception as error:  # a check must never raise, whatever the answer does
+            return not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+
+    def _judge(self, candidate) -> int:
         if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
         differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
         cases = list(self.cases())
-        for number, case in enumerate(cases, start=1):
+        with torch.no_grad():  # every reference first, on copies the answer never sees
+            references = [plain(self.reference(*_copy(case))) for case in cases]
+        for number, (case, expected) in enumerate(zip(cases, references, strict=True), start=1):
             where = self.describe(number, len(cases), *case)
-            with torch.no_grad():
+            if self.value:
+                answer, problem, hint = candidate, None, ""
+            else:
+                answer, problem, hint, _ = self._run(candidate, case, where)
+            if problem is None and answer is None:
+                problem, hint = f"your function returned None {where}", self.returned_none
+            if problem is None and self.convert is not None:
                 try:
-                    answer = candidate if self.value else self._run(candidate, case, where)
-                    if answer is _PRINTED:
-                        return False
-                    if answer is None:
-                        return not_yet(self.name, f"your function returned None {where}", self.returned_none)
-                    if self.convert is not None:
-                        answer = self.convert(answer)
+                    answer = self.convert(plain(answer))
                 except WrongFormError as wrong:
-                    return not_yet(self.name, f"{wrong.problem} {where}", wrong.hint)
-                expected = self.reference(*case)  # after the answer: a costly reference waits for a well-formed one
-                problem = differ(answer, expected)
-                if problem is None:
+                    problem, hint = f"{wrong.problem} {where}", wrong.hint
+            if problem is not None:
+                return not_yet(self.name, problem, hint)
+            answer = plain(answer)
+            problem = differ(answer, expected)
+            if problem is None:
+                continue
+            for mistake in self.mistakes(*_copy(case)):  # the first named mistake, else what differs and the hint
+                try:
+                    made = mistake.made_by(answer, expected, differ)
+                    what = mistake.problem(answer) if made and callable(mistake.problem) else mistake.problem
+                except Exception:  # a mistake that cannot even be tested on this answer is not the one it made
                     continue
-                for mistake in self.mistakes(*case):  # the first named mistake, else what differs and the hint
-                    if mistake.made_by(answer, expected, differ):
-                        what = mistake.problem(answer) if callable(mistake.problem) else mistake.problem
-                        return not_yet(self.name, f"{what} {where}", mistake.hint)
-                return not_yet(self.name, f"{problem} {where}", self.hint)
+                if made:
+                    return not_yet(self.name, f"{what} {where}", mistake.hint)
+            return not_yet(self.name, f"{problem} {where}", self.hint)
+        if self.loop_free is not None and not self.value:
+            counts = []
+            for case in self.loop_free():
+                _, problem, hint, trace = self._run(candidate, case, "on a larger input")
+                if problem is not None:
+                    return not_yet(self.name, problem, hint)
+                counts.append(trace.operations + trace.lines)
+            if counts[1] > counts[0]:
+                return not_yet(
+                    self.name,
+                    f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one: it loops "
+                    "over the entries in Python",
+                    self.rule,
+                )
         return len(cases)
 
     def _run(self, candidate, case: tuple, where: str):
-        """The answer function's result on one case, or ``_PRINTED`` once :func:`run_candidate` printed a verdict."""
-        given = self.arguments(*case) if self.arguments is not None else case
-        given = tuple(arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in given)
-        call = (self.run, candidate, *given) if self.run is not None else (candidate, *given)
-        ran, answer = run_candidate(
-            self.name, *call, hint=self.hint, case=where, forbidden=self.forbidden, in_place_hint=self.in_place_hint
-        )
-        return answer if ran else _PRINTED
+        """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
+        nothing in the way it ran is wrong."""
+        _warm_up()
+        given = _copy(self.arguments(*case) if self.arguments is not None else case)
+        originals = [(i, arg.clone()) for i, arg in enumerate(given) if isinstance(arg, _Tensor)]
+        snapshot = _snapshot()
+        trace = Trace(self.allowed)
+        result, problem, hint = None, None, ""
+        try:
+            with torch.no_grad(), trace:
+                result = self.run(candidate, *given) if self.run is not None else candidate(*given)
+        except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
+            problem, hint = f"{wrong.problem} {where}", wrong.hint
+        except Exception as error:  # the reader's code: report any failure instead of a traceback
+            message = " ".join(str(error).split())
+            problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
+            hint = self.hint
+        changed = _restore(snapshot)
+        if changed:
+            return None, f"your code changes torch itself ({changed[0]})", "leave torch as it is", trace
+        forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
+        if trace.package:  # even when it then failed: that is what the answer reached for
+            return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
+        if forbidden:
+            return None, f"your code runs PyTorch's {forbidden[0]} kernel {where}", self.rule, trace
+        if problem is not None:
+            return None, problem, hint, trace
+        for index, original in originals:
+            if not _same(plain(given[index]), original):
+                label = _argument_name(candidate, index)
+                return None, f"your function changed its input {label} in place {where}", self.in_place_hint, trace
+        return result, None, "", trace
+
+
+def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:
+    """Whether ``tensor`` still holds what ``original`` holds (nan equal to nan)."""
+    if tensor.shape != original.shape or tensor.dtype != original.dtype:
+        return False
+    if tensor.is_floating_point():
+        return _allclose(tensor, original, rtol=0, atol=0, equal_nan=True)
+    return _equal(tensor, original)
+
+
+def _argument_name(candidate, index: int) -> str:
+    """The name of the answer's parameter ``index`` ("scores"), or "argument 2"."""
+    try:
+        return list(inspect.signature(candidate).parameters)[index]
+    except (TypeError, ValueError, IndexError):
+        return f"argument {index + 1}"
 
 
 def check_function(
-    name: str,
-    candidate: Callable | None,
-    reference: Callable,
-    cases: Iterable[Sequence],
-    hint: str,
-    atol: float = 1e-4,
+    name: str, candidate: Callable | None, reference: Callable, cases: Iterable[Sequence], hint: str, atol: float = 1e-4
 ) -> bool:
-    """Call the reader's ``candidate`` and the checked ``reference`` on each case (a tuple of
-    positional arguments) and compare the results. An exception in the candidate counts as a wrong
-    answer and is reported by its message. Prints the verdict; returns it."""
-    if candidate is not None and not callable(candidate):
-        raise TypeError(f"{name}: the answer must be a function, got {type(candidate).__name__}")
+    """Call the reader's ``candidate`` and the checked ``reference`` on each case (a tuple of positional arguments)
+    and compare the results. Prints the verdict; returns it."""
     cases = [tuple(case) for case in cases]
-    exercise = Exercise(
+    return Exercise(
         name,
         reference,
         lambda: cases,
@@ -384,5 +575,4 @@ def check_function(
         describe=lambda number, total, *case: f"on case {number} of {total}",
         done=" on all {n} cases",
         atol=atol,
-    )
-    return exercise.check(candidate)
+    ).check(candidate)

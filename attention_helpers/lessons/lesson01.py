@@ -16,16 +16,20 @@ from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 101
 
-COSINE_HINT = "divide every row by its length, x.norm(dim=-1, keepdim=True); then one matrix product does the rest"
+COSINE_HINT = (
+    "the cosine of two rows is their dot product divided by both of their lengths: once every row is divided by its "
+    "own length, one matrix product gives every pair (reread 'Scores for every pair')"
+)
+COSINE_RULE = (
+    "the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of rows "
+    "at once (reread 'Scores for every pair')"
+)
 NEAREST_HINT = (
-    "compute the cosine matrix, hide each token's own entry on the diagonal (fill it with -inf), "
-    "then take argmax along each row"
+    "rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out of "
+    "the running before picking each row's best (reread 'Exercise 1')"
 )
 
-IN_PLACE_HINT = (
-    "the caller's embeddings must stay as they were: x / x.norm(...) builds a new tensor, x /= ... or "
-    "x.fill_diagonal_(...) writes into x"
-)
+IN_PLACE_HINT = "the caller's embeddings must stay as they were: build new tensors rather than writing into x"
 
 
 def cosine_matrix_reference(x: torch.Tensor) -> torch.Tensor:
@@ -50,13 +54,13 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
     return [
         Mistake(
             lambda answer: f"your matrix has shape {shape_str(answer.shape)}, one row and column per coordinate",
-            "compare tokens (rows), not coordinates: the result is (num_tokens, num_tokens), like x @ x.T",
+            "compare tokens (rows), not coordinates: the result has one row and one column per token",
             matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (d, d) and d != len(x),
         ),
         Mistake("these are the dot products", "the cosine divides each dot product by both vectors' lengths", x @ x.T),
         Mistake(
             "only the rows were divided by their lengths",
-            "divide both factors: unit = x / x.norm(dim=-1, keepdim=True), then unit @ unit.T",
+            "both factors of the product need dividing by their lengths, not only the first",
             (x / lengths) @ x.T,
         ),
         Mistake(
@@ -66,7 +70,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         ),
         Mistake(
             "you divided by the length of each column (dim=0)",
-            "a token's length is the norm of its row: x.norm(dim=-1, keepdim=True)",
+            "a token's length is the norm of its row, taken along the last dimension",
             (x / x.norm(dim=0, keepdim=True)) @ (x / x.norm(dim=0, keepdim=True)).T,
         ),
     ]
@@ -82,6 +86,8 @@ COSINE = Exercise(
     done=" on all {n} hidden inputs",
     returned_none="return the matrix",
     in_place_hint=IN_PLACE_HINT,
+    rule=COSINE_RULE,
+    loop_free=lambda: [(torch.randn(n, 4, generator=hidden_generator(SEED + 9)),) for n in (3, 40)],
 )
 
 
@@ -110,7 +116,7 @@ def _as_indices(answer) -> torch.Tensor:
         got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
         raise WrongFormError(
             f"expected integer indices, got {got}",
-            "argmax returns the indices; return them as a tensor (or a list) of integers",
+            "return the indices themselves, as a tensor (or a list) of integers",
         )
     return indices.long()
 
@@ -120,12 +126,12 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
     return [
         Mistake(
             lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
-            "take argmax along each row (dim=-1)",
+            "pick one best index in each row, along the last dimension",
             matches=lambda answer: answer.shape != (len(x),),
         ),
         Mistake(
             "every token is its own best match",
-            "a token's cosine with itself is 1: fill the diagonal with -inf before argmax",
+            "a token's cosine with itself is 1, the largest possible: hide the diagonal before picking the best",
             torch.arange(len(x)),
         ),
         Mistake(
@@ -135,7 +141,7 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
         ),
         Mistake(
             "you picked the least similar token",
-            "argmax, not argmin",
+            "the most similar token has the largest cosine, not the smallest",
             cosine_matrix_reference(x).fill_diagonal_(float("inf")).argmin(dim=-1),
         ),
     ]

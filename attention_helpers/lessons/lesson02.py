@@ -10,29 +10,27 @@ from __future__ import annotations
 import torch
 
 from .._checks import shape_str
-from ..functional import softmax_naive, softmax_stable, softmax_with_temperature
-from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
+from ..functional import softmax_stable
+from . import ATTENTION_KERNELS, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
 
 SOFTMAX_HINT = (
-    "divide x by the temperature, subtract its maximum along dim (x.amax(dim=dim, keepdim=True)), "
-    "take torch.exp, then divide by the sum along dim (keepdim=True)"
+    "divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
+    "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')"
 )
-# Exercise 1 asks for a softmax: the answer may not call one.
-SOFTMAX_FORBIDDEN = Forbidden(
-    {"softmax": "a softmax of PyTorch's (torch.softmax, x.softmax or F.softmax)"},
-    (
-        (softmax_stable, "ah.softmax_stable"),
-        (softmax_with_temperature, "ah.softmax_with_temperature"),
-        (softmax_naive, "ah.softmax_naive"),
-    ),
-    "write the softmax yourself from torch.exp, a maximum (x.amax) and a sum",
+SOFTMAX_RULE = (
+    "the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
+    "PyTorch's (reread 'Softmax')"
 )
-
 CONTEXT_HINT = (
-    "scores = x @ x.transpose(-2, -1); weights = softmax over the last dim; context = weights @ x "
-    "(transpose(-2, -1) swaps the last two axes of a batch, where .T would reverse all three)"
+    "within each sequence: the dot products of every pair of tokens, a softmax over the keys for each query, then "
+    "each query's weighted sum of the token vectors; the transpose must swap only the last two axes of a batch "
+    "(reread 'All six context vectors at once')"
+)
+ATTENTION_RULE = (
+    "the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
+    "attention (reread 'All six context vectors at once')"
 )
 
 
@@ -83,7 +81,7 @@ def _softmax_mistakes(x, dim, temperature):
         ),
         Mistake(
             "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
-            "subtract each slice's own maximum: x.amax(dim=dim, keepdim=True)",
+            "subtract each slice's own maximum along dim, not the maximum of the whole tensor",
             global_shift / global_shift.sum(dim=dim, keepdim=True),
         ),
         Mistake(
@@ -109,7 +107,8 @@ SOFTMAX = Exercise(
     ),
     mistakes=_softmax_mistakes,
     returned_none="return the weights",
-    forbidden=SOFTMAX_FORBIDDEN,
+    forbidden=SOFTMAX_KERNELS | ATTENTION_KERNELS,
+    rule=SOFTMAX_RULE,
     atol=1e-5,
 )
 
@@ -167,6 +166,8 @@ CONTEXT = Exercise(
     mistakes=_context_mistakes,
     done=" on all {n} hidden batches",
     returned_none="return the context vectors",
+    forbidden=ATTENTION_KERNELS,
+    rule=ATTENTION_RULE,
 )
 
 

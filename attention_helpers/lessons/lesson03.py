@@ -14,13 +14,17 @@ import torch
 
 from .._checks import shape_str
 from ..functional import random_dot_products, scaled_dot_product_attention
-from . import Exercise, Forbidden, Mistake, WrongFormError, compare, hidden_generator
+from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, compare, hidden_generator
 
 SEED = 303
 
 ATTENTION_HINT = (
-    "queries = x @ W_query, keys = x @ W_key, values = x @ W_value; scores = queries @ keys.transpose(-2, -1); "
-    "weights = softmax(scores / sqrt(d_k), dim=-1) with d_k = keys.shape[-1]; return weights @ values"
+    "project the inputs into queries, keys and values; score every query against every key; scale by the square "
+    "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')"
+)
+ATTENTION_RULE = (
+    "the exercise asks you to compute the scores, softmax and weighted sum of the values yourself, not to call a "
+    "ready-made attention (reread 'A self-attention module')"
 )
 
 
@@ -52,11 +56,11 @@ def _mistakes(x, W_query, W_key, W_value):
         ),
         Mistake(
             "your output has the input's width: you mixed the inputs, not the values",
-            "multiply the weights by the values, x @ W_value",
+            "the weights mix the values, the inputs projected by W_value, not the inputs themselves",
             matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == x.shape,
         ),
-        Mistake("the scores are not scaled", "divide the scores by sqrt(d_k), d_k = keys.shape[-1]", mix(scores)),
-        Mistake("you divided the scores by d_k", "divide by the square root of d_k: d_k ** 0.5", mix(scores / d_k)),
+        Mistake("the scores are not scaled", "divide the scores by the square root of the keys' width", mix(scores)),
+        Mistake("you divided the scores by d_k", "divide by the square root of d_k, not by d_k", mix(scores / d_k)),
         Mistake(
             "you divided by sqrt(d_in)",
             "d_k is the width of the keys (keys.shape[-1]), not of the input",
@@ -74,18 +78,11 @@ def _mistakes(x, W_query, W_key, W_value):
         ),
         Mistake(
             "your scores are transposed: row i must hold query i against every key",
-            "scores = queries @ keys.transpose(-2, -1), not keys @ queries.transpose(-2, -1)",
+            "each row of the scores is one query against every key: queries first, keys transposed second",
             mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
         ),
     ]
 
-
-# The exercise asks for the attention itself: the answer may not call a ready-made one.
-ATTENTION_FORBIDDEN = Forbidden(
-    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
-    ((scaled_dot_product_attention, "ah.scaled_dot_product_attention"),),
-    "compute the scores of the queries and keys yourself, scale them, softmax and multiply by the values",
-)
 
 SELF_ATTENTION = Exercise(
     "Exercise 1",
@@ -98,7 +95,8 @@ SELF_ATTENTION = Exercise(
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
     returned_none="return the context vectors",
-    forbidden=ATTENTION_FORBIDDEN,
+    forbidden=ATTENTION_KERNELS,
+    rule=ATTENTION_RULE,
 )
 
 
@@ -112,7 +110,8 @@ def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
 
 
 SPREAD_HINT = (
-    "each product q_i k_i has variance std**2 * std**2 = std**4, and the variances of d_k independent terms add"
+    "each product of two independent entries has a variance of its own, and the variances of d_k independent terms "
+    "add; the spread is the square root of the total (reread 'Why divide by sqrt(d_k)?')"
 )
 
 

@@ -12,22 +12,21 @@ import torch
 
 from .._checks import shape_str
 from ..functional import causal_mask, scaled_dot_product_attention
-from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
+from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 404
 
-MASK_HINT = "key j is hidden from query i when j > i (the future) or j <= i - window (too far back)"
-ATTENTION_HINT = (
-    "scores = queries @ keys.transpose(-2, -1); fill the scores your sliding_window_mask hides with float('-inf') "
-    "before the softmax; divide the scores by sqrt(d_k)"
+MASK_HINT = (
+    "a key is hidden from a query when it lies in the query's future, or more than window - 1 positions before it "
+    "(reread 'Method B: fill the hidden scores with -inf, then softmax')"
 )
-
-
-# Exercise 2 asks for the attention itself: the answer may not call a ready-made one.
-ATTENTION_FORBIDDEN = Forbidden(
-    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
-    ((scaled_dot_product_attention, "ah.scaled_dot_product_attention"),),
-    "compute the scores, mask them with your sliding_window_mask, softmax and multiply by the values yourself",
+ATTENTION_HINT = (
+    "scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then the "
+    "weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')"
+)
+ATTENTION_RULE = (
+    "the exercise asks you to compute the scores, mask, softmax and weighted sum yourself, not to call a "
+    "ready-made attention (reread 'Method B')"
 )
 
 
@@ -68,7 +67,7 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
         (
             causal_mask(n),
             "your mask hides only the future",
-            "also hide the keys more than window - 1 positions back: j <= i - window",
+            "also hide the keys more than window - 1 positions back",
         ),
         (
             expected & expected.T,
@@ -83,8 +82,8 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
                 (
                     window_mask_loops(n, window + off),
                     f"your window is one token too {size} (each token should see {keys})",
-                    "each token sees itself and the window - 1 tokens before it, window keys in all; "
-                    "check the diagonal argument of torch.tril/torch.triu",
+                    "each token sees itself and the window - 1 tokens before it, window keys in all: count the "
+                    "diagonals again",
                 )
             )
     return [
@@ -166,17 +165,17 @@ def _wrong_attentions(queries, keys, values, window):
         ),
         Mistake(
             "your output is plain causal attention",
-            "use your sliding_window_mask(num_tokens, window), not a tril",
+            "hide what your sliding-window mask hides, not only the future",
             _reference_attention(queries, keys, values, causal_mask(n)),
         ),
         Mistake(
             "the scores are not scaled",
-            "divide the scores by sqrt(d_k), d_k = keys.shape[-1]",
+            "divide the scores by the square root of the keys' width",
             torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ values,
         ),
         Mistake(
             "the hidden keys still get weight: you filled their scores with 0",
-            "a score of 0 is still a score; fill with float('-inf'), whose exp is exactly 0",
+            "a score of 0 is still a score; fill with minus infinity, whose exponential is exactly 0",
             torch.softmax(scores.masked_fill(mask, 0.0) / d_k**0.5, dim=-1) @ values,
         ),
         Mistake(
@@ -204,7 +203,8 @@ WINDOWED_ATTENTION = Exercise(
     ),
     mistakes=_wrong_attentions,
     returned_none="return the context vectors",
-    forbidden=ATTENTION_FORBIDDEN,
+    forbidden=ATTENTION_KERNELS,
+    rule=ATTENTION_RULE,
 )
 
 
@@ -212,7 +212,10 @@ WINDOWED_ATTENTION = Exercise(
 exercise_2 = WINDOWED_ATTENTION.check
 
 
-SWAP_HINT = "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change?"
+SWAP_HINT = (
+    "row r mixes the values of tokens 0..r, weighted by query r: where does the query or that set change? (reread "
+    "'Equal scores: a running average')"
+)
 
 
 def _swap_cases() -> list[tuple[int, int, int, list[int]]]:

@@ -12,16 +12,20 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 from ..functional import causal_mask
-from . import Exercise, Forbidden, Mistake, WrongFormError, as_number, hidden_generator, is_number
+from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hidden_generator, is_number, plain
 
 SEED = 505
 
 DROPOUT_HINT = (
-    "draw one uniform random number per entry (torch.rand_like(x)), drop the entry where it is below p, "
-    "and divide the survivors by 1 - p"
+    "every entry needs a random number of its own, drawn from torch's generator at each call: drop the entry with "
+    "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
+    "are scaled by 1 / (1 - p)')"
+)
+DROPOUT_RULE = (
+    "the exercise asks you to draw the mask yourself, without nn.Dropout, F.dropout or any of torch's dropout "
+    "functions (reread 'Dropout on a matrix of ones')"
 )
 
 
@@ -32,133 +36,145 @@ def _hidden_tensor(generator: torch.Generator, *shape: int) -> torch.Tensor:
     return magnitude * sign
 
 
-def _binomial_band(p: float, n: int) -> float:
-    """Five standard deviations of the fraction of ``n`` entries dropped independently with probability p."""
+def _band(p: float, n: int) -> float:
+    """Five standard deviations of the fraction of ``n`` events of probability ``p``."""
     return 5 * math.sqrt(p * (1 - p) / n)
 
 
 def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
-    """(x, p, training, calls): training mode on hidden tensors, then evaluation mode and p = 0 (which return x), two
-    calls (two masks) and p = 1 (zeros)."""
+    """(x, p, training, seed): training mode on large tensors (a batch axis, enough entries to measure the fraction
+    dropped and its independence) at several seeds and rates, a batch of 1, evaluation mode, p = 0 and p = 1."""
     generator = hidden_generator(SEED)
-    small = _hidden_tensor(generator, 1, 7, 5)  # batch of 1, odd sizes
-    large = _hidden_tensor(generator, 301, 199)  # enough entries to measure the fraction dropped
+    small = _hidden_tensor(generator, 1, 7, 5)
+    large = _hidden_tensor(generator, 6, 101, 97)
     return [
         (large, 0.3, True, 1),
-        (large, 0.75, True, 1),
-        (small, 0.2, True, 1),
-        (small, 0.4, False, 1),
-        (small, 0.0, True, 1),
-        (large, 0.3, True, 2),
-        (small, 1.0, True, 1),
+        (large, 0.75, True, 2),
+        (large, 0.5, True, 3),
+        (small, 0.2, True, 4),
+        (small, 0.4, False, 5),
+        (small, 0.0, True, 6),
+        (small, 1.0, True, 7),
     ]
 
 
-def _describe_dropout(number, total, x, p, training, calls) -> str:
-    if calls == 2:
-        return f"on two calls with p = {p}"
+def _describe_dropout(number, total, x, p, training, seed) -> str:
     if not training:
         return "with training=False"
     return f"with p = {p:g}" if p in (0.0, 1.0) else f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
 
 
-def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, calls: int):
-    """The reader's dropout on x, in float64: one output, or (with ``calls`` 2) two stacked."""
+def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
+    """The reader's dropout on x three times, stacked in float64: after torch.manual_seed(seed), again without
+    seeding, and after torch.manual_seed(seed) once more. The reader's random state is put back afterwards."""
     outputs = []
-    for _ in range(calls):
-        out = my_dropout(x, p, training)
-        if out is None:
-            return None
-        if not isinstance(out, torch.Tensor):
-            raise WrongFormError(f"expected a tensor, got {type(out).__name__}", "return a tensor")
-        if out.shape != x.shape:
-            raise WrongFormError(
-                f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)}", "keep x's shape"
-            )
-        outputs.append(out.detach().double())  # compared in float64, whatever dtype the reader returned
-    return outputs[0] if calls == 1 else torch.stack(outputs)
+    with torch.random.fork_rng(devices=[]):
+        for reseed in (True, False, True):
+            if reseed:
+                torch.manual_seed(SEED + seed)
+            out = plain(my_dropout(x, p, training))
+            if out is None:
+                return None
+            if not isinstance(out, torch.Tensor):
+                raise WrongFormError(f"expected a tensor, got {type(out).__name__}", "return a tensor of x's shape")
+            if out.shape != x.shape:
+                raise WrongFormError(
+                    f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)}", "keep x's shape"
+                )
+            outputs.append(out.double())
+    return torch.stack(outputs)
 
 
-def _fraction_off(out: torch.Tensor, p: float) -> bool:
-    """Whether the fraction dropped is more than five standard deviations from p (measured on large tensors)."""
-    return out.numel() > 1000 and abs((out == 0).double().mean().item() - p) > _binomial_band(p, out.numel())
+def _joint_drops(dropped: torch.Tensor, p: float) -> str | None:
+    """The axis whose neighbours are dropped together most unlike p * p, as they are when a mask is drawn once per
+    row, per column or per batch, or follows a pattern; None when every axis is within five standard deviations."""
+    deviations = {}
+    for axis, name in enumerate(("the sequences of the batch", "neighbouring rows", "neighbouring columns")):
+        pairs = dropped.narrow(axis, 0, dropped.shape[axis] - 1) & dropped.narrow(axis, 1, dropped.shape[axis] - 1)
+        deviations[name] = abs(pairs.double().mean().item() - p * p) / _band(p * p, pairs.numel())
+    worst = max(deviations, key=deviations.get)
+    return worst if deviations[worst] > 1 else None
 
 
-def _dropout_differs(out: torch.Tensor, case: tuple) -> str | None:
-    """What is wrong with the output on ``case`` = (x, p, training, calls), or None: judged by properties that hold
-    for every mask."""
-    x, p, training, calls = case
-    if calls == 2:
-        return "two calls dropped exactly the same entries" if torch.equal(out[0] == 0, out[1] == 0) else None
+def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
+    """What is wrong with the three outputs on ``case`` = (x, p, training, seed), or None: judged by properties that
+    hold for every mask."""
+    x, p, training, _ = case
+    x = x.double()
     if not training or p == 0:
-        return None if torch.allclose(out, x.double()) else "the output differs from x"
+        return None if torch.allclose(outs, x.expand_as(outs)) else "the output differs from x"
     if p == 1:
-        if torch.equal(out, torch.zeros_like(out)):
-            return None
-        return "the output holds nan or inf" if not torch.isfinite(out).all() else "the output is not all zeros"
-    if torch.isnan(out).any():
+        return None if torch.equal(outs, torch.zeros_like(outs)) else "the output is not all zeros"
+    if torch.isnan(outs).any():
         return "the output holds nan"
-    if _fraction_off(out, p):
-        fraction, band = (out == 0).double().mean().item(), _binomial_band(p, out.numel())
-        return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%} (within {band:.1%})"
-    kept = out != 0
-    if not torch.allclose(out[kept], x.double()[kept] / (1 - p), rtol=1e-5, atol=1e-6):
+    dropped = outs == 0
+    if x.numel() > 1000:
+        for was_dropped in dropped:
+            fraction = was_dropped.double().mean().item()
+            together = _joint_drops(was_dropped, p)
+            if together is not None and abs(fraction - (1 - p)) > _band(p, x.numel()):
+                return f"the entries are not dropped independently: {together} share their drops"
+            if abs(fraction - p) > _band(p, x.numel()):
+                return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%}"
+    kept = ~dropped
+    if not torch.allclose(outs[kept], x.expand_as(outs)[kept] / (1 - p), rtol=1e-5, atol=1e-6):
         return "a surviving entry is not x / (1 - p)"
+    if torch.equal(dropped[0], dropped[1]):
+        return "two calls in a row dropped exactly the same entries"
+    if not torch.equal(dropped[0], dropped[2]):
+        return "with the same torch.manual_seed, two runs dropped different entries: the mask is not drawn from torch"
     return None
 
 
-def _own_hint(p: float, training: bool, calls: int) -> str | None:
-    """The hint for a case that is not plain training mode (two calls, evaluation mode, p = 0 or 1), else None."""
-    if calls == 2:
-        return "draw a new random mask at every call; do not seed or store the mask inside the function"
+def _own_hint(p: float, training: bool) -> str | None:
+    """The hint for a case that is not plain training mode (evaluation mode, p = 0 or 1), else None."""
     if not training:
-        return "in evaluation mode dropout does nothing: return x unchanged"
+        return "in evaluation mode dropout does nothing: return x as it is"
     if p == 0:
         return "with p = 0 no entry is dropped"
     if p == 1:
-        return "with p = 1 every entry is dropped: return zeros (x * 0) rather than dividing by 1 - p = 0"
+        return "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"
     return None
 
 
-def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, calls: int) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one case: what is wrong with its own hint, or, in training mode, the
-    plausible mistakes."""
-    hint = _own_hint(p, training, calls)
+def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
+    """The named mistakes of exercise 1 on one case."""
+    hint = _own_hint(p, training)
+    case = (x, p, training, seed)
     if hint is not None:
-        return [Mistake(lambda out: _dropout_differs(out, (x, p, training, calls)), hint, matches=lambda out: True)]
+        return [Mistake(lambda outs: _dropout_differs(outs, case), hint, matches=lambda outs: True)]
     x = x.double()
 
     def survivors_are(factor):
-        return lambda out: (
-            not _fraction_off(out, p) and torch.allclose(out[out != 0], x[out != 0] * factor, rtol=1e-5, atol=1e-6)
-        )
+        return lambda outs: torch.allclose(outs[outs != 0], x.expand_as(outs)[outs != 0] * factor, rtol=1e-5, atol=1e-6)
 
-    def reversed_test(out):
-        fraction = (out == 0).double().mean().item()
-        return out.numel() > 1000 and abs(fraction - (1 - p)) <= _binomial_band(p, out.numel())
+    def fraction(outs):
+        return (outs[0] == 0).double().mean().item()
 
-    def whole_rows(out):
-        dropped = out == 0
-        return _fraction_off(out, p) and bool((dropped.all(dim=-1) | (~dropped).all(dim=-1)).all())
+    def problem_is(*words):
+        return lambda outs: any(word in (_dropout_differs(outs, case) or "") for word in words)
 
     return [
-        Mistake("the output holds nan", DROPOUT_HINT, matches=lambda out: bool(out.isnan().any())),
+        Mistake("the output holds nan", DROPOUT_HINT, matches=lambda outs: bool(outs.isnan().any())),
         Mistake(
-            lambda out: (
-                f"you dropped {(out == 0).double().mean().item():.1%} of the entries: you keep an entry with "
-                "probability p and drop it with probability 1 - p"
-            ),
-            "the keep/drop test is reversed: an entry is dropped where its random number is below p",
-            matches=reversed_test,
+            lambda outs: f"you dropped {fraction(outs):.1%} of the entries: you keep an entry with probability p",
+            "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p",
+            matches=lambda outs: x.numel() > 1000 and abs(fraction(outs) - (1 - p)) <= _band(p, x.numel()),
         ),
         Mistake(
-            "each row is dropped or kept as a whole",
-            "every entry needs a random number of its own: torch.rand_like(x), not one per row",
-            matches=whole_rows,
+            lambda outs: _dropout_differs(outs, case),
+            "every entry needs a random number of its own, not one per row, column or sequence, and no pattern",
+            matches=problem_is("independently"),
+        ),
+        Mistake(
+            lambda outs: _dropout_differs(outs, case),
+            "draw a new random mask at every call from torch's generator; do not store a mask, seed inside the "
+            "function, or count calls",
+            matches=problem_is("two calls", "manual_seed"),
         ),
         Mistake(
             "the surviving entries equal x: they are not scaled",
-            "divide the survivors by 1 - p, so that each entry keeps its expected value x",
+            "scale the survivors so that each entry keeps its expected value x",
             matches=survivors_are(1.0),
         ),
         Mistake(
@@ -174,14 +190,6 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, calls: int) -> 
     ]
 
 
-# The exercise asks for dropout itself: the answer may not call torch's (nn.Dropout calls F.dropout, which calls
-# torch.dropout).
-DROPOUT_FORBIDDEN = Forbidden(
-    {"dropout": "torch's dropout"},
-    ((F.dropout, "F.dropout (what nn.Dropout runs)"),),
-    "draw the mask yourself: torch.rand_like(x) >= p keeps each entry with probability 1 - p",
-)
-
 DROPOUT = Exercise(
     "Exercise 1",
     reference=lambda *case: case,
@@ -192,18 +200,14 @@ DROPOUT = Exercise(
     mistakes=_dropout_mistakes,
     done=" on every hidden tensor, in training and evaluation mode",
     returned_none="return the tensor after dropout",
-    in_place_hint="build a new tensor (torch.where, or x * mask / (1 - p)) instead of writing into x",
     differ=_dropout_differs,
-    forbidden=DROPOUT_FORBIDDEN,
+    forbidden=DROPOUT_KERNELS,
+    rule=DROPOUT_RULE,
 )
 
 
-def exercise_1(my_dropout) -> bool:
-    """``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors. The check seeds torch's global
-    generator inside ``fork_rng``: the verdict repeats, and the reader's random state is left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
-        return DROPOUT.check(my_dropout)
+# ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
+exercise_1 = DROPOUT.check
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:

@@ -8,12 +8,10 @@ import dataclasses
 import functools
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..functional import causal_mask, scaled_dot_product_attention
-from . import Exercise, Forbidden, Mistake, compare, hidden_generator
+from ..functional import causal_mask
+from . import ATTENTION_KERNELS, Exercise, Mistake, compare, hidden_generator
 
 SEED = 606
 
@@ -33,13 +31,13 @@ _SHAPE_ITEMS = ("head_dim", "the queries' shape", "the weights' shape", "the out
 
 # Plausible wrong items of exercise 1: (item index, wrong value, what it means, hint).
 _SHAPE_MISTAKES = (
-    (0, 12, "head_dim is not d_out", "the heads share d_out: head_dim = d_out // num_heads"),
-    (0, 1, "head_dim does not come from d_in", "the heads split the projected width: head_dim = d_out // num_heads"),
+    (0, 12, "head_dim is not d_out", "the heads share d_out between them"),
+    (0, 1, "head_dim does not come from d_in", "the heads split the projected width, d_out, between them"),
     (
         1,
         (2, 5, 3, 4),
         "the queries' heads come after the tokens",
-        "after view(batch, num_tokens, num_heads, head_dim), transpose(1, 2) moves the heads in front of the tokens",
+        "once split, the heads are moved in front of the tokens",
     ),
     (
         1,
@@ -92,7 +90,8 @@ SHAPES = Exercise(
     "Exercise 1",
     reference=_shapes_reference,
     cases=lambda: [()],
-    hint="head_dim = d_out // num_heads; heads come before tokens inside the layer; the output is d_out wide",
+    hint="the heads share d_out between them; inside the layer the heads come before the tokens; the output is d_out "
+    "wide (reread 'Several heads side by side')",
     mistakes=lambda: [
         Mistake(
             f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}",
@@ -162,10 +161,9 @@ def _multi_head(
 
 
 MERGE_HINT = (
-    "move the head axis back next to head_dim before merging: context_vec.transpose(1, 2).reshape(batch, "
-    "num_tokens, d_out). A reshape straight from (batch, num_heads, num_tokens, head_dim) reads the numbers head "
-    "by head, so one output row mixes several tokens of one head: shuffling the input tokens then no longer "
-    "shuffles the output rows the same way"
+    "move the head axis back next to head_dim before merging: a reshape straight from (batch, num_heads, "
+    "num_tokens, head_dim) reads the numbers head by head, so one output row mixes several tokens of one head "
+    "(reread 'A common mistake: merging the heads without the transpose')"
 )
 
 # (keywords of _multi_head, what the answer matches, hint)
@@ -189,18 +187,18 @@ _FUSED_MISTAKES = (
     (
         {"split": "view_only"},
         "the heads were cut with a view straight to (batch, num_heads, num_tokens, head_dim)",
-        "view each of q, k, v as (batch, num_tokens, num_heads, head_dim), then transpose(1, 2)",
+        "cut each of q, k, v into heads along its last axis first, then move the head axis in front of the tokens",
     ),
     (
         {"split": "interleaved"},
         "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
-        "W_qkv's rows hold all the queries, then all the keys, then all the values: chunk(3, dim=-1) first, "
+        "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first, "
         "then split each into heads",
     ),
     (
         {"mask": "never"},
         "no causal mask with causal=True",
-        "with causal=True, fill the scores above the diagonal with -inf before the softmax (ah.causal_mask)",
+        "with causal=True, hide the scores above the diagonal (the future) before the softmax",
     ),
     (
         {"mask": "always"},
@@ -210,12 +208,12 @@ _FUSED_MISTAKES = (
     (
         {"mask": "diagonal"},
         "your causal mask hides each token's own key too",
-        "hide only the keys after the query: torch.triu(..., diagonal=1), as in ah.causal_mask",
+        "hide only the keys after the query, never the query's own key",
     ),
     (
         {"out_projection": False},
         "the heads' merged output is not projected by W_out",
-        "finish with context_vec @ W_out.T: the output projection mixes the heads",
+        "finish with the output projection W_out, which mixes the heads",
     ),
     (
         {"softmax_dim": -2},
@@ -225,26 +223,21 @@ _FUSED_MISTAKES = (
     (
         {"out_transposed": False},
         "the output projection is x @ W_out instead of x @ W_out.T",
-        "W_out is stored like nn.Linear's weight, (d_out, d_out): multiply by W_out.T",
+        "W_out is stored like nn.Linear's weight, (out_features, in_features): it needs transposing",
     ),
 )
 
-# Exercise 2 asks for multi-head attention: the answer may not call a ready-made attention.
-FUSED_FORBIDDEN = Forbidden(
-    {"scaled_dot_product_attention": "F.scaled_dot_product_attention"},
-    (
-        (scaled_dot_product_attention, "ah.scaled_dot_product_attention"),
-        (MultiHeadAttention.forward, "ah.MultiHeadAttention"),
-        (MultiHeadAttention.attend_heads, "ah.MultiHeadAttention.attend_heads"),
-        (nn.MultiheadAttention.forward, "nn.MultiheadAttention"),
-        (F.multi_head_attention_forward, "F.multi_head_attention_forward"),
-    ),
-    "write the heads out yourself: project, split, scores, mask, softmax, mix the values, merge, project",
+FUSED_RULE = (
+    "the exercise asks for the heads written out with plain tensor operations, not a ready-made attention (the "
+    "package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split into "
+    "heads'"
 )
 
 FUSED_HINT = (
-    "project with x @ W_qkv.T, chunk into queries, keys and values, split each into heads (view, transpose(1, 2)), "
-    "scale by sqrt(head_dim), mask if causal, softmax over the keys, @ values, transpose back, merge, @ W_out.T"
+    "one projection gives queries, keys and values side by side; cut it into the three, split each into heads with "
+    "the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over the keys, mix "
+    "the values, then move the heads back next to head_dim before merging and projecting (reread 'One projection, "
+    "split into heads')"
 )
 
 # (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes
@@ -291,15 +284,15 @@ def _fused_mistakes(fused_attention, x, W_qkv, W_out, num_heads, causal) -> list
     return [
         Mistake(
             "your output holds nan",
-            "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the query "
-            "(torch.triu(..., diagonal=1)), never the query itself",
+            "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the query, never "
+            "the query itself",
             matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
         ),
         *(Mistake(meaning, hint, _multi_head(*args, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
         Mistake(
             "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
-            "heads and positions got mixed in a reshape: split with view(batch, num_tokens, num_heads, "
-            "head_dim).transpose(1, 2), and merge with transpose(1, 2) before the reshape",
+            "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move "
+            "them back before merging (reread 'A common mistake: merging the heads without the transpose')",
             matches=lambda answer: not _equivariant(fused_attention, args),
         ),
     ]
@@ -314,7 +307,8 @@ FUSED = Exercise(
         f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
         f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
     ),
-    forbidden=FUSED_FORBIDDEN,
+    forbidden=ATTENTION_KERNELS,
+    rule=FUSED_RULE,
 )
 
 

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..encoder import EncoderLayer, FeedForward, LayerNorm
-from . import Exercise, Forbidden, Mistake, WrongFormError, hidden_generator
+from ..encoder import FeedForward, LayerNorm
+from . import ATTENTION_KERNELS, NORM_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 707
 
@@ -33,7 +33,12 @@ _PADDING_CASES = (
 )
 
 PADDING_HINT = (
-    "compare the positions torch.arange(num_tokens), shape (1, num_tokens), with lengths[:, None], (batch, 1)"
+    "position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
+    "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')"
+)
+PADDING_RULE = (
+    "the exercise asks for the mask without a Python loop: one comparison, broadcast over the batch and the "
+    "positions, builds it at once (reread '7. Padding')"
 )
 
 # (wrong mask from the right one and the inputs, what it means, hint)
@@ -56,8 +61,7 @@ _PADDING_MISTAKES = (
     (
         lambda mask, lengths, n: mask.T,
         "your mask is (num_tokens, batch)",
-        "put the lengths on the rows: lengths[:, None] is (batch, 1), torch.arange(num_tokens)[None, :] is "
-        "(1, num_tokens)",
+        "put the sequences on the rows and the positions on the columns",
     ),
 )
 
@@ -74,6 +78,8 @@ PADDING_MASK = Exercise(
         Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
         for wrong, meaning, hint in _PADDING_MISTAKES
     ],
+    rule=PADDING_RULE,
+    loop_free=lambda: [(torch.tensor(lengths), n) for lengths, n in (([2, 1], 3), ([30, 7, 19, 1, 25, 12], 31))],
 )
 
 
@@ -120,18 +126,19 @@ _LAYER_NORM_MISTAKES = (
     (
         {"correction": 1},
         "the variance divides by d - 1",
-        "x.var divides by d - 1 by default (Bessel's correction); LayerNorm divides by d: x.var(dim=-1, "
-        "keepdim=True, correction=0)",
+        "x.var divides by d - 1 by default (Bessel's correction); LayerNorm divides by d: read the correction "
+        "argument of x.var",
     ),
     (
         {"where_eps": "outside"},
         "eps is added after the square root",
-        "add eps to the variance, inside the square root: torch.sqrt(var + eps)",
+        "add eps to the variance, inside the square root",
     ),
     (
         {"where_eps": "none"},
         "eps is missing: nearly constant tokens, whose variance is below eps, come out far too large",
-        "divide by torch.sqrt(var + eps): eps keeps a (nearly) constant token from dividing by (almost) zero",
+        "add eps to the variance before the square root: it keeps a (nearly) constant token from dividing by "
+        "(almost) zero",
     ),
     (
         {"spread": "std"},
@@ -151,11 +158,9 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
-# Exercise 2 asks for LayerNorm: the answer may not call one (F.layer_norm, nn.LayerNorm and ah.LayerNorm all do).
-LAYER_NORM_FORBIDDEN = Forbidden(
-    {"layer_norm": "a LayerNorm of PyTorch's (F.layer_norm, torch.layer_norm, nn.LayerNorm or ah.LayerNorm)"},
-    (),
-    "write it from x.mean, x.var(..., correction=0) and torch.sqrt, as the exercise asks",
+LAYER_NORM_RULE = (
+    "the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation of "
+    "PyTorch's (layer_norm, group_norm, batch_norm...) or the package's (reread '1. Layer normalisation')"
 )
 
 
@@ -164,8 +169,8 @@ LAYER_NORM = Exercise(
     reference=_reference_layer_norm,
     cases=_layer_norm_cases,
     hint=(
-        "mean and biased variance over the last dimension (keepdim=True), then gamma * (x - mean) / "
-        "sqrt(var + eps) + beta"
+        "each token is normalised on its own: subtract its mean, divide by the square root of its biased variance "
+        "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')"
     ),
     describe=lambda number, total, x, gamma, beta, eps: (
         f"on case {number} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})"
@@ -173,7 +178,8 @@ LAYER_NORM = Exercise(
     mistakes=lambda *case: [
         Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
     ],
-    forbidden=LAYER_NORM_FORBIDDEN,
+    forbidden=NORM_KERNELS,
+    rule=LAYER_NORM_RULE,
 )
 
 
@@ -189,9 +195,13 @@ _BLOCK_CASES = (
 )
 
 BLOCK_HINT = (
-    "pre-LN: x = x + attention(norm1(x)), then x = x + ffn(norm2(x)); the parts come from "
-    "ah.MultiHeadAttention.from_torch(torch_layer.self_attn), ah.LayerNorm.from_torch(torch_layer.norm1) and "
-    "norm2, and an ah.FeedForward whose linear1 and linear2 load torch_layer's"
+    "pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention first "
+    "then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One encoder "
+    "layer: post-LN and pre-LN')"
+)
+BLOCK_RULE = (
+    "the exercise asks you to assemble the layer from the package's parts (ah.MultiHeadAttention, ah.LayerNorm, "
+    "ah.FeedForward), not to run PyTorch's layer, its attention or its LayerNorm, nor the package's EncoderLayer"
 )
 
 
@@ -260,29 +270,27 @@ _BLOCK_MISTAKES = (
     (
         {"post_ln": True},
         "your block is post-LN: it normalises after adding the residual",
-        "pre-LN normalises the sublayer's input and adds the un-normalised x back: x = x + attention(norm1(x)), "
-        "then x = x + ffn(norm2(x))",
+        "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
     ),
     (
         {"residuals": (False, True)},
         "the attention sublayer has no residual connection",
-        "add the attention's input back: x = x + attention(norm1(x))",
+        "add the attention's input back to its output",
     ),
     (
         {"residuals": (True, False)},
         "the feed-forward sublayer has no residual connection",
-        "add the feed-forward network's input back: x = x + ffn(norm2(x))",
+        "add the feed-forward network's input back to its output",
     ),
     (
         {"residuals": (False, False)},
         "neither sublayer has a residual connection",
-        "each sublayer's input is added to its output: x = x + attention(norm1(x)), then x = x + ffn(norm2(x))",
+        "each sublayer's input is added back to its output",
     ),
     (
         {"residual_normalised": True},
         "the residual adds the normalised x, not x itself",
-        "keep x un-normalised on the residual path: x = x + attention(norm1(x)), not h = norm1(x); x = h + "
-        "attention(h)",
+        "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
     ),
     (
         {"swap_norms": True},
@@ -302,7 +310,7 @@ _BLOCK_MISTAKES = (
     (
         {"norms": "fresh"},
         "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
-        "copy them: ah.LayerNorm.from_torch(torch_layer.norm1) and ah.LayerNorm.from_torch(torch_layer.norm2)",
+        "copy torch_layer's two LayerNorms too: the from_torch constructors copy a part's parameters",
     ),
     (
         {"causal": True},
@@ -327,15 +335,10 @@ def _block_cases() -> list[tuple]:
 
 def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor):
     """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode. :class:`WrongFormError`
-    for an ``ah.EncoderLayer`` inside, or an output that follows torch_layer's parameters (0.5 is added to them, so a
-    block holding copies does not change)."""
+    for an output that follows torch_layer's parameters (0.5 is added to them: a block holding copies does not
+    change)."""
     block = block_class(torch_layer)
     if isinstance(block, nn.Module):
-        if any(isinstance(module, EncoderLayer) for module in block.modules()):
-            raise WrongFormError(
-                "your block holds an ah.EncoderLayer",
-                "assemble the layer yourself from its parts: attention, two LayerNorms, feed-forward network",
-            )
         block.eval()  # compared in evaluation mode: no dropout
     answer = block(x.clone())
     if answer is None:
@@ -346,7 +349,7 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
     if isinstance(answer, torch.Tensor) and isinstance(again, torch.Tensor) and not torch.equal(answer, again):
         raise WrongFormError(
             "your block still uses torch_layer's own modules or parameters",
-            "build the package's parts with copies of the weights: from_torch and load_state_dict copy",
+            "give the package's parts copies of the parameters: the from_torch constructors and load_state_dict copy",
         )
     return answer
 
@@ -367,6 +370,9 @@ BLOCK = Exercise(
     ],
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",
     returned_none="return the block",
+    forbidden=ATTENTION_KERNELS | NORM_KERNELS,
+    rule=BLOCK_RULE,
+    allowed=(MultiHeadAttention, LayerNorm, FeedForward),
 )
 
 

@@ -39,11 +39,16 @@ ROTATE = Exercise(
     "Exercise 1",
     reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
     cases=lambda: [(inputs,) for inputs in _rotate_cases()],
-    hint="the answer has the inputs' shape; torch.roll(inputs, shifts, dims=-1) moves every digit at once",
+    hint="the answer has the inputs' shape, and one tensor operation can move every digit of every row at once "
+    "(reread '1. The task: reverse the digits')",
     describe=lambda number, total, inputs: f"on hidden batch {number} of {total} (shape {tuple(inputs.shape)})",
     mistakes=lambda inputs: [Mistake(problem, ROTATE_HINT, wrong(inputs)) for problem, wrong in _ROTATE_MISTAKES],
     done=" on all {n} hidden batches",
     returned_none="return the targets, a tensor of the inputs' shape",
+    rule="the exercise asks for the targets without a Python loop: one tensor operation moves every digit at once",
+    loop_free=lambda: [
+        (torch.randint(0, 10, shape, generator=hidden_generator(_SEED + 9)),) for shape in ((2, 3), (30, 40))
+    ],
 )
 
 
@@ -93,13 +98,12 @@ _ACCURACY_MISTAKES = (
     (
         (0.9, 1.0),
         "that is what the model without a causal mask scores, which sees every position",
-        "give every attention layer a causal mask before training (lesson 04): replace each "
-        "layer.attention in model.encoder.layers by a causal ah.MultiHeadAttention, then train and evaluate",
+        "give every attention layer of the model a causal mask before training (lesson 04), then train and evaluate",
     ),
     (
         (0.0, 0.15),
         "that is about a random guess, what an untrained model scores",
-        "train the causal model (ah.train) before measuring it with ah.evaluate on the held-out set",
+        "train the causal model before measuring it on the held-out set (reread '3. One training step, cell by cell')",
     ),
     (
         (0.2, 0.35),

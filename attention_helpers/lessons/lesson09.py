@@ -74,12 +74,12 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
     return [
         Mistake(
             "your mean includes the padding tokens too",
-            "leave out the positions where attention_mask is 0: multiply by the mask before summing",
+            "leave out the positions where attention_mask is 0 before summing",
             token_embeddings.mean(dim=1),
         ),
         Mistake(
             "you divided by the padded length, not by the number of real tokens",
-            "divide by attention_mask.sum(dim=1, keepdim=True), the real tokens per sentence",
+            "divide by the number of real tokens of each sentence",
             (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
         ),
         Mistake(
@@ -101,11 +101,13 @@ MEAN_POOL = Exercise(
     reference=lambda token_embeddings, attention_mask, expected: expected,
     cases=lambda: [(token_embeddings, mask, expected) for mask, token_embeddings, expected in _hidden_cases()],
     arguments=lambda token_embeddings, attention_mask, expected: (token_embeddings, attention_mask),
-    hint="(token_embeddings * attention_mask[..., None]).sum(dim=1), divided by the number of real tokens",
+    hint="a sentence's mean runs over its real tokens only: leave the padding out of the sum, and divide by the "
+    "number of real tokens (reread '7. The padding mask in practice')",
     describe=lambda number, total, *case: f"on hidden batch {number} of {total}",
     mistakes=_mean_pool_mistakes,
     done=" on all {n} hidden batches, equal to each sentence encoded alone",
     returned_none="return the mean vectors, (batch, 384)",
+    rule="the exercise asks you to write the mean pooling yourself, not to call the package's",
 )
 
 
@@ -145,7 +147,8 @@ def exercise_2(answer, sentences) -> bool:
         "Exercise 2",
         reference=lambda: nearest,
         cases=lambda: [()],
-        hint="encode the sentences and the question with model.encode; the largest dot product is the nearest",
+        hint="encode the sentences and the question; the largest cosine similarity is the nearest (reread '5. What "
+        "a sentence encoder is for')",
         mistakes=lambda: [
             Mistake(
                 lambda index: (

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Forbidden, Mistake, WrongFormError, compare, hidden_generator
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator
 
 _SEED = 10_01
 
@@ -46,8 +46,8 @@ def _attend(
 
 
 SWAPPED_HINT = (
-    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value: "
-    "softmax(query @ keys.transpose(-2, -1) / sqrt(head_dim)) @ values; keep them in that order in the cache too"
+    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them in "
+    "that order in the cache too"
 )
 
 
@@ -88,9 +88,13 @@ def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str,
 
 
 KV_HINT = (
-    "project x_new with W_query, W_key and W_value, split the heads, append the new key and value to the "
-    "cached ones (torch.cat on the token axis), attend with the new query over all of them (no mask), "
-    "merge the heads and apply out_proj"
+    "each step projects only the new token, splits it into heads, appends its key and value to the cached ones "
+    "along the token axis, lets the new query attend to all of them (no mask is needed: nothing cached lies in its "
+    "future), then merges the heads and projects (reread 'A KV cache, by hand')"
+)
+KV_RULE = (
+    "the exercise asks you to write the cache yourself from the layer's W_query, W_key, W_value and out_proj, not "
+    "to run the layer or the package's cache"
 )
 
 
@@ -114,7 +118,7 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
                 raise WrongFormError(
                     f"at step {t} W_key or W_value projected {max(projected)} tokens: a KV cache keeps the keys and "
                     "values themselves, so each step projects only the new token",
-                    "cache the split keys and values, not the inputs, and append the new token's to them",
+                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
                 )
             projected.clear()
             if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -150,7 +154,7 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
         ),
         Mistake(
             lambda answer: compare(answer, expected),
-            KV_HINT + "; scale the scores by 1 / sqrt(head_dim)",
+            KV_HINT,
             matches=lambda answer: True,
         ),
     ]
@@ -167,6 +171,8 @@ KV_STEP = Exercise(
     ),
     mistakes=_kv_mistakes,
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
+    rule=KV_RULE,
+    allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
 )
 
 
@@ -174,14 +180,6 @@ KV_STEP = Exercise(
 # ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
 # d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
 exercise_1 = KV_STEP.check
-
-
-# Exercise 2 asks for top-k filtering: the answer may not call the package's.
-TOP_K_FORBIDDEN = Forbidden(
-    {},
-    ((top_k_filter, "ah.top_k_filter"),),
-    "build it from torch.topk (each row's k-th largest value) and masked_fill with float('-inf')",
-)
 
 
 def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
@@ -195,7 +193,10 @@ def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
     ]
 
 
-TOP_K_HINT = "torch.topk(logits, k, dim=-1).values[:, -1:] is each row's k-th largest: fill what is below it with -inf"
+TOP_K_HINT = (
+    "find each row's k-th largest logit, and set every logit below it to minus infinity (reread 'Temperature and "
+    "top-k')"
+)
 
 
 def _top_k_mistakes(logits, k):
@@ -222,7 +223,7 @@ def _top_k_mistakes(logits, k):
         ),
         Mistake(
             "the dropped logits are 0, not -inf: softmax still gives them a probability",
-            "set them to float('-inf'), whose exp is 0",
+            "set them to minus infinity, whose exponential is 0",
             expected.masked_fill(expected == float("-inf"), 0.0),
         ),
         Mistake(
@@ -243,7 +244,7 @@ TOP_K = Exercise(
     ),
     mistakes=_top_k_mistakes,
     returned_none="return the filtered logits",
-    forbidden=TOP_K_FORBIDDEN,
+    rule="the exercise asks you to write the filter yourself, not to call the package's top_k_filter",
 )
 
 

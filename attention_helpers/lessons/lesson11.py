@@ -28,6 +28,7 @@ from . import (
     is_number,
     not_answered,
     not_yet,
+    plain,
 )
 
 _SEED = 11_01
@@ -49,12 +50,34 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 
+def _pair(result, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step's ``(running_max, running_sum)`` as two 0-dimensional float tensors; :class:`WrongFormError` else."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise WrongFormError(
+            f"at block {step}, update returned {type(result).__name__}, not a pair (running_max, running_sum)",
+            "return the new running maximum and the new running sum, in that order",
+        )
+    try:
+        pair = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
+    except (TypeError, ValueError, RuntimeError):
+        pair = ()
+    if len(pair) != 2 or any(item.numel() != 1 for item in pair):
+        raise WrongFormError(
+            f"at block {step}, running_max and running_sum are not two single numbers",
+            "return two 0-dimensional tensors, the new running maximum and the new running sum",
+        )
+    return pair[0].reshape(()), pair[1].reshape(())
+
+
 def _stream(update, row: torch.Tensor, block_size: int):
-    """Feed ``row`` to ``update`` block by block; return the final (max, sum)."""
-    running_max, running_sum = torch.tensor(-_INF), torch.tensor(0.0)
-    for start in range(0, len(row), block_size):
-        running_max, running_sum = update(running_max, running_sum, row[start : start + block_size].clone())
-    return running_max, running_sum
+    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``; return the final (max, sum) and the running max
+    after every block."""
+    running_max, running_sum, maxima = torch.tensor(-_INF), torch.tensor(0.0), []
+    for step, start in enumerate(range(0, len(row), block_size), start=1):
+        result = update(running_max.clone(), running_sum.clone(), row[start : start + block_size].clone())
+        running_max, running_sum = _pair(plain(result), step)
+        maxima.append(running_max)
+    return running_max, running_sum, torch.stack(maxima)
 
 
 def _update(running_max, running_sum, block, rescale: str = "right"):
@@ -79,40 +102,34 @@ def _swapped(running_max, running_sum, block):
 
 
 UPDATE_HINT = (
-    "new_max = max(running_max, block.max()); the old sum was computed against the old maximum, so "
-    "multiply it by exp(running_max - new_max) before adding exp(block - new_max).sum()"
+    "the new maximum is the larger of the running one and the block's; the old sum was computed against the old "
+    "maximum, so rescale it to the new one before adding the block's exponentials, shifted by the new maximum too "
+    "(reread '3. Online softmax')"
 )
 
 
-def _streamed_pair(result) -> tuple[torch.Tensor, torch.Tensor]:
-    """The streamed ``(running_max, running_sum)`` as two 0-dimensional tensors."""
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise WrongFormError("update must return a pair (running_max, running_sum)", UPDATE_HINT)
-    if not all(isinstance(item, torch.Tensor) for item in result):
-        result = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
-    if any(item.numel() != 1 for item in result):
-        raise WrongFormError("running_max and running_sum must be single numbers", UPDATE_HINT)
-    return tuple(item.reshape(()) for item in result)
-
-
 def _softmax_differs(answer, expected) -> str | None:
-    """None when the streamed ``answer`` gives the row's softmax and its maximum; ``expected`` is (row, the
-    reference's streamed pair)."""
-    (running_max, running_sum), (row, reference) = answer, expected
+    """None when the streamed ``answer`` (max, sum, running max after each block) keeps the largest score seen so far
+    after every block and gives the row's softmax; ``expected`` is (row, the reference's stream)."""
+    (running_max, running_sum, maxima), (row, (_, _, right_maxima)) = answer, expected
+    for step, (seen, right) in enumerate(zip(maxima.tolist(), right_maxima.tolist(), strict=True), start=1):
+        if seen != right:
+            return f"after block {step}, running_max is {seen:g}, not the largest score seen so far, {right:g}"
     weights = torch.exp(row - running_max) / running_sum
-    if compare(weights, torch.softmax(row, dim=-1), atol=1e-5) is None and bool(running_max == row.max()):
-        return None
-    return f"the softmax differs from torch.softmax: {compare(answer, reference, atol=1e-5) or 'wrong values'}"
+    problem = compare(weights, torch.softmax(row, dim=-1), atol=1e-5)
+    return None if problem is None else f"exp(row - running_max) / running_sum is not the softmax: {problem}"
 
 
 def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     """The named mistakes of exercise 1 on one hidden row."""
     blocks = [row[start : start + block_size] for start in range(0, len(row), block_size)]
 
-    def follows_blocks(answer) -> bool:
-        running_max, running_sum = answer
-        right_weights = compare(torch.exp(row - running_max) / running_sum, torch.softmax(row, -1), atol=1e-5) is None
-        return right_weights or (bool(running_max == blocks[-1].max()) and not bool(running_max == row.max()))
+    block_maxima = [float(block.max()) for block in blocks]
+    seen_maxima = [float(row[: start + block_size].max()) for start in range(0, len(row), block_size)]
+
+    def follows_blocks(answer) -> bool:  # some step kept its block's own maximum instead of the largest so far
+        steps = list(zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
+        return any(m == own != seen for m, own, seen in steps)
 
     def streams(update):
         wrong = _stream(update, row, block_size)
@@ -120,11 +137,8 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
 
     return [
         Mistake(
-            lambda answer: (
-                f"running_max ends at {answer[0].item():g}, not the row's maximum {row.max().item():g}: it "
-                "follows each block's own maximum"
-            ),
-            "the running maximum is the largest score seen so far: torch.maximum(running_max, block.max())",
+            "running_max follows each block's own maximum, not the largest score seen so far",
+            "the running maximum is the largest score seen so far, in every block before this one too",
             matches=follows_blocks,
         ),
         Mistake(
@@ -164,8 +178,8 @@ ONLINE_SOFTMAX = Exercise(
     mistakes=_stream_mistakes,
     done=" on all {n} hidden rows, equal to torch.softmax",
     returned_none="return the pair (running_max, running_sum)",
-    convert=_streamed_pair,
     differ=_softmax_differs,
+    rule="the exercise asks you to write the update yourself, not to call the package's online softmax",
 )
 
 
@@ -237,9 +251,9 @@ def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
 
 
 GROUPED_HINT = (
-    "build ah.GroupedQueryAttention(..., num_kv_heads=num_kv_heads), copy W_query and out_proj, and set key/value "
-    "head g to the mean of the heads of query heads g * group to (g + 1) * group - 1: "
-    "weight.view(num_kv_heads, group, head_dim, d_in).mean(dim=1)"
+    "a new grouped layer of the same sizes keeps the query heads and the output projection as they are; each "
+    "key/value head is the mean of the heads of its group, and a group is a run of consecutive heads, the grouping "
+    "the module uses (reread '7. Grouped-query attention and the KV cache')"
 )
 
 
@@ -263,8 +277,7 @@ def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: t
     if shared:
         raise WrongFormError(
             f"the layer returned shares {shared[0]} with the layer it was given: training one would change the other",
-            "copy the weights into the new layer's own modules (load_state_dict, or weight.copy_ under "
-            "torch.no_grad()) instead of assigning the old modules to it",
+            "copy the weights into the new layer's own modules instead of assigning the old modules to it",
         )
     return converted.eval()
 
@@ -303,8 +316,7 @@ def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.
             )
         ),
         differs(
-            "the key and value biases belong to heads too: average them over each group like the weights, "
-            "bias.view(num_kv_heads, group, head_dim).mean(dim=1)",
+            "the key and value biases belong to heads too: average them over each group like the weights",
             "W_key.bias",
             "W_value.bias",
         ),
@@ -324,6 +336,8 @@ TO_GROUPED = Exercise(
         f"qkv_bias={layer.W_query.bias is not None})"
     ),
     mistakes=_grouped_mistakes,
+    rule="the exercise asks you to write the conversion yourself: build the grouped layer and set its parameters",
+    allowed=(GroupedQueryAttention,),
     differ=lambda converted, expected: (
         None if compare(converted(expected[1]), expected[0]) is None else "the converted layer's output differs"
     ),
@@ -378,7 +392,7 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
         return not_yet(
             name,
             "the model given to the check is already grouped: the conversion changed it in place",
-            "convert a copy (copy.deepcopy(model)) and keep the trained model as it was",
+            "convert a copy of the model and keep the trained model as it was",
         )
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
@@ -388,17 +402,17 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
         name,
         reference=lambda: (before, after),
         cases=lambda: [()],
-        hint="convert the attention of every block (grouped.blocks) of a copy, then ah.evaluate_loss on held_out_ids",
+        hint="convert the attention of every block of a copy of the model, then measure the held-out loss of both",
         mistakes=lambda: [
             Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
             Mistake(
                 "loss_before is not the trained model's held-out loss",
-                "ah.evaluate_loss(model, held_out_ids, model.context_length), on the model before any conversion",
+                "measure the held-out loss with the model's own context length, on the model before any conversion",
                 item=0,
             ),
             Mistake(
                 "loss_after equals loss_before: the model you measured was not converted",
-                "replace block.attention in every block of a copy by to_grouped(block.attention, num_kv_heads)",
+                "replace the attention of every block of a copy by its grouped version before measuring again",
                 before,
                 item=1,
             ),

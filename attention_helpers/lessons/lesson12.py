@@ -13,8 +13,9 @@ import math
 import torch
 
 from ..attention import MultiHeadAttention
+from ..encoder import FeedForward, LayerNorm
 from ..encoder_decoder import DecoderLayer
-from . import Exercise, Forbidden, Mistake, compare, hidden_generator
+from . import Exercise, Mistake, compare, hidden_generator
 
 SEED = 1212
 
@@ -91,7 +92,7 @@ def _cross_variants(mha, x, keys, values, mask):
     return [
         Mistake(
             "the padded source positions get attention",
-            "fill the scores of padded keys with -inf before the softmax: key_padding_mask[:, None, None, :]",
+            "hide the padded keys: minus infinity in their scores before the softmax, for every head and query",
             attend(math.sqrt(head_dim), None),
         ),
         Mistake(reversed_problem, reversed_hint, reversed_mask),
@@ -117,20 +118,25 @@ def _cross_variants(mha, x, keys, values, mask):
         ),
         Mistake(
             "the heads are merged without moving the head axis back first, which mixes positions and heads",
-            "context.transpose(1, 2) to (batch, num_new, num_heads, head_dim), then reshape to d_model",
+            "move the head axis back next to head_dim before merging the heads",
             attend(math.sqrt(head_dim), mask, merge_without_transpose=True),
         ),
         Mistake(
             "the heads' outputs are not mixed by out_proj",
-            "finish with mha.out_proj(...)",
+            "finish with the module's output projection, which mixes the heads",
             attend(math.sqrt(head_dim), mask, out_proj=False),
         ),
     ]
 
 
 CROSS_HINT = (
-    "queries = mha.W_query(x) split into heads like the keys; softmax(queries @ keys^T / sqrt(head_dim)) with the "
-    "padding hidden; @ values; move the head axis back, merge the heads and apply mha.out_proj"
+    "only the queries come from x, split into heads like the keys; scaled scores against the given keys with the "
+    "padding hidden, a softmax over the source, the mix of the values, then the heads merged back and projected "
+    "(reread '1. Two sequences, three attentions')"
+)
+CROSS_RULE = (
+    "the exercise asks you to write the step from mha's W_query and out_proj, not to run the module or its attention "
+    "core"
 )
 
 
@@ -147,6 +153,8 @@ CROSS_ATTENTION = Exercise(
     mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
     returned_none="return the cross-attention output",
     atol=1e-5,
+    rule=CROSS_RULE,
+    allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
 )
 
 
@@ -200,12 +208,12 @@ def _layer_variants(layer, x, memory, mask):
         (
             post,
             "this is the post-LN layer of section 3",
-            "pre-LN normalises each sublayer's input: x + sublayer(norm(x))",
+            "pre-LN normalises each sublayer's input and adds its output to the unnormalised x",
         ),
         (
             pre(residual_normalised=True),
             "the residual adds the normalised copy",
-            "add the sublayer's output to the unnormalised x: x = x + sublayer(norm(x))",
+            "add the sublayer's output to the unnormalised x",
         ),
         (
             pre(lambda h: cross(h, use_mask=False)),
@@ -215,7 +223,7 @@ def _layer_variants(layer, x, memory, mask):
         (
             pre(lambda h: cross(h, source=h)),
             "the cross-attention reads the target instead of the encoder's output",
-            "the keys and values of cross-attention come from memory: memory=memory",
+            "the keys and values of cross-attention come from the encoder's memory",
         ),
         *(
             (
@@ -232,16 +240,15 @@ def _layer_variants(layer, x, memory, mask):
     return [Mistake(problem, hint, wrong) for wrong, problem, hint in mistakes]
 
 
-# Exercise 2 asks for the layer's forward written out from its parts: the answer may not run the layer itself.
-LAYER_FORBIDDEN = Forbidden(
-    {},
-    ((DecoderLayer.forward, "the layer itself (layer(...), DecoderLayer.forward)"),),
-    "build it from layer.norm1, layer.self_attention, layer.norm2, layer.cross_attention, layer.norm3 and layer.ffn",
+LAYER_RULE = (
+    "the exercise asks for the layer's forward written out from its parts (layer.norm1, layer.self_attention, "
+    "layer.norm2, layer.cross_attention, layer.norm3, layer.ffn), not the layer itself or a converted copy"
 )
 
 LAYER_HINT = (
-    "three times: x = x + sublayer(norm(x)), with (norm1, self_attention), (norm2, cross_attention over memory with "
-    "the padding mask) and (norm3, ffn)"
+    "three sublayers in turn, each reading a normalised copy of x and adding its output to x itself: self-attention, "
+    "cross-attention over the memory with the source's padding hidden, the feed-forward network (reread '3. The "
+    "model')"
 )
 
 
@@ -255,7 +262,8 @@ DECODER_LAYER = Exercise(
     ),
     mistakes=_layer_variants,
     returned_none="return the layer's output",
-    forbidden=LAYER_FORBIDDEN,
+    rule=LAYER_RULE,
+    allowed=(MultiHeadAttention, LayerNorm, FeedForward),
     atol=1e-5,
 )
 

@@ -1,20 +1,23 @@
 """Checks for lesson 13's exercises (attention across processes).
 
-The reader's function runs on real ranks: a function defined in a notebook cell cannot be imported by a new
-process, so the check sends its source text, and each rank defines it again with ``torch``, ``dist``
-(``torch.distributed``), ``F`` and ``math`` in scope.
+The reader's function runs on real ranks. A function defined in a notebook cell cannot be imported by a new
+process, so the check sends its source text with what it uses from its module: the modules it names under any
+alias (``import torch.distributed as tdist``), the functions defined next to it (sent as source too) and plain
+values; each rank defines them again, with ``torch``, ``dist`` (``torch.distributed``), ``F`` and ``math`` in scope.
 
-- Exercise 1: ``average_gradients(model)``, the all-reduce that ``DistributedDataParallel`` does, called on 2 ranks
-  after each computed the gradients of its half of a hidden batch; they must equal the whole batch's gradients.
-- Exercise 2: ``ring_pass(k_block, v_block)``, one hop of the ring on 3 ranks: every rank must get the blocks of the
-  rank before it, hop after hop, without a deadlock.
+- Exercise 1: ``average_gradients(model)``, the all-reduce that ``DistributedDataParallel`` does, called on 2 and on
+  3 ranks after each computed the gradients of its share of a hidden batch; they must equal the whole batch's.
+- Exercise 2: ``ring_pass(k_block, v_block)``, one hop of the ring on 3 ranks, ``world_size - 1`` hops: every rank
+  must get the blocks of the rank before it, hop after hop, without a deadlock.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import textwrap
+import types
 
 import torch
 import torch.distributed as dist
@@ -23,28 +26,95 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT
 from ..text import language_model_loss
-from . import correct, not_answered, not_yet
+from . import Exercise, Mistake, WrongFormError, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
+_PLAIN = (int, float, str, bool, bytes, type(None))
 
 
-def _source(name: str, fn) -> tuple[str | None, str | None]:
-    """The function's source text (dedented), or the verdict's problem when it has none."""
-    if getattr(fn, "__name__", "<lambda>") == "<lambda>":
-        return None, "the answer is a lambda, whose source the check cannot send: define it with def"
+def _portable(fn) -> dict:
+    """What a new process needs to define ``fn`` again: its source, the sources of the functions of its module it
+    calls (recursively), the modules it names and its plain global values. :class:`WrongFormError` for a lambda or
+    a function without source."""
+    found = {"name": getattr(fn, "__name__", ""), "sources": [], "modules": {}, "values": {}}
+    seen: set = set()
+
+    def visit(function, main: bool):
+        if function in seen:
+            return
+        seen.add(function)
+        if function.__name__ == "<lambda>":
+            raise WrongFormError(
+                "the answer is a lambda, whose source the check cannot send to the ranks", "define it with def"
+            )
+        try:
+            source = textwrap.dedent(inspect.getsource(function))
+        except (OSError, TypeError):
+            raise WrongFormError(
+                f"the check cannot read the source of {function.__name__}", "define it with def in a notebook cell"
+            ) from None
+        codes, names = [function.__code__], set()
+        while codes:  # the names used by the function and by the functions nested in it
+            code = codes.pop()
+            names.update(code.co_names)
+            codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+        for name in sorted(names):
+            value = function.__globals__.get(name)
+            if isinstance(value, types.ModuleType):
+                found["modules"][name] = value.__name__
+            elif isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
+                visit(value, False)
+            elif isinstance(value, _PLAIN) and name in function.__globals__:
+                found["values"][name] = value
+        found["sources"].append(source) if not main else None
+        if main:
+            found["source"] = source
+
+    if not isinstance(fn, types.FunctionType):
+        raise WrongFormError(f"expected a function, got {type(fn).__name__}", "define it with def")
+    visit(fn, True)
+    return found
+
+
+def _define(portable: dict):
+    """Define the reader's function again in this rank's process, with what it uses from its module."""
+    namespace = {"torch": torch, "dist": dist, "F": F, "math": math, "__name__": "__answer__"}
+    namespace.update({alias: importlib.import_module(module) for alias, module in portable["modules"].items()})
+    namespace.update(portable["values"])
+    for source in [*portable["sources"], portable["source"]]:
+        exec(compile(source, "<your code>", "exec"), namespace)  # the reader's own code, on their own machine
+    return namespace[portable["name"]]
+
+
+def _launch(rank_fn, world_size: int, answer) -> list:
+    """Run ``rank_fn`` on ``world_size`` ranks with the answer; the reports, or :class:`WrongFormError` when a rank
+    failed, raised or timed out (a deadlock)."""
+    portable = _portable(answer)
     try:
-        return textwrap.dedent(inspect.getsource(fn)), None
-    except (OSError, TypeError):
-        label = getattr(fn, "__name__", type(fn).__name__)
-        return None, f"the check cannot read the source of {label}: define it with def in a notebook cell"
+        with trusted():
+            reports = run(rank_fn, world_size, portable, timeout=_TIMEOUT, oversubscribe=True)
+    except RankError as error:
+        first_line = str(error).splitlines()[0]
+        if "timed out" in first_line.lower() or "did not finish" in first_line:
+            first_line = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
+        raise WrongFormError(f"the processes failed: {first_line}", DEADLOCK_HINT) from None
+    errors = {rank: report for rank, report in enumerate(reports) if isinstance(report, str)}
+    timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
+    if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
+        raise WrongFormError(
+            f"rank {timed_out[0]} timed out: every rank waited in a blocking send or receive for another, a deadlock",
+            DEADLOCK_HINT,
+        )
+    for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
+        raise WrongFormError(f"your function raised on rank {rank}: {error}", GRADIENTS_HINT)
+    return reports
 
 
-def _define(source: str, name: str):
-    """Define the reader's function again in this rank's process."""
-    namespace = {"torch": torch, "dist": dist, "F": F, "math": math}
-    exec(compile(source, f"<your {name}>", "exec"), namespace)  # the reader's own code, run on their machine
-    return namespace[name]
+DEADLOCK_HINT = (
+    "a blocking send waits for its receive: post every rank's receives and sends together, without waiting, then "
+    "wait for all of them (reread '3. Ring attention: a sequence split across processes')"
+)
 
 
 def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
@@ -57,150 +127,146 @@ def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
     return model, ids[:, :-1], ids[:, 1:]
 
 
-def gradients_rank(rank: int, world_size: int, source: str, name: str) -> dict:
-    """On each rank: gradients of this rank's slice, then the reader's function; returns the gradients it left,
-    the ones of this slice alone and the ones of the whole batch (computed on a copy), or the error."""
+def _gradients(share: int = 0, world_size: int = 1) -> list[torch.Tensor]:
+    """The hidden model's gradients on share ``share`` of ``world_size`` of the hidden batch (the whole by default)."""
     model, inputs, targets = _hidden_model_and_batch()
-    whole = GPT(20, 8, 16, 2, 2, dropout=0.0)
-    whole.load_state_dict(model.state_dict())
-    language_model_loss(whole(inputs), targets).backward()
-    my_inputs, my_targets = inputs.tensor_split(world_size)[rank], targets.tensor_split(world_size)[rank]
-    language_model_loss(model(my_inputs), my_targets).backward()
-    local = [p.grad.clone() for p in model.parameters()]
+    with torch.enable_grad():
+        loss = language_model_loss(
+            model(inputs.tensor_split(world_size)[share]), targets.tensor_split(world_size)[share]
+        )
+        loss.backward()
+    return [parameter.grad for parameter in model.parameters()]
+
+
+def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
+    """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or the
+    error as one line."""
+    model, inputs, targets = _hidden_model_and_batch()
+    language_model_loss(model(inputs.tensor_split(world_size)[rank]), targets.tensor_split(world_size)[rank]).backward()
     try:
-        _define(source, name)(model)
+        _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
-        return {"error": f"{type(error).__name__}: {error}"}
-    after = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
-    return {"error": None, "after": after, "local": local, "whole": [p.grad for p in whole.parameters()]}
+        return " ".join(f"{type(error).__name__}: {error}".split())
+    return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
-def _close(a, b) -> bool:
-    return a is not None and torch.allclose(a, b, atol=1e-6, rtol=1e-4)
-
-
-def _launch(name: str, rank_fn, world_size: int, *args, hint: str) -> list | None:
-    """Run the check's rank function; print the verdict and return None if a rank failed or timed out."""
-    try:
-        return run(rank_fn, world_size, *args, timeout=_TIMEOUT, oversubscribe=True)
-    except RankError as error:
-        first_line = str(error).splitlines()[0]
-        if "timed out" in first_line.lower() or "did not finish" in first_line:
-            problem = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
-        else:
-            problem = f"the processes failed: {first_line}"
-        not_yet(name, problem, hint)
-        return None
-
-
-def exercise_1(average_gradients) -> bool:
-    """``average_gradients(model)``: after ``backward`` on each rank's slice, leave in every ``p.grad`` the mean of
-    the ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient."""
-    name = "Exercise 1"
-    if average_gradients is None:
-        return not_answered(name)
-    hint = (
-        "for every parameter p: dist.all_reduce(p.grad) sums the ranks' gradients in place; then divide by "
-        "dist.get_world_size()"
-    )
-    if not callable(average_gradients):
-        return not_yet(name, f"average_gradients must be a function, got {type(average_gradients).__name__}", hint)
-    source, problem = _source(name, average_gradients)
-    if problem:
-        return not_yet(name, problem, hint)
-    reports = _launch(name, gradients_rank, 2, source, average_gradients.__name__, hint=hint)
-    if reports is None:
-        return False
-    for rank, report in enumerate(reports):
-        if report["error"]:
-            return not_yet(name, f"your function raised on rank {rank}: {report['error']}", hint)
-    for rank, report in enumerate(reports):
-        pairs = list(zip(report["after"], report["whole"], strict=True))
-        if all(_close(after, whole) for after, whole in pairs):
-            continue
-        if all(_close(after, local) for after, local in zip(report["after"], report["local"], strict=True)):
-            return not_yet(name, f"rank {rank}'s gradients are still those of its own half", hint)
-        if all(_close(after, 2 * whole) for after, whole in pairs):
-            return not_yet(name, f"rank {rank}'s gradients are the sum over the ranks, not the mean", hint)
-        wrong = sum(not _close(after, whole) for after, whole in pairs)
-        return not_yet(name, f"on rank {rank}, {wrong} of {len(pairs)} parameters' gradients are not the mean", hint)
-    return correct(name, ": on 2 ranks, every gradient equals the whole batch's")
-
-
-def ring_pass_rank(rank: int, world_size: int, source: str, name: str) -> dict:
-    """On each rank: hidden key/value blocks of the rank's own, passed ``world_size - 1`` times with the reader's
-    ``ring_pass``; returns the sources of the blocks the rank held after each hop, or the error."""
-    ring_pass = _define(source, name)
-    generator = torch.Generator().manual_seed(_SEED + rank)
-    k_block, v_block = torch.randn(2, 3, 5, 4, generator=generator), torch.randn(2, 3, 5, 6, generator=generator)
-    blocks = [(k_block, v_block)]
-    try:
-        for _ in range(world_size - 1):
-            received = ring_pass(*blocks[-1])
-            if not isinstance(received, (tuple, list)) or len(received) != 2:
-                return {"error": "ring_pass must return the pair (k_block, v_block) it received"}
-            blocks.append(tuple(received))
-    except Exception as error:  # the reader's code
-        return {"error": f"{type(error).__name__}: {error}"}
-    return {"error": None, "blocks": blocks}
-
-
-def _sender(block: tuple, originals: list) -> int | None:
-    """Which rank's original (k, v) blocks ``block`` is, or None."""
-    if not all(isinstance(t, torch.Tensor) for t in block):
-        return None
-    for rank, (k, v) in enumerate(originals):
-        if (
-            block[0].shape == k.shape
-            and block[1].shape == v.shape
-            and torch.equal(block[0], k)
-            and torch.equal(block[1], v)
-        ):
-            return rank
+def _gradients_differ(reports, whole) -> str | None:
+    for rank, grads in enumerate(reports):
+        wrong = sum(
+            not (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4))
+            for g, w in zip(grads, whole, strict=True)
+        )
+        if wrong:
+            return f"on rank {rank} of {len(reports)}, {wrong} of {len(whole)} parameters' gradients are not the mean"
     return None
 
 
-def exercise_2(ring_pass) -> bool:
-    """``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and
-    return the ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock."""
-    name = "Exercise 2"
-    if ring_pass is None:
-        return not_answered(name)
-    hint = (
-        "post the receives and the sends together: dist.irecv into new tensors from (rank - 1) % world_size and "
-        "dist.isend to (rank + 1) % world_size, then .wait() on each; blocks have the shapes of the ones sent"
+def _all_ranks_hold(expected_on_rank):
+    """A test of the reports: every rank's gradients equal ``expected_on_rank(rank)``."""
+    return lambda reports: all(
+        _gradients_differ([grads], expected_on_rank(rank)) is None for rank, grads in enumerate(reports)
     )
-    if not callable(ring_pass):
-        return not_yet(name, f"ring_pass must be a function, got {type(ring_pass).__name__}", hint)
-    source, problem = _source(name, ring_pass)
-    if problem:
-        return not_yet(name, problem, hint)
-    world_size = 3  # with 3 ranks the next rank is not the previous one
-    reports = _launch(name, ring_pass_rank, world_size, source, ring_pass.__name__, hint=hint)
-    if reports is None:
-        return False
-    errors = {rank: report["error"] for rank, report in enumerate(reports) if report["error"]}
-    # The first rank to time out leaves the group; the ranks still waiting then see their partner gone.
-    timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
-    if timed_out:
-        problem = (
-            f"rank {timed_out[0]} timed out: every rank waited in a blocking send or recv for another (a deadlock)"
-        )
-        return not_yet(name, problem, hint)
-    for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
-        return not_yet(name, f"on rank {rank}: {error}", hint)
-    originals = [report["blocks"][0] for report in reports]
+
+
+GRADIENTS_HINT = (
+    "on every rank, each parameter's gradient must become the mean over all ranks: a collective sums it across the "
+    "processes in place, and the mean divides by the number of ranks, whatever it is (reread '2. Data parallel')"
+)
+
+GRADIENTS = Exercise(
+    "Exercise 1",
+    reference=lambda world_size: _gradients(),
+    cases=lambda: [(2,), (3,)],
+    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer),
+    hint=GRADIENTS_HINT,
+    describe=lambda number, total, world_size: f"on {world_size} ranks",
+    mistakes=lambda world_size: [
+        Mistake(
+            "every rank's gradients are still those of its own share of the batch",
+            GRADIENTS_HINT,
+            matches=_all_ranks_hold(lambda rank: _gradients(rank, world_size)),
+        ),
+        Mistake(
+            "the gradients are the sum over the ranks, not the mean",
+            "divide the sum by the number of ranks",
+            matches=_all_ranks_hold(lambda rank: [world_size * g for g in _gradients()]),
+        ),
+        Mistake(
+            "the gradients are the sum divided by 2, not by the number of ranks",
+            "divide by the number of ranks, which the process group knows: here it is not 2",
+            matches=_all_ranks_hold(lambda rank: [world_size / 2 * g for g in _gradients()]),
+        ),
+    ],
+    done=": on 2 and 3 ranks, every gradient equals the whole batch's",
+    differ=_gradients_differ,
+)
+
+# ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
+# ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
+exercise_1 = GRADIENTS.check
+
+
+def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank ``rank``'s own hidden key and value blocks."""
+    generator = torch.Generator().manual_seed(_SEED + rank)
+    return torch.randn(2, 3, 5, 4, generator=generator), torch.randn(2, 3, 5, 6, generator=generator)
+
+
+def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
+    """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
+    blocks it held after each hop (-1 for blocks no rank started with), or the error as one line."""
+    originals = [_blocks(other) for other in range(world_size)]
+    try:
+        ring_pass = _define(portable)
+        held, senders = originals[rank], []
+        for _ in range(world_size - 1):
+            held = ring_pass(*held)
+            if not isinstance(held, (tuple, list)) or len(held) != 2:
+                return "ring_pass must return the pair (k_block, v_block) it received"
+            senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
+    except Exception as error:  # the reader's code
+        return " ".join(f"{type(error).__name__}: {error}".split())
+    return senders
+
+
+def _same(pair, blocks) -> bool:
+    return all(
+        isinstance(a, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+        for a, b in zip(pair, blocks, strict=True)
+    )
+
+
+def _ring_differs(reports, expected) -> str | None:
+    world_size = len(expected)
     for hop in range(1, world_size):
-        for rank, report in enumerate(reports):
-            sender = _sender(report["blocks"][hop], originals)
-            expected = (rank - hop) % world_size
-            if sender == expected:
+        for rank, senders in enumerate(reports):
+            sender, right = senders[hop - 1], expected[rank][hop - 1]
+            if sender == right:
                 continue
             if sender == (rank + hop) % world_size:
-                problem = f"after hop {hop}, rank {rank} holds rank {sender}'s blocks: the ring turns the wrong way"
-            elif sender is None:
-                problem = f"after hop {hop}, rank {rank} holds blocks that no rank started with"
-            else:
-                problem = f"after hop {hop}, rank {rank} holds rank {sender}'s blocks, not rank {expected}'s"
-            return not_yet(name, problem, hint)
-    return correct(name, f": on {world_size} ranks, every rank saw every block, one hop at a time")
+                return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks: the ring turns the wrong way"
+            if sender == -1:
+                return f"after hop {hop}, rank {rank} holds blocks that no rank started with"
+            return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks, not rank {right}'s"
+    return None
+
+
+RING = Exercise(
+    "Exercise 2",
+    reference=lambda world_size: [
+        [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
+    ],
+    cases=lambda: [(3,)],  # with 3 ranks the next rank is not the previous one
+    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer),
+    hint=(
+        "each rank sends what it holds to the next rank and receives from the previous one, around the ring, and "
+        "returns what it received (reread '3. Ring attention: a sequence split across processes')"
+    ),
+    describe=lambda number, total, world_size: f"on {world_size} ranks",
+    done=": on 3 ranks, every rank saw every block, one hop at a time",
+    differ=_ring_differs,
+)
+
+# ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
+# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
+exercise_2 = RING.check

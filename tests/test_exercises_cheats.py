@@ -1,0 +1,554 @@
+"""Issue 40's list, exercise by exercise: the shortcuts, cheats and wrong answers a learner tried are each refused
+with their own sentence, and right answers written in several ways are accepted. The references the checks use are
+compared here with computations written in this file (never with the checks' own helpers)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attention_helpers as ah
+from attention_helpers.lessons import (
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+    lesson09,
+    lesson10,
+    lesson11,
+    lesson12,
+)
+
+
+def verdict(check, answer, capsys):
+    result = check(answer)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out  # one sentence, never a traceback
+    return result, out
+
+
+# --- right answers, three or more ways each -------------------------------------------------------------------
+
+
+def _split(t, num_heads):  # (batch, tokens, heads * d) -> (batch, heads, tokens, d)
+    return t.view(*t.shape[:2], num_heads, -1).transpose(1, 2)
+
+
+def _fused_loop_over_heads(x, W_qkv, W_out, num_heads, causal):
+    q, k, v = (x @ W_qkv.T).chunk(3, dim=-1)
+    d = q.shape[-1] // num_heads
+    heads = []
+    for h in range(num_heads):
+        s = q[..., h * d : (h + 1) * d] @ k[..., h * d : (h + 1) * d].transpose(-2, -1) / math.sqrt(d)
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -torch.inf)
+        heads.append(torch.softmax(s, -1) @ v[..., h * d : (h + 1) * d])
+    return torch.cat(heads, -1) @ W_out.T
+
+
+def _fused_einsum(x, W_qkv, W_out, num_heads, causal):
+    q, k, v = (_split(t, num_heads) for t in torch.einsum("btd,ed->bte", x, W_qkv).chunk(3, -1))
+    s = torch.einsum("bhqd,bhkd->bhqk", q, k) / q.shape[-1] ** 0.5
+    if causal:
+        s = s + torch.full(s.shape[-2:], -torch.inf).triu(1)
+    out = torch.einsum("bhqk,bhkd->bqhd", s.softmax(-1), v)
+    return out.flatten(2) @ W_out.T
+
+
+def _fused_exp(x, W_qkv, W_out, num_heads, causal):
+    q, k, v = (_split(t, num_heads) for t in (x @ W_qkv.T).split(W_out.shape[0], -1))
+    s = q @ k.mT * q.shape[-1] ** -0.5
+    if causal:
+        s = torch.where(torch.ones(s.shape[-2:], dtype=torch.bool).tril(), s, -torch.inf)
+    w = torch.exp(s - s.amax(-1, keepdim=True))
+    return ((w / w.sum(-1, keepdim=True)) @ v).transpose(1, 2).flatten(2) @ W_out.T
+
+
+def _dropout_where(x, p, training=True):
+    if not training or p == 0:
+        return x
+    return torch.where(torch.rand_like(x) < p, torch.zeros_like(x), x / (1 - p) if p < 1 else x)
+
+
+def _dropout_bernoulli(x, p, training=True):
+    if not training:
+        return x.clone()
+    return x * torch.empty_like(x).bernoulli_(1 - p) / max(1 - p, 1e-12)
+
+
+def _dropout_uniform(x, p, training=True):
+    if training and p > 0:
+        keep = (torch.rand(x.shape) >= p).to(x.dtype)
+        return keep * x * (0.0 if p == 1 else 1 / (1 - p))
+    return x
+
+
+def _update_where(running_max, running_sum, block):
+    new_max = torch.max(running_max, block.max())
+    if new_max == -math.inf:
+        return new_max, running_sum
+    return new_max, running_sum * torch.exp(running_max - new_max) + torch.exp(block - new_max).sum()
+
+
+def _update_logsumexp(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.amax())
+    shift = torch.where(torch.isfinite(new_max), new_max, torch.zeros(()))
+    total = running_sum * (running_max - shift).exp() + torch.logsumexp(block - shift, 0).exp()
+    return new_max, total
+
+
+def _update_floats(running_max, running_sum, block):
+    m = max(float(running_max), float(block.max()))
+    if m == -math.inf:
+        return m, 0.0
+    return m, float(running_sum) * math.exp(float(running_max) - m) + float(torch.exp(block - m).sum())
+
+
+def _kv_cat(attention, x_new, cache):
+    q, k, v = (
+        _split(layer(x_new), attention.num_heads) for layer in (attention.W_query, attention.W_key, attention.W_value)
+    )
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+    w = torch.softmax(q @ k.transpose(-2, -1) / attention.head_dim**0.5, -1)
+    return attention.out_proj((w @ v).transpose(1, 2).flatten(2)), (k, v)
+
+
+def _kv_dict(attention, x_new, cache):
+    cache = dict(cache or {"k": [], "v": []})
+    cache = {"k": cache["k"] + [_split(attention.W_key(x_new), attention.num_heads)],
+             "v": cache["v"] + [_split(attention.W_value(x_new), attention.num_heads)]}  # fmt: skip
+    q = _split(attention.W_query(x_new), attention.num_heads)
+    out = F.scaled_dot_product_attention(q, torch.cat(cache["k"], 2), torch.cat(cache["v"], 2))
+    return attention.out_proj(out.transpose(1, 2).reshape(x_new.shape[0], 1, -1)), cache
+
+
+def _kv_split_heads(attention, x_new, cache):
+    k, v = attention.split_heads(attention.W_key(x_new)), attention.split_heads(attention.W_value(x_new))
+    if cache:
+        k, v = torch.cat((cache[0], k), dim=-2), torch.cat((cache[1], v), dim=-2)
+    q = attention.split_heads(attention.W_query(x_new))
+    w = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(dim=-1)
+    return attention.out_proj(attention.merge_heads(w @ v)), [k, v]
+
+
+def _cross_einsum(mha, x, keys, values, mask):
+    q = _split(mha.W_query(x), keys.shape[1])
+    s = torch.einsum("bhnd,bhsd->bhns", q, keys) / keys.shape[-1] ** 0.5
+    w = s.masked_fill(mask[:, None, None], -torch.inf).softmax(-1)
+    return mha.out_proj(torch.einsum("bhns,bhsd->bnhd", w, values).flatten(2))
+
+
+def _cross_sdpa(mha, x, keys, values, mask):
+    q = _split(mha.W_query(x), keys.shape[1])
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=~mask[:, None, None])  # allowed here
+    return mha.out_proj(out.transpose(1, 2).reshape(*x.shape))
+
+
+def _cross_loop(mha, x, keys, values, mask):
+    heads = []
+    for h in range(keys.shape[1]):
+        q = mha.W_query(x)[..., h * keys.shape[-1] : (h + 1) * keys.shape[-1]]
+        s = (q @ keys[:, h].mT / math.sqrt(keys.shape[-1])).masked_fill(mask[:, None, :], -math.inf)
+        heads.append(torch.softmax(s, dim=-1) @ values[:, h])
+    return mha.out_proj(torch.cat(heads, dim=-1))
+
+
+RIGHT = {
+    (1, 1): [
+        lambda x: F.normalize(x, dim=-1) @ F.normalize(x, dim=-1).T,
+        lambda x: (x @ x.T) / (x.norm(dim=1)[:, None] * x.norm(dim=1)[None]),
+        lambda x: F.cosine_similarity(x[:, None], x[None], dim=-1),
+    ],
+    (1, 2): [
+        lambda x: (F.normalize(x, dim=-1) @ F.normalize(x, dim=-1).T).fill_diagonal_(-2).argmax(-1),
+        lambda x: [int(r.argmax()) for r in F.cosine_similarity(x[:, None], x[None], -1) - 3 * torch.eye(len(x))],
+        lambda x: (
+            torch.where(torch.eye(len(x), dtype=torch.bool), -9.0, F.normalize(x, dim=1) @ F.normalize(x, dim=1).T)
+            .max(1)
+            .indices
+        ),
+    ],
+    (1, 3): [lambda c: (c * c, 1.0), lambda c: [c**2, 1], lambda c: (torch.tensor(c) ** 2, torch.tensor(1.0))],
+    (2, 1): [
+        lambda x, dim=-1, temperature=1.0: (
+            (e := torch.exp(x / temperature - (x / temperature).amax(dim, True))) / e.sum(dim, True)
+        ),
+        lambda x, dim=-1, temperature=1.0: torch.exp(
+            x / temperature - torch.logsumexp(x / temperature, dim=dim, keepdim=True)
+        ),
+        lambda x, dim=-1, temperature=1.0: (
+            lambda s: (
+                torch.exp(s - s.max(dim, keepdim=True).values)
+                / torch.exp(s - s.max(dim, keepdim=True).values).sum(dim, keepdim=True)
+            )
+        )(x.div(temperature)),
+    ],
+    (2, 2): [
+        lambda x: torch.softmax(x @ x.transpose(-2, -1), -1) @ x,
+        lambda x: torch.einsum("bqk,bkd->bqd", torch.einsum("bqd,bkd->bqk", x, x).softmax(-1), x),
+        lambda x: torch.bmm(F.softmax(torch.bmm(x, x.mT), dim=2), x),
+    ],
+    (3, 1): [
+        lambda x, wq, wk, wv: torch.softmax((x @ wq) @ (x @ wk).transpose(-2, -1) / wk.shape[1] ** 0.5, -1) @ (x @ wv),
+        lambda x, wq, wk, wv: (
+            torch.einsum("...qd,...kd->...qk", x @ wq, x @ wk).div(math.sqrt(wq.shape[-1])).softmax(-1) @ (x @ wv)
+        ),
+        lambda x, wq, wk, wv: F.softmax(torch.matmul(x @ wq, (x @ wk).mT) * wk.shape[-1] ** -0.5, dim=-1) @ x @ wv,
+    ],
+    (3, 2): [lambda d_k, std: (std**2 * d_k**0.5,) * 2, lambda d_k, std: [math.sqrt(d_k) * std * std] * 2],
+    (4, 1): [
+        lambda n, w: torch.ones(n, n, dtype=torch.bool).triu(1) | torch.ones(n, n, dtype=torch.bool).tril(-w),
+        lambda n, w: (
+            (torch.arange(n)[None] > torch.arange(n)[:, None]) | (torch.arange(n)[None] <= torch.arange(n)[:, None] - w)
+        ),
+        lambda n, w: ~(torch.ones(n, n).tril() - torch.ones(n, n).tril(-w)).bool(),
+    ],
+    (4, 2): [
+        lambda q, k, v, w: (
+            (q @ k.mT / q.shape[-1] ** 0.5)
+            .masked_fill(lesson04.window_mask_loops(q.shape[1], w), -torch.inf)
+            .softmax(-1)
+            @ v
+        ),
+        lambda q, k, v, w: (
+            torch.softmax(
+                torch.where(
+                    (torch.arange(q.shape[1])[None] <= torch.arange(q.shape[1])[:, None])
+                    & (torch.arange(q.shape[1])[None] > torch.arange(q.shape[1])[:, None] - w),
+                    torch.einsum("bqd,bkd->bqk", q, k) / math.sqrt(q.shape[-1]),
+                    -torch.inf,
+                ),
+                dim=-1,
+            )
+            @ v
+        ),
+        lambda q, k, v, w: torch.bmm(
+            F.softmax(
+                torch.bmm(q, k.transpose(1, 2)) / k.shape[-1] ** 0.5
+                + torch.full((q.shape[1],) * 2, -torch.inf).triu(1)
+                + torch.full((q.shape[1],) * 2, -torch.inf).tril(-w),
+                dim=-1,
+            ),
+            v,
+        ),
+    ],
+    (4, 3): [
+        lambda n, i, j: list(range(i, j + 1)),
+        lambda n, i, j: tuple(range(i, j + 1)),
+        lambda n, i, j: torch.arange(i, j + 1),
+    ],
+    (5, 1): [_dropout_where, _dropout_bernoulli, _dropout_uniform],
+    (5, 2): [
+        lambda n, p: sum(p**k for k in range(1, n + 1)),
+        lambda n, p: p * (1 - p**n) / (1 - p),
+        lambda n, p: float((torch.full((n,), p, dtype=torch.float64) ** torch.arange(1, n + 1)).sum()),
+    ],
+    (6, 2): [_fused_loop_over_heads, _fused_einsum, _fused_exp],
+    (7, 1): [
+        lambda lengths, n: torch.arange(n)[None, :] >= lengths[:, None],
+        lambda lengths, n: ~(torch.arange(n).expand(len(lengths), n) < lengths.unsqueeze(1)),
+        lambda lengths, n: torch.arange(n).unsqueeze(0).ge(lengths.unsqueeze(-1)),
+    ],
+    (7, 2): [
+        lambda x, g, b, eps: (
+            g * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + b
+        ),
+        lambda x, g, b, eps: (x - x.mean(-1, True)) * torch.rsqrt(x.var(-1, correction=0, keepdim=True) + eps) * g + b,
+        lambda x, g, b, eps: torch.addcmul(
+            b, g, (x - x.mean(dim=-1, keepdim=True)) / (x.var(dim=-1, keepdim=True, correction=0) + eps).sqrt()
+        ),
+    ],
+    (8, 1): [
+        lambda inputs: torch.roll(inputs, 1, dims=-1),
+        lambda inputs: torch.cat([inputs[:, -1:], inputs[:, :-1]], dim=1),
+        lambda inputs: inputs[:, (torch.arange(inputs.shape[1]) - 1) % inputs.shape[1]],
+    ],
+    (9, 1): [
+        lambda h, m: (h * m[..., None]).sum(1) / m.sum(1, keepdim=True),
+        lambda h, m: torch.einsum("bnd,bn->bd", h, m.float()) / m.float().sum(-1, keepdim=True),
+        lambda h, m: h.masked_fill(m[..., None] == 0, 0.0).sum(dim=1) / m.sum(dim=1)[:, None],
+    ],
+    (10, 1): [_kv_cat, _kv_dict, _kv_split_heads],
+    (10, 2): [
+        lambda logits, k: logits.masked_fill(logits < logits.topk(k, -1).values[:, -1:], -torch.inf),
+        lambda logits, k: torch.where(
+            logits >= logits.sort(-1, descending=True).values[:, k - 1 : k], logits, -torch.inf
+        ),
+        lambda logits, k: torch.full_like(logits, -torch.inf).scatter(
+            -1, logits.topk(k).indices, logits.topk(k).values
+        ),
+    ],
+    (11, 1): [_update_where, _update_logsumexp, _update_floats],
+    (12, 1): [_cross_einsum, _cross_sdpa, _cross_loop],
+    (12, 2): [
+        lambda layer, x, memory, mask: (lambda h: h + layer.ffn(layer.norm3(h)))(
+            (lambda h: h + layer.cross_attention(layer.norm2(h), mask, memory=memory))(
+                x + layer.self_attention(layer.norm1(x))
+            )
+        ),
+        lambda layer, x, memory, mask: _pre_ln_loop(layer, x, memory, mask),
+        lambda layer, x, memory, mask: _pre_ln_keywords(layer, x, memory, mask),
+    ],
+}
+
+
+def _pre_ln_loop(layer, x, memory, mask):
+    sublayers = (
+        (layer.norm1, layer.self_attention),
+        (layer.norm2, lambda h: layer.cross_attention(h, mask, memory=memory)),
+        (layer.norm3, layer.ffn),
+    )
+    for norm, sublayer in sublayers:
+        x = x + sublayer(norm(x))
+    return x
+
+
+def _pre_ln_keywords(layer, x, memory, mask):
+    h = layer.norm1(x)
+    x = torch.add(x, layer.self_attention(h))
+    x = x + layer.cross_attention(layer.norm2(x), key_padding_mask=mask, memory=memory)
+    return x.add(layer.ffn(layer.norm3(x)))
+
+
+def _check(lesson, number):
+    lessons = (lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08, lesson09, lesson10)
+    return getattr((*lessons, lesson11, lesson12)[lesson - 1], f"exercise_{number}")
+
+
+@pytest.mark.parametrize(
+    ("key", "index"),
+    [(key, index) for key, answers in RIGHT.items() for index in range(len(answers))],
+    ids=lambda item: str(item),
+)
+def test_right_answers_written_differently_are_accepted(key, index, capsys):
+    result, out = verdict(_check(*key), RIGHT[key][index], capsys)
+    assert result is True and ": correct" in out, out
+
+
+# --- the shortcuts, cheats and wrong answers of issue 40 ------------------------------------------------------
+
+
+class Liar(torch.Tensor):
+    """A tensor whose comparisons all say "equal"."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "isclose", "__eq__", "eq", "__ne__", "ne"):
+            return True if "close" in func.__name__ or "equal" in func.__name__ else torch.tensor(True)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _lying_zeros(*args):
+    like = next(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+    return torch.zeros_like(like).as_subclass(Liar)
+
+
+def _zero_out_proj_and_return_zeros(module, x, *rest):
+    with torch.no_grad():
+        module.out_proj.weight.zero_()
+        if module.out_proj.bias is not None:
+            module.out_proj.bias.zero_()
+    return torch.zeros(*x.shape[:-1], module.out_proj.out_features)
+
+
+def _patch_allclose(*args):
+    torch.allclose = lambda *a, **k: True
+    torch.equal = lambda *a, **k: True
+    return torch.zeros(3)
+
+
+def _cosine_loop(x):
+    return torch.stack([F.cosine_similarity(row[None], x, dim=-1) for row in x])
+
+
+def _padding_loop(lengths, n):
+    return torch.stack([torch.arange(n) >= length for length in lengths])
+
+
+def _padding_python_loop(lengths, n):
+    return torch.tensor([[t >= length for t in range(n)] for length in lengths.tolist()])
+
+
+def _rotate_loop(inputs):
+    return torch.stack([torch.cat([row[-1:], row[:-1]]) for row in inputs])
+
+
+def _single_head_kv(attention, x_new, cache):
+    """A cache written for one head: right when num_heads is 1, wrong with several heads."""
+    k, v = attention.W_key(x_new), attention.W_value(x_new)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 1), torch.cat([cache[1], v], 1)
+    w = torch.softmax(attention.W_query(x_new) @ k.mT / math.sqrt(k.shape[-1]), -1)
+    return attention.out_proj(w @ v), (k, v)
+
+
+def _attend_heads_cross(mha, x, keys, values, mask):
+    q = mha.split_heads(mha.W_query(x))
+    return mha.out_proj(mha.merge_heads(mha.attend_heads(q, keys, values, hide=mask[:, None, None, :])))
+
+
+CHEATS = [
+    # (check, answer, what the verdict must say)
+    (lesson01.exercise_1, _cosine_loop, "loops over the entries in Python"),
+    (lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: torch.special.softmax(x / temperature, dim), "softmax"),
+    (lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: (x / temperature).log_softmax(dim).exp(), "log_softmax"),
+    (
+        lesson02.exercise_1,
+        lambda x, dim=-1, temperature=1.0: torch.ops.aten.softmax.int(x / temperature, dim),
+        "softmax",
+    ),
+    (lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: ah.online_softmax(x / temperature, dim), "online_softmax"),
+    (lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: _patch_allclose(), "changes torch itself"),
+    (lesson02.exercise_2, lambda x: F.scaled_dot_product_attention(x, x, x, scale=1.0), "scaled_dot_product_attention"),
+    (
+        lesson03.exercise_1,
+        lambda x, wq, wk, wv: torch._scaled_dot_product_attention_math(
+            *((x @ w).reshape(-1, 1, x.shape[-2], w.shape[1]) for w in (wq, wk, wv))
+        )[0].reshape(*x.shape[:-1], -1),
+        "_scaled_dot_product_attention_math",
+    ),  # fmt: skip
+    (
+        lesson04.exercise_2,
+        lambda q, k, v, w: torch._scaled_dot_product_attention_math(
+            q, k, v, attn_mask=~lesson04.window_mask_loops(q.shape[1], w)
+        )[0],
+        "_scaled_dot_product_attention_math",
+    ),  # fmt: skip
+    (lesson05.exercise_1, lambda x, p, training=True: torch.native_dropout(x, p, training)[0], "native_dropout"),
+    (lesson05.exercise_1, lambda x, p, training=True: F.dropout1d(x, p, training), "dropout1d"),
+    (lesson07.exercise_1, _padding_loop, "loops over the entries in Python"),
+    (lesson07.exercise_1, _padding_python_loop, "loops over the entries in Python"),
+    (
+        lesson07.exercise_2,
+        lambda x, g, b, eps: torch.native_layer_norm(x, x.shape[-1:], g, b, eps)[0],
+        "native_layer_norm",
+    ),
+    (
+        lesson07.exercise_2,
+        lambda x, g, b, eps: F.group_norm(x.reshape(-1, x.shape[-1]), 1, eps=eps).view_as(x) * g + b,
+        "group_norm",
+    ),  # fmt: skip
+    (lesson08.exercise_1, _rotate_loop, "loops over the entries in Python"),
+    (lesson09.exercise_1, lambda h, m: ah.mean_pool(h, m), "the package's mean_pool"),
+    (lesson10.exercise_1, _single_head_kv, "not yet"),
+    (
+        lesson10.exercise_1,
+        lambda attention, x_new, cache: (_zero_out_proj_and_return_zeros(attention, x_new), cache),
+        "not yet",
+    ),  # fmt: skip
+    (lesson12.exercise_1, _attend_heads_cross, "the package's MultiHeadAttention.attend_heads"),
+    (lesson12.exercise_1, lambda mha, x, keys, values, mask: _zero_out_proj_and_return_zeros(mha, x), "not yet"),
+    (
+        lesson12.exercise_2,
+        lambda layer, x, memory, mask: ah.to_torch(layer)(x, memory, memory_key_padding_mask=mask),
+        "the package's to_torch",
+    ),  # fmt: skip
+    (lesson11.exercise_1, lambda running_max, running_sum, block: (None, None), "not two single numbers"),
+    (lesson11.exercise_1, lambda running_max, running_sum, block: ("a", "b"), "not two single numbers"),
+    (lesson01.exercise_1, None, "Not answered yet"),
+    (lesson01.exercise_1, "x @ x.T", "expected a function, got str"),
+    (lesson01.exercise_2, lambda x: ("a", "b"), "expected integer indices"),
+    (lesson03.exercise_2, lambda d_k, std: (None, None), "expected two numbers"),
+    (lesson04.exercise_3, lambda n, i, j: "rows", "expected a list of row indices"),
+]
+
+
+@pytest.mark.parametrize(("check", "answer", "said"), CHEATS, ids=lambda item: getattr(item, "__qualname__", None))
+def test_shortcuts_and_cheats_are_refused_with_their_own_sentence(check, answer, said, capsys):
+    original = torch.allclose
+    result, out = verdict(check, answer, capsys)
+    assert result is False and said in out, out
+    assert torch.allclose is original
+
+
+@pytest.mark.parametrize(
+    ("check", "arity"),
+    [
+        (lesson01.exercise_1, 1),
+        (lesson02.exercise_1, 3),
+        (lesson02.exercise_2, 1),
+        (lesson03.exercise_1, 4),
+        (lesson04.exercise_2, 4),
+        (lesson06.exercise_2, 5),
+        (lesson07.exercise_2, 4),
+        (lesson09.exercise_1, 2),
+        (lesson10.exercise_2, 2),
+        (lesson12.exercise_2, 4),
+    ],  # fmt: skip
+)
+def test_a_tensor_subclass_that_says_equal_to_everything_is_refused(check, arity, capsys):
+    answer = [
+        None,
+        lambda a: _lying_zeros(a),
+        lambda a, b: _lying_zeros(a, b),
+        lambda a, b, c: _lying_zeros(a, b, c),
+        lambda a, b, c, d: _lying_zeros(a, b, c, d),
+        lambda a, b, c, d, e: _lying_zeros(a, b, c, d, e),
+    ][arity]
+    result, out = verdict(check, answer, capsys)
+    assert result is False and "not yet" in out
+
+
+def test_a_check_never_raises_on_malformed_answers(capsys):
+    bad = [None, 3, "text", (None, None), ("a", "b"), [1, 2, 3], lambda *args: 1 / 0, lambda *args: ("a",), object()]
+    for lesson in (lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08, lesson10, lesson12):
+        for name in ("exercise_1", "exercise_2", "exercise_3"):
+            check = getattr(lesson, name, None)
+            if check is None or lesson is lesson08 and name == "exercise_2":
+                continue
+            for answer in bad:
+                assert check(answer) is False
+                out = capsys.readouterr().out
+                assert out.count("\n") == 1 and (": not yet, " in out or "Not answered yet" in out), out
+
+
+# --- the references, against computations written here -------------------------------------------------------
+
+
+def test_lesson_01_and_04_references_follow_their_definitions():
+    x = torch.randn(5, 3)
+    cos = [[float(x[i] @ x[j] / (x[i].norm() * x[j].norm())) for j in range(5)] for i in range(5)]
+    assert torch.allclose(lesson01.cosine_matrix_reference(x), torch.tensor(cos), atol=1e-6)
+    for n, window in ((6, 1), (7, 3), (5, 9)):
+        hidden = [[not (i - window < j <= i) for j in range(n)] for i in range(n)]
+        assert torch.equal(lesson04.window_mask_loops(n, window), torch.tensor(hidden))
+
+
+def test_lesson_11_reference_conversion_averages_consecutive_heads():
+    """Written here from the definition: kv head g averages query heads g * group .. (g + 1) * group - 1."""
+    torch.manual_seed(0)
+    layer = ah.GroupedQueryAttention(5, 12, 8, 0.0, 6, qkv_bias=True).eval()
+    converted = lesson11.reference_to_grouped(layer, 2)
+    head_dim, group = 2, 3
+    for name in ("W_key", "W_value"):
+        weight, bias = getattr(layer, name).weight, getattr(layer, name).bias
+        for g in range(2):
+            rows = [weight[(g * group + h) * head_dim : (g * group + h + 1) * head_dim] for h in range(group)]
+            biases = [bias[(g * group + h) * head_dim : (g * group + h + 1) * head_dim] for h in range(group)]
+            got = getattr(converted, name)
+            assert torch.allclose(got.weight[g * head_dim : (g + 1) * head_dim], sum(rows) / group, atol=1e-6)
+            assert torch.allclose(got.bias[g * head_dim : (g + 1) * head_dim], sum(biases) / group, atol=1e-6)
+    for name in ("W_query", "out_proj"):
+        assert torch.equal(getattr(converted, name).weight, getattr(layer, name).weight)
+
+
+def test_lesson_11_reference_stream_is_the_softmax_with_the_running_maximum():
+    row = torch.tensor([3.0, -math.inf, 7.0, 1.0, -2.0])
+    running_max, running_sum, maxima = lesson11._stream(lesson11._reference_update, row, 2)
+    assert maxima.tolist() == [3.0, 7.0, 7.0] and float(running_max) == 7.0
+    assert torch.allclose(torch.exp(row - running_max) / running_sum, torch.exp(row) / torch.exp(row).sum())
+
+
+def test_lesson_10_hidden_cases_have_several_heads_and_a_single_head_cache_fails():
+    assert sum(layer.num_heads > 1 for layer, _ in lesson10._attention_cases()) >= 2
+
+
+def test_lesson_05_cases_use_several_seeds():
+    seeds = {seed for x, p, training, seed in lesson05._dropout_cases() if training and 0 < p < 1 and x.numel() > 1000}
+    assert len(seeds) >= 3
