@@ -72,9 +72,12 @@ def plot_embeddings_3d(
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
         ax.scatter(x, y, z, s=45, marker=_MARKERS[i % len(_MARKERS)], color=f"C{i % 10}", label=word)
         _name_point_3d(ax, (x, y, z), word, _twin_side(points, i), gap=6, fontsize=10, color=f"C{i % 10}")
-    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3", title=title)
+    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3")
+    ax.set_title(title, pad=24)
     ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=9, title="word")  # clear of the z label
     ax.view_init(elev=elev, azim=azim)
+    if elev is not None and abs(elev) > 45:  # seen steeply from above or below, the box's corners reach the title
+        ax.set_box_aspect(None, zoom=0.85)
     return ax
 
 
@@ -178,6 +181,8 @@ def plot_context_vector(
     ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
     ax.legend(loc="upper left", fontsize=9)
     ax.view_init(elev=elev, azim=azim)
+    if elev is not None and abs(elev) > 45:  # seen steeply from above or below, the box's corners reach the title
+        ax.set_box_aspect(None, zoom=0.85)
     return ax
 
 
@@ -230,13 +235,13 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     raw_weights = torch.softmax(keys @ query, dim=-1)
     scaled_weights = softmax_with_temperature(keys @ query, math.sqrt(d_k))  # the scaling is a temperature
 
-    fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(9, 3.6))  # fits JupyterLab's output width
     limit = max(4.0, float(raw.abs().max()))
     bins = torch.linspace(-limit, limit, 61).tolist()
     ax_spread.hist(raw.tolist(), bins=bins, alpha=0.6, label=f"q · k  (std {raw.std():.2f})")
     ax_spread.hist(scaled.tolist(), bins=bins, alpha=0.6, label=f"q · k / √d_k  (std {scaled.std():.2f})")
     ax_spread.set(xlabel="score", ylabel="number of query/key pairs")
-    ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}")
+    ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}", fontsize=10)
     ax_spread.legend(fontsize=8)
 
     positions = torch.arange(num_keys)
@@ -244,7 +249,9 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     ax_weights.bar((positions + 0.2).tolist(), scaled_weights.tolist(), width=0.4, label="softmax(q · k / √d_k)")
     ax_weights.set_xticks(positions.tolist(), labels=[f"key {j}" for j in range(num_keys)])
     ax_weights.set(ylim=(0, 1), xlabel="key", ylabel="attention weight")
-    ax_weights.set_title(f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled")
+    ax_weights.set_title(
+        f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled", fontsize=10
+    )
     ax_weights.legend(fontsize=8)
     fig.tight_layout()
     return fig
