@@ -61,7 +61,8 @@ def _copy_for_repo_url(tmp_path: Path) -> Path:
     (copy / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "repo_url.py", copy / "tools")
     shutil.copy(ROOT / "pyproject.toml", copy)
-    shutil.copy(ROOT / "README.md", copy)
+    for name in ("README.md", "CONTRIBUTING.md", "CITATION.cff"):
+        shutil.copy(ROOT / name, copy)
     shutil.copytree(ROOT / "notebooks", copy / "notebooks")
     shutil.copytree(ROOT / "solutions", copy / "solutions")
     return copy
@@ -84,6 +85,8 @@ def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
     assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
     assert "https://github.com/rasbt/LLMs-from-scratch" in readme  # a cited repository stays as it is
     assert "https://someone-else.github.io/attention-fork/" in readme and ".github.io/attention-from" not in readme
+    citation = (copy / "CITATION.cff").read_text()
+    assert f'repository-code: "{new}"' in citation and "https://someone-else.github.io/attention-fork/" in citation
     for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
         (copy / "solutions").glob("[0-9][0-9]_*.ipynb")
     ):
