@@ -105,6 +105,8 @@ def main() -> int:
             content,
             "--execution-timeout",
             "600",
+            "--start-timeout",  # papermill's 60 s: a kernel took longer to start on two busy cores
+            "600",
             notebook,
             BUILD / notebook.name,
             env=env,
