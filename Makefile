@@ -62,7 +62,7 @@ help:
 	@echo "make site-check       the built site in headless Chromium: links, accessibility, phone width (about N minutes)"
 	@echo "make browser-check    every notebook run and its widgets moved in JupyterLab in Chromium, then the site (about 5.5 minutes)"
 	@echo "make nbval-portability  strict nbval as on older CPUs (about 3.5 minutes)"
-	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (about N minutes; first run: + about 15 to install)"
+	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (about N minutes; its first run installs 4.6 GB: + about 17)"
 	@echo "make benchmark        speed and memory ratios against PyTorch's modules (about N minutes)"
 	@echo "make diagrams         redraw the diagrams in images/ (under a minute)"
 	@echo "make repo-url URL=https://github.com/OWNER/REPO  point badges, setup cells and documents at a fork (seconds)"
@@ -166,8 +166,8 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_generate.py --dim 384 --heads 6 --layers 6 --batch 1  # a wider model: less per-step overhead
 	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
-# Not part of `make test`: every notebook in a separate venv with Colab's IPython, traitlets and ipywidgets,
-# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes several minutes.
+# Not part of `make test`: every notebook in a separate venv with Colab's torch, IPython, traitlets and ipywidgets,
+# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes about N minutes, plus a 4.6 GB install once.
 colab-check: $(STAMP)
 	$(BIN)/python tools/colab_check.py
 
