@@ -235,13 +235,13 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     raw_weights = torch.softmax(keys @ query, dim=-1)
     scaled_weights = softmax_with_temperature(keys @ query, math.sqrt(d_k))  # the scaling is a temperature
 
-    fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(9, 3.6))  # fits JupyterLab's output width
+    fig, (ax_spread, ax_weights) = plt.subplots(1, 2, figsize=(11, 3.6))
     limit = max(4.0, float(raw.abs().max()))
     bins = torch.linspace(-limit, limit, 61).tolist()
     ax_spread.hist(raw.tolist(), bins=bins, alpha=0.6, label=f"q · k  (std {raw.std():.2f})")
     ax_spread.hist(scaled.tolist(), bins=bins, alpha=0.6, label=f"q · k / √d_k  (std {scaled.std():.2f})")
     ax_spread.set(xlabel="score", ylabel="number of query/key pairs")
-    ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}", fontsize=10)
+    ax_spread.set_title(f"Spread of {raw.numel()} random dot products, d_k = {d_k}")
     ax_spread.legend(fontsize=8)
 
     positions = torch.arange(num_keys)
@@ -249,9 +249,7 @@ def plot_scaling(d_k: int, num_keys: int = 6, seed: int = 0):
     ax_weights.bar((positions + 0.2).tolist(), scaled_weights.tolist(), width=0.4, label="softmax(q · k / √d_k)")
     ax_weights.set_xticks(positions.tolist(), labels=[f"key {j}" for j in range(num_keys)])
     ax_weights.set(ylim=(0, 1), xlabel="key", ylabel="attention weight")
-    ax_weights.set_title(
-        f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled", fontsize=10
-    )
+    ax_weights.set_title(f"One query's weights: largest {raw_weights.max():.2f} raw, {scaled_weights.max():.2f} scaled")
     ax_weights.legend(fontsize=8)
     fig.tight_layout()
     return fig
