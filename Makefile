@@ -51,10 +51,34 @@ NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint unit nbval nbval-portability papermill-check sweep run notebooks diagrams benchmark colab-check \
+.PHONY: help lab test lint unit nbval nbval-portability papermill-check sweep run notebooks diagrams benchmark colab-check \
 	repo-url clean browser-check site site-check
 
-CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: run make PYTHON=python3.11 ...")'
+# The default target (the first one): what each command does and how long it takes on two CPU cores (a warm .venv/;
+# the first command also installs, once: about 1.5 minutes with PyPI reachable and the CPU-only torch).
+help:
+	@echo "make lab              open the series in JupyterLab (starts in seconds; Ctrl-C stops it)"
+	@echo "make test             lint, unit tests and every notebook compared with its stored outputs (about N minutes)"
+	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about N minutes; one lesson: 0.1-8)"
+	@echo "make notebooks        refresh every stored output in place from a clean kernel (about N minutes)"
+	@echo "make sweep NB=12 SEEDS=16  a training lesson under many seeds: its asserted figures' spread (about N minutes)"
+	@echo "make site             the website into build/site/ from the stored outputs (about 1 minute)"
+	@echo "make site-check       the built site in headless Chromium: links, accessibility, phone width (about N minutes)"
+	@echo "make browser-check    every notebook run and its widgets moved in JupyterLab in Chromium, then the site (about 5.5 minutes)"
+	@echo "make nbval-portability  strict nbval as on older CPUs (about 3.5 minutes)"
+	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (about N minutes; its first run installs 4.6 GB: + about 17)"
+	@echo "make benchmark        speed and memory ratios against PyTorch's modules (about N minutes)"
+	@echo "make diagrams         redraw the diagrams in images/ (under a minute)"
+	@echo "make repo-url URL=https://github.com/OWNER/REPO  point badges, setup cells and documents at a fork (seconds)"
+	@echo "make clean            remove .venv/, build/ and caches (seconds)"
+	@echo "CONTRIBUTING.md says more; .ci/run is CI's whole proof (make test, nbval-portability, site, browser-check)."
+
+# The Python that runs everything must be 3.11 or newer: the one in an existing .venv/ (make keeps it, even one an
+# older python3 made), else $(PYTHON), which makes .venv/.
+NEEDS_311 := import sys; sys.exit(0 if sys.version_info >= (3, 11) else
+CHECK_PYTHON := if test -x $(BIN)/python; then \
+	$(BIN)/python -c '$(NEEDS_311) f"$(VENV)/ was made with Python {sys.version.split()[0]}, older than the 3.11 the series needs: remove it (rm -rf $(VENV)) and run make PYTHON=python3.11 ...")'; \
+	else $(PYTHON) -c '$(NEEDS_311) f"$(PYTHON) is Python {sys.version.split()[0]}, older than the 3.11 the series needs: run make PYTHON=python3.11 ...")'; fi
 
 # pip compiles the bytecode at install: where PYTHONDONTWRITEBYTECODE is set (this CI machine, many containers), Python
 # would otherwise compile every module from source in every process, every time (the unit tests took 70 s longer).
@@ -81,8 +105,11 @@ $(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
 # notebooks/ answers 403 there); the browser opens on the lesson list. `make lab LAB_ARGS="--port=8890
 # --no-browser"` passes options to JupyterLab. It keeps the terminal while the server runs: stop it with Ctrl-C.
 LAB_URL := /lab/tree/notebooks
+# Kernels start with CurveZMQ transport encryption where pyzmq has it (as tools/run_notebooks.py does): without it,
+# ipykernel warns "...susceptible to eavesdropping" in this terminal once per kernel.
+LAB_ENCRYPTION = $(shell $(BIN)/python -c 'import zmq; print("--KernelManager.transport_encryption=auto" if zmq.has("curve") else "")')
 lab: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(ROOT_ARGS) $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(LAB_ENCRYPTION) $(ROOT_ARGS) $(LAB_ARGS)
 
 # The fast loop: lint, unit tests, every notebook compared with its stored outputs. .ci/run adds the rest (the other seeds,
 # the other CPUs, the site and the browser).
@@ -156,8 +183,8 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_generate.py --dim 384 --heads 6 --layers 6 --batch 1  # a wider model: less per-step overhead
 	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
-# Not part of `make test`: every notebook in a separate venv with Colab's IPython, traitlets and ipywidgets,
-# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes several minutes.
+# Not part of `make test`: every notebook in a separate venv with Colab's torch, IPython, traitlets and ipywidgets,
+# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes about N minutes, plus a 4.6 GB install once.
 colab-check: $(STAMP)
 	$(BIN)/python tools/colab_check.py
 

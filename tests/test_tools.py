@@ -62,7 +62,8 @@ def _copy_for_repo_url(tmp_path: Path) -> Path:
     (copy / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "repo_url.py", copy / "tools")
     shutil.copy(ROOT / "pyproject.toml", copy)
-    shutil.copy(ROOT / "README.md", copy)
+    for name in ("README.md", "CONTRIBUTING.md", "CITATION.cff"):
+        shutil.copy(ROOT / name, copy)
     shutil.copytree(ROOT / "notebooks", copy / "notebooks")
     shutil.copytree(ROOT / "solutions", copy / "solutions")
     return copy
@@ -85,6 +86,8 @@ def test_repo_url_rewrites_badges_setup_cells_and_readme(tmp_path):
     assert f"git clone {new}\ncd attention-fork\n" in readme and "attention-notebooks" not in readme
     assert "https://github.com/rasbt/LLMs-from-scratch" in readme  # a cited repository stays as it is
     assert "https://someone-else.github.io/attention-fork/" in readme and ".github.io/attention-from" not in readme
+    citation = (copy / "CITATION.cff").read_text()
+    assert f'repository-code: "{new}"' in citation and "https://someone-else.github.io/attention-fork/" in citation
     for path in sorted((copy / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
         (copy / "solutions").glob("[0-9][0-9]_*.ipynb")
     ):
@@ -219,17 +222,36 @@ def test_jupyterlab_overrides_turn_the_news_pop_up_off():
     assert "overrides.json" in _make_dry_run("-B", ".venv/share/jupyter/lab/settings/overrides.json")
 
 
-def test_site_landing_page_is_the_readme_with_lessons_then_solutions_in_the_contents(tmp_path):
+def test_site_landing_page_has_a_start_button_the_key_figure_and_a_card_per_lesson_of_the_readme():
+    """The site's home page is not the README: it pitches, starts, shows the key figure and a card per lesson with
+    the title, summary and time of the README's lesson table; the lessons then the solutions in the contents."""
     build_site = _load_tool("build_site")
-    lessons = [Path("notebooks/00_a.ipynb"), Path("notebooks/01_b.ipynb")]
+    readme = (ROOT / "README.md").read_text()
+    lessons = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     solutions = [Path("solutions/01_b.ipynb")]
-    readme = "# Title\n[lesson](notebooks/01_b.ipynb) and [tests](tests/colab_versions.txt) [ext](https://x.org/a)\n"
     page = build_site.landing_page(readme, "https://github.com/o/r", lessons, solutions)
-    assert "[lesson](notebooks/01_b.ipynb)" in page and "[ext](https://x.org/a)" in page
-    assert "[tests](https://github.com/o/r/blob/main/tests/colab_versions.txt)" in page  # not a page of the site
+    assert "## Getting started" not in page and "make test" not in page  # nothing for contributors
+    assert f'href="notebooks/{lessons[0].stem}.html">Start with lesson 00</a>' in page
+    assert "```{figure} images/key_figure.png" in page and ":alt: " in page
+    for path in lessons:
+        row = next(line for line in readme.splitlines() if f"(notebooks/{path.name})" in line)
+        title, summary, time = (cell.strip() for cell in row.strip("|").split("|"))
+        card = page.split(f'<a class="landing-card" href="notebooks/{path.stem}.html">')[1].split("</a>")[0]
+        assert title.split("](")[0].lstrip("[") in card and time in card, path.name
+        assert summary.split("`")[0].strip() in card, path.name
     lessons_toc, solutions_toc = page.split(":caption: Lessons")[1].split(":caption: Solutions")
-    assert "notebooks/00_a\nnotebooks/01_b" in lessons_toc and "solutions" not in lessons_toc.split("```")[0]
-    assert "solutions/01_b" in solutions_toc
+    assert f"notebooks/{lessons[0].stem}\nnotebooks/{lessons[1].stem}" in lessons_toc
+    assert "solutions" not in lessons_toc.split("```")[0] and "solutions/01_b" in solutions_toc
+    with pytest.raises(SystemExit, match="lesson table"):  # a lesson the table forgets fails the build
+        build_site.landing_page(readme, "https://github.com/o/r", [*lessons, Path("notebooks/99_new.ipynb")], [])
+    assert build_site.key_figure_png().startswith(b"\x89PNG")
+
+
+def test_site_code_leaves_out_nbval_markers():
+    build_site = _load_tool("build_site")
+    code = "# NBVAL_IGNORE_OUTPUT\nprint(torch.__version__)\nx = 1  # NBVAL_IGNORE_OUTPUT\n# a comment stays"
+    site = build_site.for_the_site(_notebook(("code", code)))
+    assert site["cells"][0]["source"] == "print(torch.__version__)\nx = 1\n# a comment stays"
 
 
 def test_browser_check_says_how_to_install_chromium_when_it_is_missing(tmp_path):

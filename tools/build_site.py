@@ -3,23 +3,26 @@
     python tools/build_site.py build/site
 
 Nothing is executed: the pages show the notebooks' stored outputs. The sources are staged in
-build/site-src/ with the repository's layout (notebooks/, solutions/), plus an index.md made from the README
-(its relative links to files that are not pages point to the repository instead; a notebook's link to
-the README points to it) and the table of contents:
-the lessons in order, then the solutions on their own pages. Every notebook matching NN_*.ipynb is picked up.
+build/site-src/ with the repository's layout (notebooks/, solutions/), plus the landing page, index.md (the
+pitch, a start button, the series' key figure and a card per lesson with the title, summary and time of the
+README's lesson table; a notebook's link to the README points to it) and the table of contents: the lessons in
+order, then the solutions on their own pages. Every notebook matching NN_*.ipynb is picked up.
 Sphinx's configuration is tools/site/conf.py.
 
 The staged copies, never the notebooks themselves, are adapted for the web (`for_the_site`): each solutions
 page is titled "Solutions · " and its lesson's title; headings that skip a level (a solutions notebook's
 "### Exercise" under its title) move up to close the gap; each figure an output shows gets alt text from the
 titles its cell's code gives the plot (else from the sentence before it); the Colab badge is the site's own
-image; a solution link to a cell (`#cell-id=...`, which JupyterLab scrolls to) links to that cell's heading. Sphinx
-runs with -W: any warning fails the build.
+image; nbval's markers (`# NBVAL_IGNORE_OUTPUT`) are left out of the code; a solution link to a cell
+(`#cell-id=...`, which JupyterLab scrolls to) links to that cell's heading.
+Sphinx runs with -W: any warning fails the build.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
+import html
 import json
 import re
 import shutil
@@ -33,11 +36,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from repo_url import read_url  # noqa: E402  (tools/ is not a package)
 
-MARKDOWN_LINK = re.compile(r"(\[[^\]]*\]\()([^)\s]+)(\))")
 HEADING = re.compile(r"^(#{1,6})(\s+\S.*)$")
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 LOCAL_BADGE = "../images/colab-badge.svg"  # tools/site/colab-badge.svg, staged next to the diagrams
 TITLE_CALLS = {"set_title", "suptitle", "title"}
+# nbval's comment markers, for the test run, not the reader: a whole line, or the end of a line.
+NBVAL_MARKER = re.compile(r"^[ \t]*# NBVAL_\w+[ \t]*\n|[ \t]*# NBVAL_\w+[ \t]*$", re.M)
 # A lesson's "See the solution" link: ../solutions/NN_name.ipynb#cell-id=<the exercise heading's cell id>, the
 # fragment JupyterLab scrolls to on a notebook's first opening (it does not find a heading's anchor before the
 # cells are rendered). The site links to that heading's anchor instead.
@@ -52,25 +56,100 @@ def title_of(notebook: Path) -> str:
     return notebook.stem[3:].replace("_", " ").capitalize()
 
 
+# The series' key figure on the landing page: the first image a lesson's code cell stored (notebook, cell id).
+KEY_FIGURE = ("notebooks/12_encoder_decoder.ipynb", "8c2ce2c7")
+KEY_FIGURE_ALT = (
+    "Three heatmaps of a trained encoder-decoder's cross-attention, one per date ('15 May 2000', "
+    "'Friday 15 Jun 2085', '12/08/2064'): each output character of the ISO date puts its weight on the input "
+    "characters of the field it comes from"
+)
+KEY_FIGURE_CAPTION = (
+    "Lesson 12: after a minute of training on a CPU, each character the decoder writes looks at the part of the "
+    "date it comes from, whatever the format. Nobody told it where to look."
+)
+PITCH = (
+    "Fourteen Jupyter notebooks that teach attention, the idea inside every transformer, from first principles: "
+    "from six word vectors and a dot product in a loop to a GPT-style decoder and an encoder-decoder you train on "
+    "your own CPU. Every idea is built by hand first, then checked against PyTorch. For people who know Python and "
+    "a little linear algebra; no GPU needed."
+)
+# A row of the README's lesson table: | [NN · Title](notebooks/NN_name.ipynb) | summary | time |
+LESSON_ROW = re.compile(r"^\| \[(\d\d) · ([^\]]+)\]\(notebooks/(\d\d_\w+)\.ipynb\) \| (.+?) \| (.+?) \|$", re.M)
+
+
+def lesson_cards(readme: str) -> list[dict[str, str]]:
+    """Number, title, page, one-line summary and time of every lesson, from the README's lesson table."""
+    keys = ("number", "title", "page", "summary", "time")
+    return [dict(zip(keys, match.groups(), strict=True)) for match in LESSON_ROW.finditer(readme)]
+
+
+def inline_html(markdown: str) -> str:
+    """A table cell's Markdown as HTML: escaped, with `code` spans."""
+    escaped = html.escape(markdown, quote=False)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
 def landing_page(readme: str, repository: str, lessons: list[Path], solutions: list[Path]) -> str:
-    """The README with links to non-page files sent to the repository, and the hidden tables of contents."""
-    staged = {f"notebooks/{p.name}" for p in lessons} | {f"solutions/{p.name}" for p in solutions}
-
-    def relink(match: re.Match) -> str:
-        target = match.group(2)
-        path = target.split("#")[0]
-        if re.match(r"^[a-z]+:", target) or target.startswith("#") or path in staged:
-            return match.group(0)
-        kind = "tree" if (ROOT / path).is_dir() else "blob"
-        return f"{match.group(1)}{repository}/{kind}/main/{target}{match.group(3)}"
-
-    text = MARKDOWN_LINK.sub(relink, readme)
-    toc = ["", "```{toctree}", ":hidden:", ":caption: Lessons", ""]
+    """The site's home page (not the README): the pitch, a start button, the key figure (tap to enlarge), a card
+    per lesson with its title, summary and time (from the README's lesson table), and the hidden tables of
+    contents: the lessons, then the solutions."""
+    cards = lesson_cards(readme)
+    staged = {p.stem for p in lessons}
+    if {card["page"] for card in cards} != staged:
+        raise SystemExit(f"the README's lesson table lists {sorted(c['page'] for c in cards)}, not {sorted(staged)}")
+    first, second = cards[0], cards[1]
+    lines = ["# Attention from scratch", "", f'<p class="landing-pitch">{html.escape(PITCH)}</p>', ""]
+    lines += [
+        '<p class="landing-start">',
+        f'<a class="landing-button" href="notebooks/{first["page"]}.html">Start with lesson {first["number"]}</a>',
+        f'<a class="landing-button landing-secondary" href="notebooks/{second["page"]}.html">'
+        f"or go straight to lesson {second['number']}: {html.escape(second['title'])}</a>",
+        "</p>",
+        "",
+        "```{figure} images/key_figure.png",
+        f":alt: {KEY_FIGURE_ALT}",
+        ":target: _images/key_figure.png",
+        ":class: landing-figure",
+        "",
+        KEY_FIGURE_CAPTION + " (Tap the figure to enlarge it.)",
+        "```",
+        "",
+        "## The lessons",
+        "",
+        '<div class="landing-cards">',
+    ]
+    for card in cards:
+        lines += [
+            f'<a class="landing-card" href="notebooks/{card["page"]}.html">',
+            f'<span class="landing-card-title">{card["number"]} · {html.escape(card["title"])}</span>',
+            f'<span class="landing-card-summary">{inline_html(card["summary"])}</span>',
+            f'<span class="landing-card-time">{html.escape(card["time"])}</span>',
+            "</a>",
+        ]
+    lines += ["</div>", ""]
+    lines += [
+        "Each time is a lesson's main path: reading it and running its cells, exercises not included. Every "
+        f"lesson also opens in Colab (the rocket button at the top of its page). The code, the issues and the "
+        f"license are in [the repository]({repository}).",
+        "",
+    ]
+    toc = ["```{toctree}", ":hidden:", ":caption: Lessons", ""]
     toc += [f"notebooks/{p.stem}" for p in lessons] + ["```", ""]
     if solutions:
         toc += ["```{toctree}", ":hidden:", ":caption: Solutions", ""]
         toc += [f"solutions/{p.stem}" for p in solutions] + ["```", ""]
-    return text.rstrip("\n") + "\n" + "\n".join(toc)
+    return "\n".join(lines + toc)
+
+
+def key_figure_png() -> bytes:
+    """The PNG the key figure's cell stored."""
+    notebook, cell_id = KEY_FIGURE
+    for cell in json.loads((ROOT / notebook).read_text())["cells"]:
+        if cell.get("id") == cell_id:
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    return base64.b64decode(output["data"]["image/png"])
+    raise SystemExit(f"{notebook} has no cell {cell_id} with a stored figure: update KEY_FIGURE in {__file__}")
 
 
 def source_of(cell: dict) -> str:
@@ -212,7 +291,7 @@ def for_the_site(notebook: dict, lesson_title: str | None = None) -> dict:
     for cell in cells:
         text = source_of(cell)
         if cell["cell_type"] == "markdown":
-            text = text.replace("](../README.md", "](../index.md")  # the README is the landing page, index.md
+            text = text.replace("](../README.md", "](../index.md")  # the site has no README: its home page
             text = text.replace(COLAB_BADGE, LOCAL_BADGE)
             text = CELL_LINK.sub(heading_link, text)
             if lesson_title and re.search(r"^# ", text, flags=re.M):
@@ -220,7 +299,9 @@ def for_the_site(notebook: dict, lesson_title: str | None = None) -> dict:
                 lesson_title = None
             cell["source"] = text
             context = first_sentence(text) or context
-        elif cell["cell_type"] == "code" and any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+        elif cell["cell_type"] == "code":
+            cell["source"] = NBVAL_MARKER.sub("", text)
+        if cell["cell_type"] == "code" and any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
             options = cell["metadata"].setdefault("mystnb", {}).setdefault("image", {})
             options.setdefault("alt", figure_alt(text, context))
     return notebook
@@ -240,6 +321,7 @@ def stage(source: Path) -> int:
             (source / folder / path.name).write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     shutil.copytree(ROOT / "images", source / "images")  # the diagrams
     shutil.copy2(CONF_DIR / "colab-badge.svg", source / "images" / "colab-badge.svg")
+    (source / "images" / "key_figure.png").write_bytes(key_figure_png())
     readme = (ROOT / "README.md").read_text()
     (source / "index.md").write_text(landing_page(readme, read_url(), lessons, solutions))
     return len(lessons) + len(solutions)

@@ -5,10 +5,11 @@
     python tools/repo_url.py --check                          # exit 1 and list what disagrees
 
 It rewrites each notebook's Open-in-Colab badge and its whole setup cell (the first code cell, generated from
-SETUP_CELL below, so that every notebook shares one setup cell), the README's clone commands and its link to
-the website, whose address GitHub Pages derives from the repository's (https://OWNER.github.io/REPO/; the
-site's own Colab and repository buttons read pyproject.toml when it is built). Notebooks in notebooks/ and
-solutions/ are rewritten. Standard library only: it runs before any virtual environment exists.
+SETUP_CELL below, so that every notebook shares one setup cell), the README's clone commands, its links to the
+repository's issues and to the website (and the same addresses in CONTRIBUTING.md and CITATION.cff). GitHub Pages
+derives the website's address from the repository's (https://OWNER.github.io/REPO/; the site's own Colab and
+repository buttons read pyproject.toml when it is built). Notebooks in notebooks/ and solutions/ are rewritten.
+Standard library only: it runs before any virtual environment exists.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 README = ROOT / "README.md"
+# Other files that name the repository or its website (no clone command).
+OTHER_DOCUMENTS = (ROOT / "CONTRIBUTING.md", ROOT / "CITATION.cff")
 URL_LINE = re.compile(r'^Repository = "([^"]*)"$', re.M)
 GITHUB_URL = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)/?$")
 SITE_URL = re.compile(r"https://[\w-]+\.github\.io/[\w.-]+/")
@@ -109,6 +112,7 @@ def rewrite_readme(text: str, url: str) -> str:
 
 def expected_files(url: str) -> dict[Path, str]:
     files = {README: rewrite_readme(README.read_text(), url)}
+    files |= {path: rewrite_readme(path.read_text(), url) for path in OTHER_DOCUMENTS}
     for folder in ("notebooks", "solutions"):  # a lesson must have a badge; a solutions notebook may
         for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")):
             files[path] = rewrite_notebook(path, url, require_badge=folder == "notebooks")

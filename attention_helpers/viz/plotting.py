@@ -72,9 +72,12 @@ def plot_embeddings_3d(
     for i, ((x, y, z), word) in enumerate(zip(points.tolist(), labels, strict=True)):
         ax.scatter(x, y, z, s=45, marker=_MARKERS[i % len(_MARKERS)], color=f"C{i % 10}", label=word)
         _name_point_3d(ax, (x, y, z), word, _twin_side(points, i), gap=6, fontsize=10, color=f"C{i % 10}")
-    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3", title=title)
+    ax.set(xlabel="dimension 1", ylabel="dimension 2", zlabel="dimension 3")
+    ax.set_title(title, pad=24)
     ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=9, title="word")  # clear of the z label
     ax.view_init(elev=elev, azim=azim)
+    if elev is not None and abs(elev) > 45:  # seen steeply from above or below, the box's corners reach the title
+        ax.set_box_aspect(None, zoom=0.85)
     return ax
 
 
@@ -178,6 +181,8 @@ def plot_context_vector(
     ax.set_title(f"The context vector of {query_label!r}: a weighted average (point size = weight)")
     ax.legend(loc="upper left", fontsize=9)
     ax.view_init(elev=elev, azim=azim)
+    if elev is not None and abs(elev) > 45:  # seen steeply from above or below, the box's corners reach the title
+        ax.set_box_aspect(None, zoom=0.85)
     return ax
 
 

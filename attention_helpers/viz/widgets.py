@@ -76,7 +76,8 @@ def figure_png(figure, note: str | None = None) -> bytes:
 
 def widget_panel(draw: Callable[..., object], **controls: widgets.ValueWidget) -> WidgetPanel:
     """Controls over an image of ``draw(**values)``, which returns the Matplotlib Axes or Figure it drew."""
-    image = widgets.Image(format="png")
+    # A figure wider than the output area shrinks to fit it (no sideways scrollbar); a narrower one keeps its size.
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
     panel_static = []
 
     def redraw(change=None) -> None:
@@ -106,7 +107,8 @@ def rotate_embeddings_widget(vectors: torch.Tensor, labels: Sequence[str]) -> wi
     check_labels("labels", labels, vectors.shape[0], "vectors")
     return widget_panel(
         lambda elev, azim: plot_embeddings_3d(vectors, labels, elev=elev, azim=azim, title="Turn the view"),
-        elev=widgets.IntSlider(value=30, min=-90, max=90, step=5, description="elevation"),
+        # Straight from above or below (±90 degrees) the z axis shrinks to a point and its tick labels pile up.
+        elev=widgets.IntSlider(value=30, min=-75, max=75, step=5, description="elevation"),
         azim=widgets.IntSlider(value=-60, min=-180, max=180, step=5, description="azimuth"),
     )
 

@@ -55,10 +55,12 @@ MATHJAX = Path(_MATHJAX_PACKAGE.origin).parent / "static" / "mathjax"
 MATHJAX_PARTS = ["tex-chtml.js", "a11y", "input", "output/chtml", "sre", "ui"]
 mathjax_path = "mathjax/tex-chtml.js"  # relative: Sphinx serves it from _static/
 
-# tools/site/static/: site.css (long inline code wraps, wide figures scroll in their own box on a phone) and
-# search-snippets.js (search results quote the page's article, not the theme's buttons around it).
+# tools/site/static/: site.css (long inline code wraps, every figure fits the column, the landing page's cards),
+# figure-zoom.js (a figure shrunk to fit links to its full size) and search-snippets.js (search results quote the
+# page's article, not the theme's buttons around it).
 html_static_path = ["static"]
 html_css_files = ["site.css"]
+html_js_files = [("figure-zoom.js", {"defer": "defer"})]
 
 
 def copy_mathjax(app, exception) -> None:
