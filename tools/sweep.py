@@ -340,6 +340,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="run nothing: the table again from the sweep's stored figures, against the lesson's asserts of now",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="run only the seeds whose figures the working folder lacks, then table all",
+    )
     args = parser.parse_args(argv)
     import nbformat
 
@@ -365,12 +370,14 @@ def main(argv: list[str]) -> int:
         runs = [run for run in (_stored_run(work, seed) for seed in seeds) if "records" in run]
         seeds, facts = [run["seed"] for run in runs], machine()
     else:
-        calls = [(str(args.notebook.resolve()), seed, setting, parameters, str(work)) for seed in seeds]
+        todo = [seed for seed in seeds if not (args.resume and "records" in _stored_run(work, seed))]
+        calls = [(str(args.notebook.resolve()), seed, setting, parameters, str(work)) for seed in todo]
         import concurrent.futures
         import multiprocessing
 
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = list(pool.map(run_seed, *zip(*calls, strict=True)))
+            done = {run["seed"]: run for run in pool.map(run_seed, *zip(*calls, strict=True))} if calls else {}
+        runs = [done[seed] if seed in done else _stored_run(work, seed) for seed in seeds]
         facts = machine()
     notebook = nbformat.read(args.notebook, as_version=4)
     rows = table_rows(notebook, runs)
