@@ -212,8 +212,9 @@ def merge_partial_attention(outs, lses) -> torch.Tensor:
         lses: the matching sequence of ``(..., num_queries)`` log-sum-exps.
 
     Returns:
-        ``(..., num_queries, d_v)``: equal to attention over the concatenated keys (``nan`` for a query that
-        sees no key in any block, as a softmax over nothing).
+        ``(..., num_queries, d_v)``: equal to attention over the concatenated keys. A query that sees no key in
+        any block (every ``lse`` is ``-inf``) gets zeros, as from ``F.scaled_dot_product_attention`` and
+        FlashAttention-2, not the ``nan`` of a softmax over nothing.
     """
     outs, lses = list(outs), list(lses)
     if not outs or len(outs) != len(lses):
@@ -231,7 +232,10 @@ def merge_partial_attention(outs, lses) -> torch.Tensor:
                 f"every block must give outs of shape {tuple(outs[0].shape)} and lses of shape "
                 f"{tuple(outs[0].shape[:-1])}, got outs[{i}] {tuple(out.shape)} and lses[{i}] {tuple(lse.shape)}"
             )
-    lse_all = torch.logsumexp(torch.stack(lses), dim=0)  # (..., num_queries)
+    lse_all = torch.logsumexp(torch.stack(lses), dim=0)  # (..., num_queries); -inf where no block saw a key
+    # Such a query would get exp(-inf - -inf) = nan; dividing by exp(0) instead gives every block the weight
+    # exp(-inf) = 0, so the query's output is 0, the rule of SDPA and FlashAttention-2.
+    lse_all = lse_all.masked_fill(lse_all == float("-inf"), 0.0)
     merged = torch.zeros_like(outs[0])
     for out, lse in zip(outs, lses, strict=True):
         merged = merged + out * torch.exp(lse - lse_all)[..., None]

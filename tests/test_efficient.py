@@ -265,6 +265,41 @@ def test_partial_attention_of_a_middle_block_of_queries_is_masked_by_position():
     torch.testing.assert_close(merge_partial_attention([head, out], [head_lse, lse]), full)
 
 
+def test_merge_gives_zeros_to_a_query_no_block_can_see_like_sdpa():
+    # Keys at positions 6..11 in two blocks, queries at 3..8 (causal): queries 3, 4, 5 see no key at all.
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 6, 8, generator=gen), torch.randn(2, 3, 6, 8, generator=gen)
+    v = torch.randn(2, 3, 6, 5, generator=gen)  # d_v != d_k, several heads
+    query_pos, key_pos = torch.arange(3, 9), torch.arange(6, 12)
+    visible = key_pos[None, :] <= query_pos[:, None]  # (6, 6): True where a query may see a key
+    # Written from the definition: softmax over the visible keys, and 0 where there are none.
+    scores = (q @ k.transpose(-2, -1) / 8**0.5).masked_fill(~visible, float("-inf"))
+    expected = torch.zeros(2, 3, 6, 5)
+    rows = visible.any(dim=1)
+    expected[..., rows, :] = torch.softmax(scores[..., rows, :], dim=-1) @ v
+    parts = [
+        partial_attention(q, k[..., s, :], v[..., s, :], causal=True, query_offset=3, key_offset=6 + s.start)
+        for s in (slice(0, 2), slice(2, 6))
+    ]
+    merged = merge_partial_attention([o for o, _ in parts], [lse for _, lse in parts])
+    assert not merged.isnan().any(), "a query that sees no key must not get nan"
+    assert (merged[..., :3, :] == 0).all(), "a query that sees no key gets zeros"
+    torch.testing.assert_close(merged, expected)
+    # PyTorch's own kernel follows the same rule.
+    torch.testing.assert_close(merged, F.scaled_dot_product_attention(q, k, v, attn_mask=visible))
+
+
+def test_merge_of_blocks_none_of_which_a_query_sees_backpropagates_finite_gradients():
+    q = torch.randn(4, 6, requires_grad=True)
+    k, v = torch.randn(5, 6, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    parts = [
+        partial_attention(q, k[s], v[s], causal=True, key_offset=2 + s.start) for s in (slice(0, 2), slice(2, 5))
+    ]  # queries 0, 1 see no key
+    merge_partial_attention([o for o, _ in parts], [lse for _, lse in parts]).sum().backward()
+    assert all(t.grad.isfinite().all() for t in (q, k, v)), "no nan may flow back from a query that sees nothing"
+    assert (q.grad[:2] == 0).all(), "a query that sees no key has no influence, so no gradient"
+
+
 def test_partial_attention_lse_is_the_log_of_the_softmax_denominator():
     q, k, v = torch.randn(5, 6), torch.randn(9, 6), torch.randn(9, 2)
     _, lse = partial_attention(q, k, v)
