@@ -4,8 +4,8 @@ Rank ``r`` holds shard ``r`` of the queries, keys and values (``torch.tensor_spl
 keeps its queries; the key/value blocks travel around the ring, rank ``r`` sending to ``r + 1`` and receiving
 from ``r - 1``, so after ``P - 1`` hops every rank has seen every block once. Each block gives a partial result
 and its log-sum-exp (:func:`~attention_helpers.efficient.partial_attention`), merged as they arrive
-(:func:`~attention_helpers.efficient.merge_partial_attention`): no rank ever holds more than two key/value blocks
-(the one it computes with and the one arriving) or a score matrix larger than ``shard_len x shard_len``.
+(:func:`~attention_helpers.efficient.merge_partial_attention`): no rank holds more than three key/value blocks (its
+own, the one it computes with and the one arriving) or a score matrix larger than ``shard_len x shard_len``.
 """
 
 from __future__ import annotations
