@@ -190,8 +190,7 @@ class MultiHeadAttention(nn.Module):
         rope: bool = False,
     ):
         super().__init__()
-        flags = (("qkv_bias", qkv_bias), ("causal", causal), ("proj_bias", proj_bias), ("fused", fused), ("rope", rope))
-        for name, flag in flags:
+        for name, flag in dict(qkv_bias=qkv_bias, causal=causal, proj_bias=proj_bias, fused=fused, rope=rope).items():
             check_bool(name, flag)
         check_attention_sizes(d_in, d_out, context_length, dropout, causal)
         check_heads(d_out, num_heads)
