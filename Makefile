@@ -51,7 +51,7 @@ NBVAL := $(WORKER_THREADS) PYTHONPATH=tools $(BIN)/pytest -p nbval_watchdog -n $
 # Jupyter refuses to run as root unless told (containers, CI machines and some cloud shells run as root).
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help lab test lint unit nbval nbval-portability papermill-check sweep run notebooks diagrams benchmark colab-check \
+.PHONY: help lab test lint unit unit-slow nbval nbval-portability papermill-check sweep run notebooks diagrams benchmark colab-check \
 	repo-url clean browser-check site site-check
 
 # The default target (the first one): what each command does and how long it takes on two CPU cores (a warm .venv/;
@@ -123,7 +123,12 @@ lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Act
 	$(BIN)/actionlint
 
 unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
-	$(WORKER_THREADS) $(BIN)/pytest -n $(WAITING_JOBS) tests
+	$(WORKER_THREADS) $(BIN)/pytest -n $(WAITING_JOBS) tests -m "not slow"
+
+# The tests marked slow: each runs a whole tool, install or process group end to end (tens of seconds each). .ci/run
+# and GitHub's tests workflow run them; make test leaves them out to stay a loop of a few minutes.
+unit-slow: $(STAMP) $(DEV_STAMP)
+	$(WORKER_THREADS) $(BIN)/pytest -n $(WAITING_JOBS) tests -m slow
 
 nbval: $(STAMP) $(DEV_STAMP)
 	$(NBVAL) $(SLOW_FIRST)

@@ -31,6 +31,7 @@ def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
     assert "/ minimal" in out and "/ nn.MHA" in out and "/ book" in out
 
 
+@pytest.mark.slow
 def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys, tmp_path):
     bench = load(BENCHMARKS / "bench_attention_memory.py")
     output = tmp_path / "attention_memory.json"

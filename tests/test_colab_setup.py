@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
 
@@ -45,6 +47,7 @@ def local_repository(tmp_path: Path) -> Path:
     return remote
 
 
+@pytest.mark.slow
 def test_setup_cell_installs_the_package_from_a_clone_on_colab(tmp_path):
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     setup_source = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])

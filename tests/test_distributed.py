@@ -157,6 +157,7 @@ def torchrun_losses(num_processes, steps, seed):
     return [float(loss) for _, loss in lines]
 
 
+@pytest.mark.slow
 def test_torchrun_data_parallel_losses_equal_one_process():
     """One process on the whole batch is the reference; torchrun with 1 and 2 processes must print its losses."""
     steps, seed = 4, 3

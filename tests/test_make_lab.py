@@ -12,6 +12,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -65,6 +67,7 @@ def kernel_answers(channels: str, timeout: float = 120) -> bool:
     return asyncio.run(asyncio.wait_for(ask(), timeout))
 
 
+@pytest.mark.slow
 def test_make_lab_serves_the_repository_and_opens_the_lesson_list(tmp_path):
     # On a fresh clone `make lab` first creates .venv (minutes): do that step on its own, so that the 120 s
     # below measure only the server's start.

@@ -157,6 +157,7 @@ def test_from_a_folder_equals_the_shipped_model(model, tmp_path):
         ah.SentenceEncoder.from_pretrained(tmp_path)
 
 
+@pytest.mark.slow
 def test_loading_needs_no_network():
     """Load both models and encode with every socket connection refused."""
     code = """

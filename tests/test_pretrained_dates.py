@@ -40,6 +40,7 @@ def run_script(out: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_the_script_trains_repeatably_and_writes_weights_that_load_into_a_working_model(tmp_path):
     first, second = tmp_path / "a" / "dates.pt", tmp_path / "b" / "dates.pt"
     stdout = run_script(first)

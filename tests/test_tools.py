@@ -621,11 +621,13 @@ def test_make_test_is_the_fast_loop_and_ci_runs_every_notebook_with_two_seeds_th
     test = _make_dry_run("-B", "test")
     assert "--nbval" in test and "pytest -n" in test and "ruff check" in test
     assert "run_notebooks.py" not in test
+    assert '-m "not slow"' in test and "-m slow" in _make_dry_run("-B", "unit-slow")  # the end-to-end tests: .ci/run
     check = _make_dry_run("-B", "papermill-check")
     seeds = re.search(r"for seed in ([\d ]+);", check).group(1).split()
     stored = {re.search(r"^seed = (\d+)", cell, re.M) for cell in _parameters_cells()}
     assert len(seeds) == 2 and not {int(s) for s in seeds} & {int(m.group(1)) for m in stored if m}
-    assert "make papermill-check" in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make papermill-check" in ci and "make unit-slow" in ci
 
 
 def _parameters_cells() -> list[str]:
