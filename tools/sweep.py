@@ -211,6 +211,7 @@ def table_rows(notebook, runs: list[dict]) -> list[dict]:
             rows.append({"assert": key, "figure": None, "held": held, "seeds": len(seen)})
             continue
         operands, operators, _ = parts
+        before = len(rows)
         for index, (operand, wanted) in enumerate(zip(operands, sides(operators), strict=True)):
             if is_number(operand):
                 continue
@@ -242,6 +243,9 @@ def table_rows(notebook, runs: list[dict]) -> list[dict]:
                         "seeds": len(figures),
                     }
                 )
+        if len(rows) == before:  # it compares no numbers (lists, strings): whether it held
+            held = sum(all(r["held"] for r in records) for records in seen)
+            rows.append({"assert": key, "figure": None, "held": held, "seeds": len(seen)})
     return rows
 
 
@@ -301,6 +305,9 @@ def markdown(name: str, setting_name: str, facts: dict, seeds: list[int], runs: 
             if failed
             else ""
         ),
+        "",
+        "The thresholds and cell numbers are the lesson's as it is now: `make sweep ... RETABLE=1` judges the stored "
+        "figures again after a lesson changes its thresholds (a figure is found by its assert's text).",
         "",
         "For each figure an assert compares: its smallest, median and largest value over the seeds (a tensor counts by "
         "its worst element), the threshold the lesson writes, and the margin by which the worst seed cleared it.",
