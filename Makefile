@@ -58,7 +58,7 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 # the first command also installs, once: about 1.5 minutes with PyPI reachable and the CPU-only torch).
 help:
 	@echo "make lab              open the series in JupyterLab (starts in seconds; Ctrl-C stops it)"
-	@echo "make test             lint, unit tests and every notebook compared with its stored outputs (about N minutes)"
+	@echo "make test             lint, unit tests and every notebook compared with its stored outputs (about 4 minutes)"
 	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about N minutes; one lesson: 0.1-8)"
 	@echo "make notebooks        refresh every stored output in place from a clean kernel (about N minutes)"
 	@echo "make sweep NB=12 SEEDS=16  a training lesson under many seeds: its asserted figures' spread (2-18 minutes)"
