@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from pathlib import Path
 
 import nbformat
@@ -28,10 +27,6 @@ def _sweep_tool():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _without_cell(key: str) -> str:
-    return re.sub(r"^cell \d+: ", "", key)
 
 
 def _tables(lesson: str) -> dict[str, dict]:
