@@ -62,6 +62,24 @@ def test_every_solutions_notebook_belongs_to_a_lesson():
         assert path.name in lessons, f"solutions/{path.name} has no lesson notebooks/{path.name}"
 
 
+def first_heading(path):
+    return next(
+        line
+        for c in load(path)["cells"]
+        if c["cell_type"] == "markdown"
+        for line in source(c).splitlines()
+        if line.startswith("# ")
+    )
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_a_solutions_notebook_is_titled_solutions_and_its_lessons_title(path):
+    """A lesson and its solutions share a file name (JupyterLab's and Colab's tab label): the title, which the
+    table of contents, GitHub and the site show, tells them apart, the same way in every notebook."""
+    lesson_title = first_heading(ROOT / "notebooks" / path.name)
+    assert first_heading(path) == f"# Solutions · {lesson_title[2:]}"
+
+
 def notebook_id(path):
     return f"{path.parent.name}/{path.name}"
 
