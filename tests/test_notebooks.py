@@ -375,6 +375,14 @@ def test_lessons_01_to_07_keep_their_main_path_short():
     assert asserts <= 40, f"lessons 01-07 hold {asserts} assert statements before their exercises (at most 40)"
 
 
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_each_lessons_main_path_holds_at_most_1500_words_of_prose(path):
+    """About 1,500 words of prose per lesson is plenty (the guide): side remarks, history and extra caveats go to
+    `## Going further`, after the exercises."""
+    words = sum(len(source(c).split()) for c in main_path(load(path)) if c["cell_type"] == "markdown")
+    assert words <= 1500, f"{path.name} holds {words} words before its exercises (at most 1,500)"
+
+
 @pytest.mark.parametrize("path", MAIN_PATH_LESSONS, ids=lambda p: p.name)
 def test_every_assert_on_the_main_path_says_what_the_claim_needs(path):
     """An assert without a message stops a learner with a bare AssertionError."""
