@@ -59,14 +59,14 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 help:
 	@echo "make lab              open the series in JupyterLab (starts in seconds; Ctrl-C stops it)"
 	@echo "make test             lint, unit tests and every notebook compared with its stored outputs (about 4 minutes)"
-	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about N minutes; one lesson: 0.1-8)"
-	@echo "make notebooks        refresh every stored output in place from a clean kernel (about N minutes)"
+	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about 4 minutes, estimated; one lesson: 0.1-8)"
+	@echo "make notebooks        refresh every stored output in place from a clean kernel (about 4 minutes, estimated)"
 	@echo "make sweep NB=12 SEEDS=16  a training lesson under many seeds: its asserted figures' spread (2-18 minutes)"
 	@echo "make site             the website into build/site/ from the stored outputs (about 1 minute)"
 	@echo "make site-check       the built site in headless Chromium: links, accessibility, phone width (about 1 minute)"
 	@echo "make browser-check    every notebook run and its widgets moved in JupyterLab in Chromium, then the site (about 5.5 minutes)"
 	@echo "make nbval-portability  strict nbval as on older CPUs (about 3.5 minutes)"
-	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (about N minutes; its first run installs 4.6 GB: + about 17)"
+	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (over 10 minutes; its first run installs 4.6 GB: + about 17)"
 	@echo "make benchmark        speed and memory ratios against PyTorch's modules (several minutes)"
 	@echo "make diagrams         redraw the diagrams in images/ (under a minute)"
 	@echo "make repo-url URL=https://github.com/OWNER/REPO  point badges, setup cells and documents at a fork (seconds)"
@@ -189,7 +189,8 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
 # Not part of `make test`: every notebook in a separate venv with Colab's torch, IPython, traitlets and ipywidgets,
-# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes about N minutes, plus a 4.6 GB install once.
+# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes over 10 minutes (lessons 00 and 01 alone
+# took 4 and 12 under a load of 15 on two cores; the whole series is not timed), plus a 4.6 GB install once.
 colab-check: $(STAMP)
 	$(BIN)/python tools/colab_check.py
 

@@ -62,6 +62,24 @@ def test_every_solutions_notebook_belongs_to_a_lesson():
         assert path.name in lessons, f"solutions/{path.name} has no lesson notebooks/{path.name}"
 
 
+def first_heading(path):
+    return next(
+        line
+        for c in load(path)["cells"]
+        if c["cell_type"] == "markdown"
+        for line in source(c).splitlines()
+        if line.startswith("# ")
+    )
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_a_solutions_notebook_is_titled_solutions_and_its_lessons_title(path):
+    """A lesson and its solutions share a file name (JupyterLab's and Colab's tab label): the title, which the
+    table of contents, GitHub and the site show, tells them apart, the same way in every notebook."""
+    lesson_title = first_heading(ROOT / "notebooks" / path.name)
+    assert first_heading(path) == f"# Solutions · {lesson_title[2:]}"
+
+
 def notebook_id(path):
     return f"{path.parent.name}/{path.name}"
 
@@ -355,6 +373,14 @@ def test_lessons_01_to_07_keep_their_main_path_short():
     assert words <= 5500, f"lessons 01-07 hold {words} words before their exercises (at most 5,500)"
     assert codes <= 110, f"lessons 01-07 hold {codes} code cells before their exercises (at most 110)"
     assert asserts <= 40, f"lessons 01-07 hold {asserts} assert statements before their exercises (at most 40)"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_each_lessons_main_path_holds_at_most_1500_words_of_prose(path):
+    """About 1,500 words of prose per lesson is plenty (the guide): side remarks, history and extra caveats go to
+    `## Going further`, after the exercises."""
+    words = sum(len(source(c).split()) for c in main_path(load(path)) if c["cell_type"] == "markdown")
+    assert words <= 1500, f"{path.name} holds {words} words before its exercises (at most 1,500)"
 
 
 @pytest.mark.parametrize("path", MAIN_PATH_LESSONS, ids=lambda p: p.name)

@@ -32,11 +32,17 @@ def test_attention_cost_draws_one_line_per_implementation_and_the_quadratic_refe
 
 def test_causal_blocks_colour_skipped_diagonal_and_full_blocks_as_tiled_attention_runs_them():
     ax = ah.plot_causal_blocks(300, 64)
-    kind = torch.as_tensor(ax.images[0].get_array())
+    mesh = ax.collections[0]
+    kind = torch.as_tensor(mesh.get_array()).reshape(5, 5)
     blocks = ah.tiled_attention_blocks(300, 300, 64, causal=True)
     assert torch.equal(kind > 0, blocks)  # skipped exactly where the loop skips
     assert torch.equal(kind == 1, torch.eye(5, dtype=torch.bool))  # masked inside on the diagonal
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0-63", "64-127", "128-191", "192-255", "256-299"]
+    corners = mesh.get_coordinates()  # (6, 6, 2): every block's corners in token positions
+    assert corners[0, :, 0].tolist() == [0, 64, 128, 192, 256, 300]  # the last block holds 44 tokens, drawn so
+    assert corners[:, 0, 1].tolist() == [0, 64, 128, 192, 256, 300]
+    diagonal = ax.lines[0]
+    assert list(diagonal.get_xdata()) == list(diagonal.get_ydata()) == [0, 300]  # query = key, corner to corner
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
 
 

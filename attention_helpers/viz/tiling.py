@@ -41,7 +41,8 @@ def plot_attention_cost(measured: dict, sizes, implementations=("explicit", "til
 def plot_causal_blocks(num_tokens: int, block_size: int, ax=None):
     """Which ``(query block, key block)`` pairs a causal tiled loop computes for ``num_tokens`` tokens: skipped
     (entirely in the future), on the diagonal (masked inside) or in full, with the token diagonal drawn in red and
-    the token ranges as tick labels (:func:`~attention_helpers.efficient.tiled_attention_blocks`). Returns the axes."""
+    the token ranges as tick labels (:func:`~attention_helpers.efficient.tiled_attention_blocks`). Each block is drawn
+    as wide as the tokens it holds, so a last block shorter than ``block_size`` looks shorter. Returns the axes."""
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("block_size", block_size)
     blocks = tiled_attention_blocks(num_tokens, num_tokens, block_size, causal=True)  # (query blocks, key blocks)
@@ -50,16 +51,18 @@ def plot_causal_blocks(num_tokens: int, block_size: int, ax=None):
     if ax is None:
         ax = plt.figure(figsize=(7.5, 4.4)).add_subplot()
     colours = ListedColormap(["#f0f0f0", "#9ecae1", "#2171b5"])  # skipped, diagonal, full
-    ax.imshow(kind.numpy(), cmap=colours, vmin=-0.5, vmax=2.5)
-    edge = num_tokens / block_size - 0.5  # the token-level diagonal (query = key) in block coordinates
-    ax.plot([-0.5, edge], [-0.5, edge], "r-", linewidth=1)
+    edges = [*range(0, num_tokens, block_size), num_tokens]  # token positions where the blocks start and end
+    ax.pcolormesh(edges, edges, kind.numpy(), cmap=colours, vmin=-0.5, vmax=2.5, edgecolors="white", linewidth=1)
+    ax.set(xlim=(0, num_tokens), ylim=(num_tokens, 0), aspect="equal")  # query 0 at the top, as in a matrix
+    ax.plot([0, num_tokens], [0, num_tokens], "r-", linewidth=1)  # the token-level diagonal: query = key
     labels = ("skipped", "diagonal: masked inside", "computed in full")
     legend = [Patch(color=colours(k), label=label) for k, label in enumerate(labels)]
     legend.append(plt.Line2D([], [], color="r", linewidth=1, label="query = key"))
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.02, 1), title="what the loop does")
-    token_ranges = [f"{s}-{min(s + block_size, num_tokens) - 1}" for s in range(0, num_tokens, block_size)]
-    ax.set_xticks(range(num_blocks), token_ranges, rotation=45, ha="right")
-    ax.set_yticks(range(num_blocks), token_ranges)
+    token_ranges = [f"{start}-{end - 1}" for start, end in zip(edges[:-1], edges[1:], strict=True)]
+    centres = [(start + end) / 2 for start, end in zip(edges[:-1], edges[1:], strict=True)]
+    ax.set_xticks(centres, token_ranges, rotation=45, ha="right")
+    ax.set_yticks(centres, token_ranges)
     ax.set(xlabel="key block (token positions)", ylabel="query block (token positions)")
     ax.set_title(f"Causal attention, {num_tokens} tokens in blocks of {block_size}")
     ax.figure.tight_layout()
