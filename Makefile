@@ -217,5 +217,5 @@ site-check: $(DEV_STAMP)
 	nice -n 5 $(BIN)/python tools/browser_check.py --site $(BUILD)/site
 
 clean:
-	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache .import_linter_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
