@@ -115,6 +115,8 @@ def test_a_module_loads_only_the_modules_it_imports(loaded_by_each_module):
     """``import attention_helpers.rope`` runs the package's ``__init__``: it must import none of the package's
     modules, so that a module loads only those its own import statements reach."""
     graph = grimp.build_graph(PACKAGE, cache_dir=None)
+    eager = graph.find_modules_directly_imported_by(PACKAGE)
+    assert not eager, f"attention_helpers/__init__.py imports {sorted(eager)}: its names must load on first use"
     assert imported_when_importing(graph, f"{PACKAGE}.rope") == {PACKAGE, f"{PACKAGE}._checks", f"{PACKAGE}.rope"}
     for module, loaded in loaded_by_each_module.items():
         if loaded is None:
@@ -132,7 +134,7 @@ def test_importing_a_core_module_loads_no_lesson_figure_interop_pretrained_or_tr
     for module in core:
         loaded = loaded_by_each_module[module]
         assert loaded is not None, f"{module} fails to import on its own"
-        heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY_LIBRARIES or m in above)
+        heavy = sorted({m.split(".")[0] for m in loaded if m.split(".")[0] in HEAVY_LIBRARIES} | (loaded & above))
         assert not heavy, f"import {module} loaded {heavy}: a core module needs only torch and the layers below it"
 
 
