@@ -211,3 +211,24 @@ assert ah.dates.DateTokenizer and "attention_helpers.encoder_decoder" in sys.mod
 """
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
     assert importlib.import_module(PACKAGE) is ah
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "lambda x, dim, t: ah.online_softmax(x / t, dim)",  # runs the package's __getattr__, which imports efficient
+        "lambda x, dim, t: importlib.import_module('attention_helpers.efficient').online_softmax(x / t, dim)",
+    ],
+)
+def test_a_check_names_the_package_function_an_answer_reaches_for_through_a_lazy_name(answer):
+    """In a fresh process ``efficient`` is first imported inside the check, by the answer: the check must name the
+    function the answer calls, not the package's ``__getattr__`` or the module's import."""
+    script = f"""
+import importlib, sys
+import attention_helpers as ah
+from attention_helpers.lessons import lesson02
+assert "attention_helpers.efficient" not in sys.modules and "online_softmax" not in vars(ah)
+lesson02.exercise_1({answer})
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "your code runs the package's online_softmax " in result.stdout, result.stdout
