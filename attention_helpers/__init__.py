@@ -85,7 +85,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     if name in _MODULE_OF:
         value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+    elif _is_submodule(name):
         return importlib.import_module(f".{name}", __name__)  # ah.dates, ah.viz: importing sets the attribute
     elif name in _viz().__all__:
         value = getattr(_viz(), name)
@@ -97,6 +97,12 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_viz().__all__))
+
+
+def _is_submodule(name: str) -> bool:
+    """A public module or subpackage of the package (not a data folder such as texts/, a namespace to Python)."""
+    spec = None if name.startswith("_") else importlib.util.find_spec(f"{__name__}.{name}")
+    return spec is not None and spec.origin is not None
 
 
 def _viz():

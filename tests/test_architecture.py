@@ -164,6 +164,8 @@ def test_names_and_submodules_do_not_collide():
     assert names <= set(dir(ah))
     for submodule in submodules:  # ah.dates, ah.viz: imported on first use
         assert getattr(ah, submodule) is importlib.import_module(f"{PACKAGE}.{submodule}"), submodule
+    for folder in ("texts", "weights", "results"):  # data, not modules
+        assert (ROOT / PACKAGE / folder).is_dir() and not hasattr(ah, folder), folder
 
 
 def used_names() -> set[tuple[str, str]]:
