@@ -117,9 +117,11 @@ test: lint unit nbval
 
 LINTED := attention_helpers tests benchmarks tools notebooks solutions
 
-lint: $(STAMP) $(DEV_STAMP)  # actionlint (requirements-dev.txt): the GitHub Actions workflows
+# lint-imports: the package's layers, as the import-linter contracts in pyproject.toml state them.
+lint: $(STAMP) $(DEV_STAMP)  # actionlint, import-linter (requirements-dev.txt)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/lint-imports
 	$(BIN)/actionlint
 
 unit: $(STAMP) $(DEV_STAMP)  # pytest-xdist: the workers; selenium: the browser check's own tests
@@ -216,5 +218,5 @@ site-check: $(DEV_STAMP)
 	nice -n 5 $(BIN)/python tools/browser_check.py --site $(BUILD)/site
 
 clean:
-	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache .import_linter_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

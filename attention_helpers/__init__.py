@@ -1,95 +1,110 @@
 """attention_helpers: the tested implementations behind the attention notebook series.
 
-Modules, each importable on its own, depend on one another in one direction:
-``data -> functional -> rope -> attention -> (decoding, encoder) -> (training, pretrained, gpt, encoder_decoder)``,
-with ``efficient`` (attention without the full score matrix) beside ``attention``, ``text`` (the text lesson 10 trains
-on) beside ``gpt`` and ``dates`` (lesson 12's task and its trained translator) after ``encoder_decoder``; ``viz``
-(figures, diagrams and widgets: the only part that imports Matplotlib and ipywidgets, on first use), ``interop`` and
-``lessons`` (the notebooks' exercise and parameter checks) sit on top. The names in ``viz.__all__`` are
-reachable from here too (``attention_helpers.plot_attention``) but are not in this module's ``__all__``, so that
-``from attention_helpers import *`` stays light.
+Every public name is reachable from here (``ah.MultiHeadAttention``, ``ah.plot_attention``), but its module is
+imported the first time the name is used (PEP 562): ``import attention_helpers`` imports none of the package's
+modules, and ``import attention_helpers.rope`` imports only what ``rope`` needs, never the lessons, figures,
+pretrained weights or training code. The modules form layers, each importing only the layers below it: the
+README's section "Reading the package" names them, and the import-linter contracts in ``pyproject.toml`` check them.
+
+The names in ``viz.__all__`` (figures and widgets) are reachable here too but are not in this module's
+``__all__``, so that ``from attention_helpers import *`` never imports Matplotlib or ipywidgets.
 """
 
-# The imports below are re-exports, listed once: __all__ is built from them at the end.
-# ruff: noqa: F401
-from inspect import ismodule as _ismodule
+import importlib
+import importlib.util
 
-from . import viz  # light: its names import Matplotlib and ipywidgets on first use
-from .attention import (
-    CausalAttention,
-    GroupedQueryAttention,
-    MultiHeadAttention,
-    MultiHeadAttentionWrapper,
-    SelfAttentionV1,
-    SelfAttentionV2,
-)
-from .data import WORDS, toy_embeddings
-from .dates import pretrained_date_translator, translate_dates
-from .decoding import KVCache, generate, sample_next_token, top_k_filter
-from .efficient import (
-    merge_partial_attention,
-    online_softmax,
-    partial_attention,
-    tiled_attention,
-    tiled_attention_blocks,
-)
-from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
-from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
-from .functional import (
-    attention_scores_loop,
-    causal_mask,
-    random_dot_products,
-    scaled_dot_product_attention,
-    softmax_naive,
-    softmax_stable,
-    softmax_with_temperature,
-)
-from .gpt import GPT, GPTBlock
-from .interop import from_torch, to_torch
-from .lessons import check_answer, check_function
-from .lessons.parameters import ParameterError, check_parameter
-from .pretrained import (
-    BertEmbeddings,
-    SentenceEncoder,
-    attention_mask_to_key_padding_mask,
-    key_padding_mask_to_attention_mask,
-    load_sentence_transformer,
-    mean_pool,
-    shipped_model_path,
-)
-from .rope import rope_rotate
-from .text import (
-    BigramLanguageModel,
-    CharTokenizer,
-    evaluate_loss,
-    language_model_loss,
-    next_token_batch,
-    shakespeare_text,
-)
-from .training import (
-    TokenClassifier,
-    evaluate,
-    make_task,
-    reverse_targets,
-    token_accuracy,
-    train,
-    warmup_cosine_lr,
-)
+# Where each public name is defined; the one list of the package's public names.
+_DEFINED_IN = {
+    "attention": (
+        "CausalAttention",
+        "GroupedQueryAttention",
+        "MultiHeadAttention",
+        "MultiHeadAttentionWrapper",
+        "SelfAttentionV1",
+        "SelfAttentionV2",
+    ),
+    "data": ("WORDS", "toy_embeddings"),
+    "dates": ("pretrained_date_translator", "translate_dates"),
+    "decoding": ("KVCache", "generate", "sample_next_token", "top_k_filter"),
+    "efficient": (
+        "merge_partial_attention",
+        "online_softmax",
+        "partial_attention",
+        "tiled_attention",
+        "tiled_attention_blocks",
+    ),
+    "encoder": ("Encoder", "EncoderLayer", "FeedForward", "LayerNorm", "PositionalEncoding"),
+    "encoder_decoder": ("DecoderLayer", "EncoderDecoder", "Seq2SeqTransformer", "greedy_decode"),
+    "functional": (
+        "attention_scores_loop",
+        "causal_mask",
+        "random_dot_products",
+        "scaled_dot_product_attention",
+        "softmax_naive",
+        "softmax_stable",
+        "softmax_with_temperature",
+    ),
+    "gpt": ("GPT", "GPTBlock"),
+    "interop": ("from_torch", "to_torch"),
+    "lessons": ("check_answer", "check_function"),
+    "lessons.parameters": ("ParameterError", "check_parameter"),
+    "pretrained": (
+        "BertEmbeddings",
+        "SentenceEncoder",
+        "attention_mask_to_key_padding_mask",
+        "key_padding_mask_to_attention_mask",
+        "load_sentence_transformer",
+        "mean_pool",
+        "shipped_model_path",
+    ),
+    "rope": ("rope_rotate",),
+    "text": (
+        "BigramLanguageModel",
+        "CharTokenizer",
+        "evaluate_loss",
+        "language_model_loss",
+        "next_token_batch",
+        "shakespeare_text",
+    ),
+    "training": (
+        "TokenClassifier",
+        "evaluate",
+        "make_task",
+        "reverse_targets",
+        "token_accuracy",
+        "train",
+        "warmup_cosine_lr",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+__version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    if name not in viz.__all__:
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    elif _is_submodule(name):
+        return importlib.import_module(f".{name}", __name__)  # ah.dates, ah.viz: importing sets the attribute
+    elif name in _viz().__all__:
+        value = getattr(_viz(), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(viz, name)
     globals()[name] = value  # later look-ups skip __getattr__
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(viz.__all__))
+    return sorted(set(globals()) | set(__all__) | set(_viz().__all__))
 
 
-__version__ = "0.1.0"
+def _is_submodule(name: str) -> bool:
+    """A public module or subpackage of the package (not a data folder such as texts/, a namespace to Python)."""
+    spec = None if name.startswith("_") else importlib.util.find_spec(f"{__name__}.{name}")
+    return spec is not None and spec.origin is not None
 
-# The names imported above, without the submodules (and without viz's lazy names).
-__all__ = sorted(name for name, value in globals().items() if not name.startswith("_") and not _ismodule(value))
+
+def _viz():
+    """The viz subpackage: light, as it imports its submodules, and Matplotlib with them, on first use."""
+    return importlib.import_module(".viz", __name__)

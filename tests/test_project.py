@@ -77,63 +77,6 @@ def test_readme_lists_every_notebook():
         assert f"notebooks/{path.name}" in readme, path.name
 
 
-# The package's modules in the one direction imports may flow: each core module may import only earlier ones;
-# the modules on top (figures, widgets, interop, exercise checks) may import any core module.
-CORE_MODULES = ["_checks", "_convert", "_memory", "data", "functional", "efficient", "rope", "attention", "decoding"]
-CORE_MODULES += ["encoder"]
-CORE_MODULES += ["training"]
-CORE_MODULES += ["pretrained", "text", "gpt", "encoder_decoder", "dates"]
-TOP_MODULES = ["viz", "interop", "lessons", "distributed"]
-VIZ_MODULES = sorted(p.stem for p in (ROOT / "attention_helpers" / "viz").glob("[!_]*.py"))
-
-
-# Each module imported first, in a fresh child process: the parent pays for torch's import once and forks a child
-# per module (a child starts with none of the package imported), instead of one new interpreter per module.
-IMPORT_EACH_IN_A_FORK = """
-import importlib, os, sys, traceback
-import torch  # noqa: F401 (shared by every child)
-assert not [m for m in sys.modules if m.startswith("attention_helpers")]
-failed = []
-for module in sys.argv[1:]:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            importlib.import_module(module)
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    if os.waitpid(pid, 0)[1] != 0:
-        failed.append(module)
-sys.exit(f"these modules fail to import on their own: {failed}" if failed else 0)
-"""
-
-
-def test_package_modules_import_on_their_own_without_cycles():
-    on_disk = {p.stem for p in (ROOT / "attention_helpers").glob("*.py")} - {"__init__"}
-    on_disk |= {p.parent.name for p in (ROOT / "attention_helpers").glob("*/__init__.py")}  # subpackages
-    assert on_disk == set(CORE_MODULES + TOP_MODULES), "place every module in CORE_MODULES or TOP_MODULES"
-    assert VIZ_MODULES == ["alignment", "plotting", "pretrained", "tiling", "training", "widgets"]
-    modules = [f"attention_helpers.{m}" for m in CORE_MODULES + TOP_MODULES + [f"viz.{n}" for n in VIZ_MODULES]]
-    result = subprocess.run([sys.executable, "-c", IMPORT_EACH_IN_A_FORK, *modules], cwd=ROOT, capture_output=True)
-    assert result.returncode == 0, result.stderr.decode()
-    for i, module in enumerate(CORE_MODULES):
-        text = (ROOT / "attention_helpers" / f"{module}.py").read_text()
-        for later in CORE_MODULES[i + 1 :] + TOP_MODULES:
-            assert f"from .{later} import" not in text, f"{module} imports {later}: imports must flow one way"
-
-
-def test_no_module_imports_interop_not_even_inside_a_function():
-    """interop depends on the modules, never the reverse: a lazy ``from . import interop`` in a classmethod is an
-    import circle too (each class's from_torch uses _convert, which imports none of the modules)."""
-    for module in CORE_MODULES:
-        tree = ast.parse((ROOT / "attention_helpers" / f"{module}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [alias.name for alias in node.names]
-                assert "interop" not in names, f"{module} imports interop (line {node.lineno})"
-
-
 def test_importing_the_package_is_light_and_plotting_loads_on_first_use():
     script = """
 import sys

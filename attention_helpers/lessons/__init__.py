@@ -123,7 +123,7 @@ class Trace(TorchDispatchMode):
             return None
         code = frame.f_code
         if code.co_filename.startswith(_PACKAGE) and not code.co_filename.startswith(_LESSONS):
-            if code in self._allowed:
+            if code in self._allowed or _is_lookup(code):
                 self._trusted += 1
                 frame.f_trace_lines = False
                 return self._on_trusted_return
@@ -162,6 +162,14 @@ class Trace(TorchDispatchMode):
 
 
 _ACTIVE: Trace | None = None
+
+
+def _is_lookup(code) -> bool:
+    """``ah.softmax_stable`` runs the package's ``__getattr__`` and, the first time, imports the module that defines
+    it: a name looked up, not package code the answer runs (the function it then calls is)."""
+    return code.co_qualname == "<module>" or (
+        code.co_qualname == "__getattr__" and code.co_filename.endswith("__init__.py")
+    )
 
 
 @contextmanager
