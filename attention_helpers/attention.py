@@ -13,16 +13,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_attention_call,
     check_attention_input,
     check_attention_sizes,
     check_bool,
     check_heads,
     check_kv_heads,
-    check_layer_cache,
-    check_memory,
-    check_padding_mask,
     check_positive_int,
-    layer_input_checked,
 )
 from ._convert import from_torch_into
 from .functional import causal_mask, scaled_dot_product_attention
@@ -208,7 +205,9 @@ class MultiHeadAttention(nn.Module):
         # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
-    def forward(self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0):
+    def forward(
+        self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
+    ):
         """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` (cross-attention).
 
         ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
@@ -217,33 +216,30 @@ class MultiHeadAttention(nn.Module):
         ``cache``: a :class:`~attention_helpers.decoding.KVCache`; ``x`` then holds the tokens after the
         ``cache.num_tokens`` cached ones: their keys and values go into layer ``layer_idx`` of the cache, and they
         attend over the cached ones too (``key_padding_mask`` covers them all). With ``memory``, the cache keeps
-        the memory's keys and values from the first call. Returns ``context_vec`` ``(batch, num_tokens, d_out)``,
-        and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
+        the memory's keys and values from the first call. ``checked=True``: the caller, a model, has checked these
+        arguments at its entry point (and expanded the mask to ``(batch, num_keys)``). Returns ``context_vec``
+        ``(batch, num_tokens, d_out)``, and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too
+        when ``return_weights``.
         """
-        if not layer_input_checked():  # inside a model, which has checked all this at its entry point
-            check_attention_input(self, x)
-            check_bool("return_weights", return_weights)
-            if cache is not None:
-                check_layer_cache(cache, x.shape[1], self.context_length if memory is None else None)
-            if memory is not None:
-                check_memory(self, x, memory)
+        if not checked:
+            key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
-        num_keys = start + x.shape[1] if memory is None else memory.shape[1]
-        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
         queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         if memory is not None:
             keys, values = self.memory_keys_values(memory, cache, layer_idx)
         else:
-            keys, values = self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
+            keys = self.split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
+            values = self.split_heads(self.W_value(x))
             if self.rope:
                 positions = torch.arange(start, start + x.shape[1], device=x.device)
-                queries, keys = rotate(queries, positions), rotate(keys, positions)
+                queries = rotate(queries, positions)
+                keys = rotate(keys, positions)
             if cache is not None:  # (batch, num_kv_heads, start + num_tokens, head_dim): the cached ones too
-                keys, values = cache.update(layer_idx, keys, values)
+                keys, values = cache.update(layer_idx, keys, values, checked=checked)
         hide = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
         causal = self.causal and memory is None
         context_vec, attn_weights = self.attend_heads(queries, keys, values, hide, causal, start, return_weights)
-        context_vec = self.out_proj(self.merge_heads(context_vec))
+        context_vec = self.out_proj(self.merge_heads(context_vec))  # (batch, num_tokens, d_out)
         return (context_vec, attn_weights) if return_weights else context_vec
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:

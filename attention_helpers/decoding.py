@@ -24,7 +24,6 @@ from ._checks import (
     check_temperature,
     check_tensor,
     check_token_ids,
-    ids_checked,
     shape_str,
 )
 
@@ -56,12 +55,19 @@ class KVCache:
         # a model's new_cache sets (id(model), its positions kind): another model's entry check then refuses it
         self.made_by: tuple[int, str | None] | None = None
 
-    def update(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, layer_idx: int, keys, values, *, checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
         after the ``num_tokens`` cached ones; return all of them, ``(batch, num_kv_heads, num_tokens + num_new,
         head_dim)`` views of the preallocated tensors. Nothing cached is copied, unless autograd records the call:
-        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned."""
-        check_cache_write(self, layer_idx, keys, values)
+        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned.
+        ``checked=True``: a model that checked the cache at its entry point writes its own layers' keys."""
+        if not checked:
+            check_cache_write(self, layer_idx, keys, values)
+        if layer_idx in self.layers_written:  # even inside a model: a hook or a bug can reuse a layer_idx
+            raise ValueError(
+                f"layer {layer_idx} already wrote its keys and values at position {self.num_tokens}, and the cache "
+                f"moves on only once all {self.num_layers} layers have written: give each layer its own layer_idx"
+            )
         start, end = self.num_tokens, self.num_tokens + keys.shape[2]
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
             self.keys[layer_idx], self.values[layer_idx] = self.keys[layer_idx].clone(), self.values[layer_idx].clone()
@@ -156,7 +162,10 @@ def generate(
     def pick(logits):
         return _sample(logits, temperature, top_k, generator)
 
-    return decode_tokens(model, model, token_ids.long(), max_new_tokens, pick, use_cache)
+    def step(ids, cache):  # the prompt was checked above; every later id is picked from the model's own logits
+        return model(ids, cache, checked=True)
+
+    return decode_tokens(model, step, token_ids.long(), max_new_tokens, pick, use_cache)
 
 
 def decode_tokens(
@@ -174,8 +183,8 @@ def decode_tokens(
     ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
     maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
     the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
-    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks the ids of
-    ``token_ids`` once; the model calls skip reading their values (every new id comes from ``pick``).
+    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks
+    ``token_ids`` once and ``step`` may trust its arguments: every new id comes from ``pick``, and the cache fits.
     """
     context_length, cache = model.context_length, None
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)
@@ -185,7 +194,7 @@ def decode_tokens(
     model.eval()
     try:
         # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
-        with torch.inference_mode(), ids_checked():
+        with torch.inference_mode():
             for _ in range(num_new):
                 if cache is not None and token_ids.shape[1] <= context_length:
                     logits = step(token_ids[:, cache.num_tokens :], cache)

@@ -27,8 +27,6 @@ from ._checks import (
     check_sequence,
     check_size,
     check_tensor,
-    layer_input_checked,
-    layers_checked,
     normalized_shape,
     shape_str,
 )
@@ -117,8 +115,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(ffn_hidden, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not layer_input_checked():  # inside a model, which has checked its input
+    def forward(self, x: torch.Tensor, *, checked: bool = False) -> torch.Tensor:
+        """``checked=True``: the caller, a layer, has checked ``x``."""
+        if not checked:
             check_tensor("x", x, 1, "(..., d_model)")
             check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
             check_module_dtype("x", x, self.linear1.weight, "FeedForward")
@@ -169,22 +168,26 @@ class EncoderLayer(nn.Module):
         self.norm2 = LayerNorm(d_model, eps=eps)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
+    def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, checked: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
-        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
-        if not layer_input_checked():  # inside an Encoder, which has checked its input
-            check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads. ``checked=True``:
+        the caller (``Encoder``) has checked the arguments and expanded the mask to ``(batch, num_tokens)``."""
+        if not checked:
+            check_sequence(
+                "x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer", "num_tokens"
+            )
             check_bool("return_weights", return_weights)
+            key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
         attn_input = self.norm1(x) if self.norm_first else x
-        out = self.attention(attn_input, key_padding_mask, return_weights)
+        out = self.attention(attn_input, key_padding_mask, return_weights, checked=True)
         attn_out, attn_weights = out if return_weights else (out, None)
         if self.norm_first:
             x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
+            x = x + self.dropout2(self.ffn(self.norm2(x), checked=True))
         else:
             x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
+            x = self.norm2(x + self.dropout2(self.ffn(x, checked=True)))
         return (x, attn_weights) if return_weights else x
 
     @classmethod
@@ -237,15 +240,16 @@ class Encoder(nn.Module):
         stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
         """
         first = self.layers[0]
-        check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
+        check_sequence(
+            "x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder", "num_tokens"
+        )
         check_bool("return_weights", return_weights)
         key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
         all_weights = []
-        with layers_checked():
-            for layer in self.layers:
-                out = layer(x, key_padding_mask, return_weights)
-                x, attn_weights = out if return_weights else (out, None)
-                all_weights.append(attn_weights)
+        for layer in self.layers:
+            out = layer(x, key_padding_mask, return_weights, checked=True)
+            x, attn_weights = out if return_weights else (out, None)
+            all_weights.append(attn_weights)
         x = x if self.final_norm is None else self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -282,7 +286,7 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", pe.float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, (3,), "(batch, num_tokens, d_model)")
+        check_tensor("x", x, (3,), "(batch, num_tokens, d_model)", "num_tokens")
         check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
         if x.shape[1] > self.context_length:
             raise ValueError(

@@ -25,8 +25,6 @@ from ._checks import (
     check_sequence,
     check_token_id,
     check_token_ids,
-    layer_input_checked,
-    layers_checked,
     shape_str,
 )
 from ._convert import from_torch_into
@@ -95,19 +93,21 @@ class DecoderLayer(nn.Module):
         *,
         cache: KVCache | None = None,
         layer_idx: int = 0,
+        checked: bool = False,
     ):
         """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)``; the masks are True at
         padding. With a ``cache``, ``x`` holds the target tokens after the cached ones (the self-attention reads and
         extends layer ``layer_idx``; the cross-attention keeps the memory's keys and values there from the first
         call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
-        ``(batch, num_heads, tgt_len, src_len)``."""
+        ``(batch, num_heads, tgt_len, src_len)``. ``checked=True``: the caller (``EncoderDecoder.decode``) has
+        checked the arguments and expanded the masks."""
         tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
-        if not layer_input_checked():  # EncoderDecoder.decode has checked the inputs and expanded the masks
+        if not checked:
             tgt_mask, memory_mask = check_decoder_inputs(
                 self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
             )
             check_bool("return_weights", return_weights)
-        kv = dict(cache=cache, layer_idx=layer_idx)
+        kv = dict(cache=cache, layer_idx=layer_idx, checked=checked)
         h = self.norm1(x) if self.norm_first else x
         h = self.dropout1(self.self_attention(h, tgt_mask, **kv))
         x = x + h if self.norm_first else self.norm1(x + h)
@@ -116,9 +116,9 @@ class DecoderLayer(nn.Module):
         h, attn_weights = out if return_weights else (out, None)
         x = x + self.dropout2(h) if self.norm_first else self.norm2(x + self.dropout2(h))
         if self.norm_first:
-            x = x + self.dropout3(self.ffn(self.norm3(x)))
+            x = x + self.dropout3(self.ffn(self.norm3(x), checked=True))
         else:
-            x = self.norm3(x + self.dropout3(self.ffn(x)))
+            x = self.norm3(x + self.dropout3(self.ffn(x, checked=True)))
         return (x, attn_weights) if return_weights else x
 
     @classmethod
@@ -196,26 +196,26 @@ class EncoderDecoder(nn.Module):
         return_weights: bool = False,
         *,
         cache: KVCache | None = None,
+        checked: bool = False,
     ):
         """The decoder stack on ``tgt`` ``(batch, tgt_len, d_model)`` given ``memory`` ``(batch, src_len, d_model)``.
 
         With a ``cache`` (:meth:`new_cache`), ``tgt`` holds the target tokens after the ``cache.num_tokens`` cached
         ones, and the result equals the last rows of a decode of the whole target. With ``return_weights``, also
         every layer's cross-attention weights, stacked as ``(num_decoder_layers, batch, num_heads, tgt_len,
-        src_len)``."""
-        check_bool("return_weights", return_weights)
-        if cache is not None:
-            sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
-            check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
-        masks = check_decoder_inputs(
-            self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache
-        )
+        src_len)``. ``checked=True``: the caller has checked the arguments and expanded the masks."""
+        masks = (tgt_key_padding_mask, memory_key_padding_mask)
+        if not checked:
+            check_bool("return_weights", return_weights)
+            if cache is not None:
+                sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
+                check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
+            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, cache)
         x, all_weights = tgt, []
-        with layers_checked():  # the layers' attention and feed-forward modules skip re-checking the shapes
-            for layer_idx, layer in enumerate(self.decoder_layers):
-                out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx)
-                x, attn_weights = out if return_weights else (out, None)
-                all_weights.append(attn_weights)
+        for layer_idx, layer in enumerate(self.decoder_layers):
+            out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx, checked=True)
+            x, attn_weights = out if return_weights else (out, None)
+            all_weights.append(attn_weights)
         x = self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -309,14 +309,16 @@ class Seq2SeqTransformer(nn.Module):
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encoder(src, padding), padding
 
-    def decode(self, tgt_ids, memory, padding=None, return_weights: bool = False, *, cache: KVCache | None = None):
+    def decode(self, tgt_ids, memory, padding=None, return_weights=False, *, cache=None, checked: bool = False):
         """Logits ``(batch, tgt_len, tgt_vocab_size)`` of the target ids ``tgt_ids`` ``(batch, tgt_len)`` (those after
         the cached ones, with a ``cache``) given :meth:`encode`'s memory and padding; with ``return_weights`` also
-        the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
-        check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
-        check_bool("return_weights", return_weights)
+        the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``. ``checked=True``:
+        the caller (the decoding loop) has checked the arguments."""
+        if not checked:
+            check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+            check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
-        out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache)
+        out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache, checked=checked)
         return (self.head(out[0]), out[1]) if return_weights else self.head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
@@ -365,7 +367,8 @@ def greedy_decode(
     step_weights = []
 
     def step(ids, cache):
-        out = model.decode(ids, memory, padding, return_weights, cache=cache)
+        # the source was checked by encode, every id after bos_id is an argmax over the model's own logits
+        out = model.decode(ids, memory, padding, return_weights, cache=cache, checked=True)
         if not return_weights:
             return out
         step_weights.append(out[1][..., -1:, :])  # the newest token's row

@@ -32,7 +32,7 @@ def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Te
     ``(num_tokens, d)``, one embedding per row, and ``query`` ``(d,)`` -> ``(num_tokens,)`` attention scores,
     ``scores[i] = inputs[i] · query``.
     """
-    check_tensor("inputs", inputs, (2,), "(num_tokens, d)")
+    check_tensor("inputs", inputs, (2,), "(num_tokens, d)", "num_tokens")
     check_tensor("query", query, (1,), "(d,)")
     check_size("query", query, 0, inputs.shape[1], "d", "(d,) matching inputs' (num_tokens, d)")
     scores = torch.empty(inputs.shape[0], dtype=inputs.dtype, device=inputs.device)

@@ -18,7 +18,6 @@ from ._checks import (
     check_positive_int,
     check_probability,
     check_token_ids,
-    layers_checked,
 )
 from .attention import MultiHeadAttention
 from .decoding import KVCache
@@ -46,10 +45,11 @@ class GPTBlock(nn.Module):
         self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
-        attn_out = self.attention(self.norm1(x), cache=cache, layer_idx=layer_idx)
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0, *, checked: bool = False):
+        """``checked=True``: the caller (``GPT``) has checked ``x`` and the cache; the sublayers skip their checks."""
+        attn_out = self.attention(self.norm1(x), cache=cache, layer_idx=layer_idx, checked=checked)
         x = x + dropout_if_training(self.dropout1, attn_out)
-        return x + dropout_if_training(self.dropout2, self.ffn(self.norm2(x)))
+        return x + dropout_if_training(self.dropout2, self.ffn(self.norm2(x), checked=checked))
 
 
 class GPT(nn.Module):
@@ -119,30 +119,32 @@ class GPT(nn.Module):
         cache.made_by = (id(self), self.positions)
         return cache
 
-    def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None, *, checked: bool = False):
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``.
 
         With a ``cache`` (:meth:`new_cache`), the tokens continue the ``cache.num_tokens`` already cached: their
         positions start after them, they attend to the cached keys and values too, and the cache takes theirs.
+        ``checked=True``: the caller (the decoding loop) has checked the ids and made the cache.
         """
-        check_token_ids("token_ids", token_ids, self.vocab_size)  # once here, not in every block
-        start, num_tokens = 0, token_ids.shape[1]
-        if cache is not None:
-            sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
-            check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
-            start = cache.num_tokens
-        elif num_tokens > self.context_length:
-            raise ValueError(
-                f"token_ids has num_tokens={num_tokens} but the model reads at most "
-                f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
-            )
+        if not checked:  # once here; the blocks are then trusted with what this call hands them
+            check_token_ids("token_ids", token_ids, self.vocab_size)
+            num_tokens = token_ids.shape[1]
+            if cache is not None:
+                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
+                check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
+            elif num_tokens > self.context_length:
+                raise ValueError(
+                    f"token_ids has num_tokens={num_tokens} but the model reads at most "
+                    f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
+                )
+        start = 0 if cache is None else cache.num_tokens  # the position of the first token
         x = self.token_embedding(token_ids)  # (batch, num_tokens, d_model)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(start, start + num_tokens, device=token_ids.device))
+            positions = torch.arange(start, start + token_ids.shape[1], device=token_ids.device)
+            x = x + self.position_embedding(positions)
         x = dropout_if_training(self.dropout, x)
-        with layers_checked():  # the blocks skip re-checking what was checked here
-            for layer_idx, block in enumerate(self.blocks):
-                x = block(x, cache, layer_idx)
+        for layer_idx, block in enumerate(self.blocks):
+            x = block(x, cache, layer_idx, checked=True)
         return self.head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
 
 

@@ -88,7 +88,7 @@ class BigramLanguageModel(nn.Module):
     def from_counts(cls, token_ids: torch.Tensor, vocab_size: int) -> BigramLanguageModel:
         """Fit the table to a ``(num_tokens,)`` id sequence by counting which token follows which."""
         check_positive_int("vocab_size", vocab_size)
-        check_token_ids("token_ids", token_ids, vocab_size, "(num_tokens,)")
+        check_token_ids("token_ids", token_ids, vocab_size, "(num_tokens,)", ndim=1)
         if len(token_ids) < 2:
             raise ValueError(
                 f"token_ids must hold at least 2 tokens to count which follows which, got shape "
@@ -109,7 +109,7 @@ class BigramLanguageModel(nn.Module):
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy (nats per token) of ``logits`` ``(batch, num_tokens, vocab_size)`` against the next
     tokens ``targets`` ``(batch, num_tokens)``, int64 or int32 ids in ``[0, vocab_size)``."""
-    check_tensor("logits", logits, (3,), "(batch, num_tokens, vocab_size)")
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, vocab_size)", "num_tokens")
     check_token_ids("targets", targets, logits.shape[-1])
     if targets.shape != logits.shape[:2]:
         raise ValueError(

@@ -238,7 +238,7 @@ def warmup_cosine_lr(
 def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of positions whose highest-scoring class is the target: logits ``(batch, num_tokens,
     num_classes)``, targets ``(batch, num_tokens)``."""
-    check_tensor("logits", logits, (3,), "(batch, num_tokens, num_classes)")
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, num_classes)", "num_tokens")
     check_token_ids("targets", targets, logits.shape[-1])
     if targets.shape != logits.shape[:-1]:
         raise ValueError(

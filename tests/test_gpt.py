@@ -365,3 +365,43 @@ def test_rope_gpt_attention_equals_transformers_llama_attention():
         close(attention(x), expected)
         cache = ah.KVCache(1, 2, 2, 10, 6)
         close(torch.cat([attention(x[:, i : i + 1], cache=cache) for i in range(7)], dim=1), expected)
+
+
+# --- checks at the door ---------------------------------------------------------------------------------------
+
+
+def check_calls(function) -> list[str]:
+    """The argument checks (functions of ``attention_helpers._checks``, nested ones too) that ``function()`` runs,
+    in order, seen by a profiler rather than by patching the names the modules imported."""
+    import attention_helpers._checks as checks
+
+    calls = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename == checks.__file__ and not code.co_name.startswith("<"):
+            calls.append(code.co_name)  # a function, not a comprehension inside one
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_a_cached_step_of_a_four_layer_gpt_makes_at_most_four_check_calls(positions):
+    """The model checks its ids and the cache once at its door and trusts its blocks with what it hands them: no
+    check per layer (the issue measured 35 calls per step before, whatever the positions). generate's own loop,
+    which checked the prompt and made the cache, makes none per step."""
+    model = ah.GPT(50, 64, 32, 4, 4, 0.0, positions=positions).eval()
+    ids = torch.randint(0, 50, (1, 6))
+    with torch.no_grad():
+        cache = model.new_cache(1)
+        model(ids[:, :5], cache)
+        calls = check_calls(lambda: model(ids[:, 5:], cache))
+    assert len(calls) <= 4, calls
+    assert {"check_token_ids", "check_cache"} <= set(calls), "the door checks the ids and the cache"
+    short, longer = (check_calls(lambda n=n: ah.generate(model, ids, n, temperature=0)) for n in (3, 7))
+    assert short and longer == short, "generate checks its arguments, then each step of its loop runs no check"
