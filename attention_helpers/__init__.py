@@ -34,7 +34,14 @@ from .efficient import (
     tiled_attention_blocks,
 )
 from .encoder import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding
-from .encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
+from .encoder_decoder import (
+    DecoderLayer,
+    EncoderDecoder,
+    EncoderDecoderConfig,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+    greedy_decode,
+)
 from .functional import (
     attention_scores_loop,
     causal_mask,
@@ -44,7 +51,7 @@ from .functional import (
     softmax_stable,
     softmax_with_temperature,
 )
-from .gpt import GPT, GPTBlock
+from .gpt import GPT, GPTBlock, GPTConfig
 from .interop import from_torch, to_torch
 from .lessons import check_answer, check_function
 from .lessons.parameters import ParameterError, check_parameter

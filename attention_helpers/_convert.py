@@ -7,6 +7,8 @@ parameter names to PyTorch's, keyed by PyTorch's module, and serve both directio
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -214,8 +216,9 @@ _BUILDERS = {
 }
 
 
-def from_torch_into(into: type[nn.Module], torch_module: nn.Module, expected: type[nn.Module], **options) -> nn.Module:
-    """Build ``into`` (one of our classes) with the settings of ``torch_module``, which must be an ``expected``,
+def from_torch_into(into: Callable[..., nn.Module], torch_module: nn.Module, expected: type[nn.Module], **options):
+    """Build ``into`` (one of our classes, or a function of its settings that builds one) with the settings of
+    ``torch_module``, which must be an ``expected``,
     copy its weights, and put it on the same device and dtype, in the same training mode."""
     name, build = _BUILDERS[expected]
     if not isinstance(torch_module, expected):

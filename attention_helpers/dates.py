@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ._checks import check_instance, check_positive_int, check_seed, shape_str
-from .encoder_decoder import Seq2SeqTransformer, greedy_decode
+from .encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer, greedy_decode
 
 _MONTH_NAMES = "January February March April May June July August September October November December"
 MONTHS = tuple(_MONTH_NAMES.split())
@@ -218,7 +218,7 @@ def format_of(text: str) -> int:
 
 
 def _check_cross_weights(model, src_ids: torch.Tensor, num_tokens: int, cross_weights) -> None:
-    layers, heads = len(model.transformer.decoder_layers), model.transformer.num_heads
+    layers, heads = model.config.num_decoder_layers, model.config.num_heads
     expected = (layers, src_ids.shape[0], heads, num_tokens, src_ids.shape[1])
     if not isinstance(cross_weights, torch.Tensor) or tuple(cross_weights.shape) != expected:
         got = (
@@ -307,7 +307,7 @@ def pretrained_date_translator(path: str | Path | None = None) -> Seq2SeqTransfo
     path = PRETRAINED_WEIGHTS if path is None else Path(path)
     saved = torch.load(path, weights_only=True)
     vocab_size = DateTokenizer().vocab_size
-    model = Seq2SeqTransformer(vocab_size, vocab_size, **saved["sizes"])
+    model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **saved["sizes"]))
     expected, stored = {name for name, _ in model.named_parameters()}, set(saved["parameters"])
     if stored != expected:
         raise ValueError(

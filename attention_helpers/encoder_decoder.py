@@ -7,12 +7,15 @@ of the encoder's output from the first step on. Masks are True at padding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from ._checks import (
     check_bool,
     check_cache,
+    check_choice,
     check_decoder_inputs,
     check_heads,
     check_instance,
@@ -20,6 +23,7 @@ from ._checks import (
     check_not_empty,
     check_padding_mask,
     check_positive_int,
+    check_positive_real,
     check_probability,
     check_same_batch,
     check_sequence,
@@ -30,7 +34,7 @@ from ._checks import (
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
 from .decoding import KVCache, decode_tokens
-from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding
+from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding
 
 
 class DecoderLayer(nn.Module):
@@ -127,13 +131,9 @@ class DecoderLayer(nn.Module):
         return from_torch_into(cls, torch_layer, nn.TransformerDecoderLayer, context_length=context_length)
 
 
-class EncoderDecoder(nn.Module):
-    """The core of the original transformer, on sequences that are already embedded.
-
-    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
-    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
-    ``nn.Transformer``, each stack ends with a LayerNorm of its own (the decoder's is ``final_norm``), whether
-    post-LN or pre-LN.
+@dataclass(frozen=True, kw_only=True)
+class EncoderDecoderConfig:
+    """An :class:`EncoderDecoder`'s sizes, given by name, checked once here.
 
     Args:
         d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
@@ -141,35 +141,78 @@ class EncoderDecoder(nn.Module):
         dropout: dropout everywhere ``nn.Transformer`` has it.
         norm_first: pre-LN layers instead of post-LN.
         activation, eps, context_length: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
+    """
+
+    d_model: int
+    num_heads: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    ffn_hidden: int
+    dropout: float = 0.0
+    norm_first: bool = False
+    activation: str = "relu"
+    eps: float = 1e-5
+    context_length: int = 512
+
+    def __post_init__(self):
+        for name in ("d_model", "num_encoder_layers", "num_decoder_layers", "ffn_hidden", "context_length"):
+            check_positive_int(name, getattr(self, name))
+        check_heads(self.d_model, self.num_heads, "d_model")
+        check_probability("dropout", self.dropout)
+        check_bool("norm_first", self.norm_first)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_positive_real("eps", self.eps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Seq2SeqConfig(EncoderDecoderConfig):
+    """A :class:`Seq2SeqTransformer`'s sizes: its :class:`EncoderDecoderConfig` and the vocabularies.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: number of source and target token ids.
+        pad_id: the source id that marks padding (hidden from attention).
+        context_length: the longest source or target (64 here).
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    pad_id: int = 0
+    context_length: int = 64
+
+    def __post_init__(self):
+        check_positive_int("src_vocab_size", self.src_vocab_size)
+        check_positive_int("tgt_vocab_size", self.tgt_vocab_size)
+        check_token_id("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
+        super().__post_init__()
+
+
+class EncoderDecoder(nn.Module):
+    """The core of the original transformer, on sequences that are already embedded, built from an
+    :class:`EncoderDecoderConfig`.
+
+    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
+    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
+    ``nn.Transformer``, each stack ends with a LayerNorm of its own (the decoder's is ``final_norm``), whether
+    post-LN or pre-LN.
 
     ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
     returns ``(batch, tgt_len, d_model)``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_encoder_layers: int,
-        num_decoder_layers: int,
-        ffn_hidden: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        *,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        context_length: int = 512,
-    ):
+    def __init__(self, config: EncoderDecoderConfig):
         super().__init__()
-        check_positive_int("num_decoder_layers", num_decoder_layers)
-        check_heads(d_model, num_heads, "d_model")
-        self.d_model, self.num_heads, self.context_length = d_model, num_heads, context_length
-        sizes, settings = (d_model, ffn_hidden, num_heads, dropout), dict(norm_first=norm_first, activation=activation)
-        self.encoder = Encoder(*sizes, num_encoder_layers, final_norm=True, eps=eps, **settings)
+        check_instance("config", config, EncoderDecoderConfig, "an EncoderDecoderConfig")
+        self.config = config
+        self.d_model = config.d_model  # what the input checks compare with
+        self.context_length = config.context_length
+        sizes = (config.d_model, config.ffn_hidden, config.num_heads, config.dropout)
+        settings = dict(norm_first=config.norm_first, activation=config.activation, eps=config.eps)
+        self.encoder = Encoder(*sizes, config.num_encoder_layers, final_norm=True, **settings)
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(*sizes, eps=eps, context_length=context_length, **settings) for _ in range(num_decoder_layers)
+            DecoderLayer(*sizes, context_length=config.context_length, **settings)
+            for _ in range(config.num_decoder_layers)
         )
-        self.final_norm = LayerNorm(d_model, eps=eps)
+        self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` targets of up to ``capacity`` tokens
@@ -240,52 +283,35 @@ class EncoderDecoder(nn.Module):
     @classmethod
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
         """Copy a ``torch.nn.Transformer`` (its layers and final LayerNorms; ours is batch-first)."""
-        return from_torch_into(cls, torch_transformer, nn.Transformer, context_length=context_length)
+
+        def build(**settings):  # the settings of torch_transformer, as an EncoderDecoderConfig's fields
+            return cls(EncoderDecoderConfig(**settings))
+
+        return from_torch_into(build, torch_transformer, nn.Transformer, context_length=context_length)
 
 
 class Seq2SeqTransformer(nn.Module):
-    """A sequence-to-sequence model: token embeddings and sinusoidal positions on both sides, an
-    :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
-
-    Args:
-        src_vocab_size, tgt_vocab_size: number of source and target token ids.
-        d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first: the
-            :class:`EncoderDecoder`'s sizes.
-        context_length: the longest source or target.
-        pad_id: the source id that marks padding (hidden from attention).
+    """A sequence-to-sequence model, built from a :class:`Seq2SeqConfig`: token embeddings and sinusoidal positions
+    on both sides, an :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
     logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
     """
 
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d_model: int,
-        num_heads: int,
-        num_encoder_layers: int,
-        num_decoder_layers: int,
-        ffn_hidden: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,
-        context_length: int = 64,
-        pad_id: int = 0,
-    ):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        check_positive_int("src_vocab_size", src_vocab_size)
-        check_positive_int("tgt_vocab_size", tgt_vocab_size)
-        check_token_id("pad_id", pad_id, src_vocab_size, "src_vocab_size")
-        self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
-        self.context_length = context_length
-        self.src_embedding = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, context_length)
-        sizes = (d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first)
-        self.transformer = EncoderDecoder(*sizes, context_length=context_length)
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(d_model, tgt_vocab_size)
+        check_instance("config", config, Seq2SeqConfig, "a Seq2SeqConfig")
+        self.config = config
+        self.src_vocab_size = config.src_vocab_size  # what the input checks compare with
+        self.tgt_vocab_size = config.tgt_vocab_size
+        self.pad_id = config.pad_id
+        self.context_length = config.context_length
+        self.src_embedding = nn.Embedding(config.src_vocab_size, config.d_model)
+        self.tgt_embedding = nn.Embedding(config.tgt_vocab_size, config.d_model)
+        self.positional_encoding = PositionalEncoding(config.d_model, config.context_length)
+        self.transformer = EncoderDecoder(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.d_model, config.tgt_vocab_size)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty cache for :meth:`decode` (:meth:`EncoderDecoder.new_cache`)."""

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ._checks import check_class, check_mha_for_torch
-from ._convert import from_torch_into, ours_to_theirs, torch_names
+from ._convert import ours_to_theirs, torch_names
 from .attention import MultiHeadAttention
 from .encoder import Encoder, EncoderLayer, LayerNorm
 from .encoder_decoder import DecoderLayer, EncoderDecoder
@@ -142,5 +142,4 @@ def from_torch(torch_module: nn.Module, *, into: type[nn.Module] | None = None, 
                 "nn.TransformerEncoder, nn.TransformerDecoderLayer or nn.Transformer, "
                 f"got {type(torch_module).__name__}"
             )
-    theirs = next(theirs for ours, (theirs, _) in _PAIRS.items() if issubclass(into, ours))  # check_class: found
-    return from_torch_into(into, torch_module, theirs, **options)
+    return into.from_torch(torch_module, **options)  # each class knows how its settings build it

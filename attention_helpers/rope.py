@@ -1,7 +1,7 @@
 """Rotary position embedding (RoPE): positions enter attention by rotating the queries and keys.
 
 Su et al. 2021 (arXiv 2104.09864). Lesson 07 introduces it; ``MultiHeadAttention(..., rope=True)`` (and
-``GPT(..., positions="rope")``) applies it in every head.
+``GPTConfig(..., positions="rope")``) applies it in every head.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from attention_helpers import GPT, generate
+from attention_helpers import GPT, GPTConfig, generate
 
 
 def time_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, repeats: int) -> dict[str, float]:
@@ -63,7 +63,16 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
 
     torch.manual_seed(0)
     context_length = args.prompt_tokens + args.new_tokens  # the whole generation fits: the cache is never reset
-    model = GPT(args.vocab, context_length, args.dim, args.heads, args.layers, 0.0).eval()
+    model = GPT(
+        GPTConfig(
+            vocab_size=args.vocab,
+            context_length=context_length,
+            d_model=args.dim,
+            num_heads=args.heads,
+            num_layers=args.layers,
+            dropout=0.0,
+        )
+    ).eval()
     print(
         f"GPT d_model={args.dim}, {args.heads} heads, {args.layers} layers; {args.prompt_tokens}-token prompt, "
         f"{args.new_tokens} new tokens, greedy, float32, CPU with {torch.get_num_threads()} threads; "

@@ -644,7 +644,18 @@ def test_generate_and_greedy_decode_read_the_ids_values_once_not_at_every_step(m
     assert reads == [(1, 2)]
 
     torch.manual_seed(0)
-    seq2seq = ah.Seq2SeqTransformer(9, 7, 16, 2, 1, 1, 24, context_length=10).eval()
+    seq2seq = ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=9,
+            tgt_vocab_size=7,
+            d_model=16,
+            num_heads=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=24,
+            context_length=10,
+        )
+    ).eval()
     reads.clear()
     ah.greedy_decode(seq2seq, torch.randint(0, 9, (2, 5)), bos_id=1, num_tokens=6, use_cache=use_cache)
     assert reads == [(2, 5)], reads  # the source's ids, once; 6 decoder steps read nothing

@@ -313,7 +313,9 @@ def test_a_bad_padding_mask_is_named_at_the_entry_point_before_any_layer_runs():
     has run; the layers may check shapes again, but none reads a mask's values (see test_compile)."""
     torch.manual_seed(0)
     encoder = Encoder(8, 16, 2, 0.0, 3).eval()
-    model = ah.EncoderDecoder(8, 2, 2, 3, 16).eval()
+    model = ah.EncoderDecoder(
+        ah.EncoderDecoderConfig(d_model=8, num_heads=2, num_encoder_layers=2, num_decoder_layers=3, ffn_hidden=16)
+    ).eval()
     ran = []
     for layer in [*encoder.layers, *model.encoder.layers, *model.decoder_layers]:
         layer.register_forward_hook(lambda module, inputs, output: ran.append(module))
