@@ -25,7 +25,7 @@ from .attention import (
 )
 from .data import WORDS, toy_embeddings
 from .dates import pretrained_date_translator, translate_dates
-from .decoding import KVCache, generate, sample_next_token, top_k_filter
+from .decoding import KVCache, eval_mode, generate, sample_next_token, top_k_filter
 from .efficient import (
     merge_partial_attention,
     online_softmax,

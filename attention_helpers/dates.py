@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ._checks import check_instance, check_positive_int, check_seed, shape_str
+from .decoding import eval_mode
 from .encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer, greedy_decode
 
 _MONTH_NAMES = "January February March April May June July August September October November December"
@@ -267,13 +268,9 @@ def logits_with_cross_weights(model, src_ids: torch.Tensor, tgt_ids: torch.Tenso
     model computes itself (``model(src_ids, tgt_ids, return_weights=True)``), the logits are the model's own.
     Runs in eval mode (no dropout); the model's mode is restored afterwards."""
     _check_cross_weights(model, src_ids, tgt_ids.shape[1], cross_weights)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         memory, _ = model.encode(src_ids)  # (batch, src_len, d_model); padding is hidden by the weights given
         return _logits_from_memory(model, memory, tgt_ids, cross_weights)
-    finally:
-        model.train(was_training)
 
 
 @torch.no_grad()
@@ -285,17 +282,13 @@ def greedy_decode_with_cross_weights(model, src_ids: torch.Tensor, bos_id: int, 
     restored afterwards."""
     num_tokens = cross_weights.shape[3] if isinstance(cross_weights, torch.Tensor) and cross_weights.dim() == 5 else 0
     _check_cross_weights(model, src_ids, max(num_tokens, 1), cross_weights)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         memory, _ = model.encode(src_ids)  # (batch, src_len, d_model): the source is encoded once
         tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
         for step in range(num_tokens):  # no cache: each step reruns the decoder on the whole target so far
             logits = _logits_from_memory(model, memory, tokens, cross_weights[:, :, :, : step + 1])
             tokens = torch.cat([tokens, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
         return tokens[:, 1:]
-    finally:
-        model.train(was_training)
 
 
 def pretrained_date_translator(path: str | Path | None = None) -> Seq2SeqTransformer:

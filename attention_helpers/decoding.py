@@ -9,6 +9,7 @@ already cached.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -26,6 +27,18 @@ from ._checks import (
     check_token_ids,
     shape_str,
 )
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module):
+    """``with eval_mode(model):`` runs the block in eval mode (no dropout), then puts ``model`` back in the mode it
+    came in (``model.train(mode)``), even when the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 class KVCache:
@@ -190,17 +203,12 @@ def decode_tokens(
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)
     if use_cache and token_ids.shape[1] < context_length and token_ids.shape[0] > 0:
         cache = model.new_cache(token_ids.shape[0], min(token_ids.shape[1] + num_new, context_length))
-    was_training = model.training
-    model.eval()
-    try:
-        # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
-        with torch.inference_mode():
-            for _ in range(num_new):
-                if cache is not None and token_ids.shape[1] <= context_length:
-                    logits = step(token_ids[:, cache.num_tokens :], cache)
-                else:
-                    logits = step(token_ids[:, -context_length:], None)
-                token_ids = torch.cat([token_ids, pick(logits[:, -1, :])], dim=1)
-    finally:
-        model.train(was_training)
+    # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
+    with eval_mode(model), torch.inference_mode():
+        for _ in range(num_new):
+            if cache is not None and token_ids.shape[1] <= context_length:
+                logits = step(token_ids[:, cache.num_tokens :], cache)
+            else:
+                logits = step(token_ids[:, -context_length:], None)
+            token_ids = torch.cat([token_ids, pick(logits[:, -1, :])], dim=1)
     return token_ids.clone()  # a normal tensor again: autograd refuses the tensors made in inference mode

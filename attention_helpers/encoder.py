@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +97,23 @@ def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     return dropout(x) if dropout.training else x
 
 
+def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, norm_first: bool):
+    """One sublayer of a transformer layer with its residual connection, ``x`` ``(batch, num_tokens, d_model)``:
+
+    - pre-LN (``norm_first``, GPT-2 and most later models): ``x + dropout(sublayer(norm(x)))``, a residual stream
+      that no norm touches;
+    - post-LN (the original paper): ``norm(x + dropout(sublayer(x)))``.
+
+    ``sublayer`` returns the same shape, or a tuple of it and more (attention and its weights): ``residual`` then
+    returns the new ``x`` followed by the rest.
+    """
+    out = sublayer(norm(x) if norm_first else x)
+    out, *rest = out if isinstance(out, tuple) else (out,)
+    out = dropout_if_training(dropout, out)
+    x = x + out if norm_first else norm(x + out)
+    return (x, *rest) if rest else x
+
+
 class FeedForward(nn.Module):
     """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``, applied to every
     token separately, widening ``d_model`` to ``ffn_hidden`` and back.
@@ -179,15 +197,10 @@ class EncoderLayer(nn.Module):
             )
             check_bool("return_weights", return_weights)
             key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
-        attn_input = self.norm1(x) if self.norm_first else x
-        out = self.attention(attn_input, key_padding_mask, return_weights, checked=True)
-        attn_out, attn_weights = out if return_weights else (out, None)
-        if self.norm_first:
-            x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ffn(self.norm2(x), checked=True))
-        else:
-            x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ffn(x, checked=True)))
+        attend = partial(self.attention, key_padding_mask=key_padding_mask, return_weights=return_weights, checked=True)
+        out = residual(x, attend, self.norm1, self.dropout1, self.norm_first)
+        x, attn_weights = out if return_weights else (out, None)
+        x = residual(x, partial(self.ffn, checked=True), self.norm2, self.dropout2, self.norm_first)
         return (x, attn_weights) if return_weights else x
 
     @classmethod

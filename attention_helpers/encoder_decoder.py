@@ -8,6 +8,7 @@ of the encoder's output from the first step on. Masks are True at padding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -33,8 +34,8 @@ from ._checks import (
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
-from .decoding import KVCache, decode_tokens
-from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding
+from .decoding import KVCache, decode_tokens, eval_mode
+from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding, residual
 
 
 class DecoderLayer(nn.Module):
@@ -111,18 +112,15 @@ class DecoderLayer(nn.Module):
                 self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
             )
             check_bool("return_weights", return_weights)
-        kv = dict(cache=cache, layer_idx=layer_idx, checked=checked)
-        h = self.norm1(x) if self.norm_first else x
-        h = self.dropout1(self.self_attention(h, tgt_mask, **kv))
-        x = x + h if self.norm_first else self.norm1(x + h)
-        h = self.norm2(x) if self.norm_first else x
-        out = self.cross_attention(h, memory_mask, return_weights, memory=memory, **kv)
-        h, attn_weights = out if return_weights else (out, None)
-        x = x + self.dropout2(h) if self.norm_first else self.norm2(x + self.dropout2(h))
-        if self.norm_first:
-            x = x + self.dropout3(self.ffn(self.norm3(x), checked=True))
-        else:
-            x = self.norm3(x + self.dropout3(self.ffn(x, checked=True)))
+        cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)  # both attentions keep layer_idx's cache
+        self_attend = partial(self.self_attention, key_padding_mask=tgt_mask, **cached)
+        cross_attend = partial(
+            self.cross_attention, key_padding_mask=memory_mask, return_weights=return_weights, memory=memory, **cached
+        )
+        x = residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
+        out = residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
+        x, attn_weights = out if return_weights else (out, None)
+        x = residual(x, partial(self.ffn, checked=True), self.norm3, self.dropout3, self.norm_first)
         return (x, attn_weights) if return_weights else x
 
     @classmethod
@@ -384,12 +382,8 @@ def greedy_decode(
         raise ValueError(
             f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"
         )
-    was_training = model.training
-    try:
-        with torch.inference_mode():
-            memory, padding = model.eval().encode(src_ids)  # once, for every step
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():
+        memory, padding = model.encode(src_ids)  # once, for every step
     step_weights = []
 
     def step(ids, cache):

@@ -9,6 +9,7 @@ from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -25,7 +26,7 @@ from ._checks import (
 )
 from .attention import MultiHeadAttention
 from .decoding import KVCache
-from .encoder import FeedForward, LayerNorm, dropout_if_training
+from .encoder import FeedForward, LayerNorm, dropout_if_training, residual
 
 POSITIONS = ("learned", "rope")
 
@@ -100,9 +101,9 @@ class GPTBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0, *, checked: bool = False):
         """``checked=True``: the caller (``GPT``) has checked ``x`` and the cache; the sublayers skip their checks."""
-        attn_out = self.attention(self.norm1(x), cache=cache, layer_idx=layer_idx, checked=checked)
-        x = x + dropout_if_training(self.dropout1, attn_out)
-        return x + dropout_if_training(self.dropout2, self.ffn(self.norm2(x), checked=checked))
+        attend = partial(self.attention, cache=cache, layer_idx=layer_idx, checked=checked)
+        x = residual(x, attend, self.norm1, self.dropout1, norm_first=True)
+        return residual(x, partial(self.ffn, checked=checked), self.norm2, self.dropout2, norm_first=True)
 
 
 class GPT(nn.Module):

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_instance, check_positive_int, check_tensor, check_token_ids, shape_str
+from .decoding import eval_mode
 
 
 def shakespeare_text() -> str:
@@ -150,13 +151,9 @@ def evaluate_loss(model: nn.Module, data: torch.Tensor, num_tokens: int, batch_s
         raise ValueError(f"data of length {len(data)} is too short for one window of num_tokens={num_tokens}")
     inputs = data[: num_windows * num_tokens].view(num_windows, num_tokens)
     targets = data[1 : num_windows * num_tokens + 1].view(num_windows, num_tokens)
-    was_training = model.training
-    model.eval()
     total = 0.0
-    try:
+    with eval_mode(model):
         for first in range(0, num_windows, batch_size):
             logits = model(inputs[first : first + batch_size])
             total += language_model_loss(logits, targets[first : first + batch_size]).item() * len(logits)
-    finally:
-        model.train(was_training)
     return total / num_windows

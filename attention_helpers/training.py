@@ -33,6 +33,7 @@ from ._checks import (
     check_token_ids,
     shape_str,
 )
+from .decoding import eval_mode
 from .encoder import Encoder, PositionalEncoding
 
 
@@ -261,15 +262,11 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
             f"got {shape_str(inputs.shape)} and {shape_str(targets.shape)}"
         )
     check_positive_int("batch_size", batch_size)
-    was_training = model.training
-    model.eval()
     correct = 0
-    try:
+    with eval_mode(model):  # an error inside the model leaves it in the mode it came in
         for start in range(0, len(inputs), batch_size):
             logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
             correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
-    finally:  # an error inside the model leaves it in the mode it came in
-        model.train(was_training)
     return correct / max(1, targets.numel())
 
 

@@ -670,3 +670,14 @@ def test_generated_ids_can_feed_a_training_step():
     assert not ids.is_inference()
     ah.language_model_loss(model(ids[:, :-1]), ids[:, 1:]).backward()  # the embedding saves the ids for backward
     assert model.token_embedding.weight.grad is not None
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_runs_its_block_in_eval_mode_and_restores_the_mode_even_after_an_error(training):
+    model = small_gpt(dropout=0.3).train(training)
+    with ah.eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert all(m.training == training for m in model.modules())
+    with pytest.raises(RuntimeError, match="inside"), ah.eval_mode(model):
+        raise RuntimeError("an error inside")
+    assert all(m.training == training for m in model.modules())
