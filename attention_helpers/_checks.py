@@ -132,7 +132,8 @@ def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens
     Returns it expanded to ``(batch, what)``."""
     if mask is None:
         return None
-    batch, length = x.shape[0], x.shape[1] if length is None else length
+    batch = x.shape[0]
+    length = x.shape[1] if length is None else length
     check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
     if mask.dim() == 0 or mask.shape[-1] != length:  # one flag per sequence would hide all its keys or none
         raise ValueError(
@@ -300,7 +301,8 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
         )
     if not ids.numel() or is_compiling():  # the range check reads the values: a host synchronisation on a GPU
         return
-    low, high = int(ids.min()), int(ids.max())
+    low = int(ids.min())
+    high = int(ids.max())
     if vocab_size is None and low < 0:
         raise ValueError(f"{name} must hold token ids >= 0, got values from {low} to {high}")
     if vocab_size is not None and (low < 0 or high >= vocab_size):
@@ -544,7 +546,8 @@ def check_cache(
         )
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
-    made_by, positions = getattr(cache, "made_by", None), getattr(model, "positions", None)
+    made_by = getattr(cache, "made_by", None)
+    positions = getattr(model, "positions", None)
     if made_by is not None and made_by != (id(model), positions):  # (the model that made it, its positions kind)
         if made_by[1] != positions:
             raise ValueError(
@@ -561,11 +564,8 @@ def check_cache(
             f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
             f"{cache.num_layers}): a model call that failed left it so; start a new cache"
         )
-    # the tighter of the two limits (a cache from new_cache holds at most context_length tokens)
-    limit, name = (
-        (cache.capacity, "its capacity") if cache.capacity <= context_length else (context_length, "context_length")
-    )
-    check_cache_fits(cache.num_tokens, num_new, limit, name)
+    limit = min(cache.capacity, context_length)  # a cache from new_cache holds at most context_length tokens
+    check_cache_fits(cache.num_tokens, num_new, limit, "its capacity" if limit == cache.capacity else "context_length")
     if (cache.dtype, cache.device) != (like.dtype, like.device):
         raise TypeError(
             f"the cache holds {cache.dtype} on {cache.device}, the model runs {like.dtype} on {like.device}"

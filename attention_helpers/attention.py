@@ -38,7 +38,8 @@ class SelfAttentionV1(nn.Module):
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
         check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
-        self.d_in, self.d_out = d_in, d_out
+        self.d_in = d_in
+        self.d_out = d_out
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
@@ -66,7 +67,8 @@ class SelfAttentionV2(nn.Module):
         super().__init__()
         check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
         check_bool("qkv_bias", qkv_bias)
-        self.d_in, self.d_out = d_in, d_out
+        self.d_in = d_in
+        self.d_out = d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -92,7 +94,9 @@ class CausalAttention(nn.Module):
         super().__init__()
         check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
         check_bool("qkv_bias", qkv_bias)
-        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.d_in = d_in
+        self.d_out = d_out
+        self.context_length = context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -107,8 +111,9 @@ class CausalAttention(nn.Module):
         check_bool("return_weights", return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
+        context_vec, attn_weights = scaled_dot_product_attention(
+            self.W_query(x), self.W_key(x), self.W_value(x), mask, self.dropout
+        )
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -193,8 +198,15 @@ class MultiHeadAttention(nn.Module):
         check_heads(d_out, num_heads)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_kv_heads(num_heads, num_kv_heads)
-        self.d_in, self.d_out, self.context_length, self.causal, self.fused = d_in, d_out, context_length, causal, fused
-        self.num_heads, self.num_kv_heads, self.head_dim, self.rope = num_heads, num_kv_heads, d_out // num_heads, rope
+        self.d_in = d_in
+        self.d_out = d_out
+        self.context_length = context_length
+        self.causal = causal
+        self.fused = fused
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = d_out // num_heads
+        self.rope = rope
         if rope and self.head_dim % 2:
             raise ValueError(f"rope=True rotates pairs of dimensions: head_dim={self.head_dim} must be even")
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -257,9 +269,11 @@ class MultiHeadAttention(nn.Module):
         each; with a ``cache``, computed on the first call and kept in the cache (the memory does not change)."""
         if cache is not None and cache.memory_keys[layer_idx] is not None:
             return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
-        keys, values = self.split_heads(self.W_key(memory)), self.split_heads(self.W_value(memory))
+        keys = self.split_heads(self.W_key(memory))  # (batch, num_kv_heads, num_memory_tokens, head_dim)
+        values = self.split_heads(self.W_value(memory))
         if cache is not None:
-            cache.memory_keys[layer_idx], cache.memory_values[layer_idx] = keys, values
+            cache.memory_keys[layer_idx] = keys
+            cache.memory_values[layer_idx] = values
         return keys, values
 
     def attend_heads(self, queries, keys, values, hide=None, causal=False, start=0, return_weights=False):
@@ -267,7 +281,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hide``: None or a boolean
         mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides the
         keys after each query, query i being the token at position ``start + i``."""
-        num_tokens, num_keys = queries.shape[2], keys.shape[2]
+        num_tokens = queries.shape[2]
         if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
             keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
             values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
@@ -275,8 +289,9 @@ class MultiHeadAttention(nn.Module):
         if num_tokens == 1:
             causal = False  # one query after every key it sees: no mask (the fused kernel's fastest case)
         if causal and (explicit or hide is not None or start > 0):
-            future = self.mask[start : start + num_tokens, :num_keys]  # (num_tokens, num_keys)
-            hide, causal = (future if hide is None else hide | future), False
+            future = self.mask[start : start + num_tokens, : keys.shape[2]]  # (num_tokens, num_keys)
+            hide = future if hide is None else hide | future
+            causal = False
         if explicit:
             return scaled_dot_product_attention(queries, keys, values, hide, self.dropout)
         # F.scaled_dot_product_attention's boolean masks mark the positions that MAY be attended.

@@ -56,10 +56,15 @@ class KVCache:
         shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
         for name, value in zip(("num_layers", "batch", "num_kv_heads", "capacity", "head_dim"), shape, strict=True):
             check_positive_int(name, value)
-        self.num_layers, self.batch, self.num_kv_heads, self.capacity, self.head_dim = shape
+        self.num_layers = num_layers
+        self.batch = batch
+        self.num_kv_heads = num_kv_heads
+        self.capacity = capacity
+        self.head_dim = head_dim
         self.keys = [torch.zeros(shape[1:], dtype=dtype, device=device) for _ in range(num_layers)]
         self.values = [torch.zeros_like(k) for k in self.keys]
-        self.dtype, self.device = self.keys[0].dtype, self.keys[0].device
+        self.dtype = self.keys[0].dtype
+        self.device = self.keys[0].device
         self.memory_keys: list[torch.Tensor | None] = [None] * num_layers
         self.memory_values: list[torch.Tensor | None] = [None] * num_layers
         self.num_tokens = 0
@@ -81,17 +86,22 @@ class KVCache:
                 f"layer {layer_idx} already wrote its keys and values at position {self.num_tokens}, and the cache "
                 f"moves on only once all {self.num_layers} layers have written: give each layer its own layer_idx"
             )
-        start, end = self.num_tokens, self.num_tokens + keys.shape[2]
+        start = self.num_tokens
+        num_new = keys.shape[2]
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
-            self.keys[layer_idx], self.values[layer_idx] = self.keys[layer_idx].clone(), self.values[layer_idx].clone()
-        layer_keys, layer_values = self.keys[layer_idx], self.values[layer_idx]
-        layer_keys.narrow(2, start, end - start).copy_(keys)  # positions start .. end - 1
-        layer_values.narrow(2, start, end - start).copy_(values)
-        written = layer_keys.narrow(2, 0, end), layer_values.narrow(2, 0, end)
+            self.keys[layer_idx] = self.keys[layer_idx].clone()
+            self.values[layer_idx] = self.values[layer_idx].clone()
+        self.keys[layer_idx].narrow(2, start, num_new).copy_(keys)  # positions start .. start + num_new - 1
+        self.values[layer_idx].narrow(2, start, num_new).copy_(values)
+        written = (
+            self.keys[layer_idx].narrow(2, 0, start + num_new),
+            self.values[layer_idx].narrow(2, 0, start + num_new),
+        )
         self.layers_written.add(layer_idx)
-        self.pending_new = end - start
+        self.pending_new = num_new
         if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them
-            self.num_tokens, self.pending_new = end, None
+            self.num_tokens += num_new
+            self.pending_new = None
             self.layers_written.clear()
         return written
 
@@ -199,7 +209,8 @@ def decode_tokens(
     Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks
     ``token_ids`` once and ``step`` may trust its arguments: every new id comes from ``pick``, and the cache fits.
     """
-    context_length, cache = model.context_length, None
+    context_length = model.context_length
+    cache = None
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)
     if use_cache and token_ids.shape[1] < context_length and token_ids.shape[0] > 0:
         cache = model.new_cache(token_ids.shape[0], min(token_ids.shape[1] + num_new, context_length))

@@ -288,7 +288,8 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("context_length", context_length)
-        self.d_model, self.context_length = d_model, context_length
+        self.d_model = d_model
+        self.context_length = context_length
         position = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
         # 1 / 10000^(2i / d_model) for each pair index i: (ceil(d_model / 2),)
         inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))

@@ -79,14 +79,20 @@ class DecoderLayer(nn.Module):
         check_probability("dropout", dropout)
         check_positive_int("context_length", context_length)
         check_bool("norm_first", norm_first)
-        self.d_model, self.norm_first, self.context_length = d_model, norm_first, context_length
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.context_length = context_length
         self.self_attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True)
         self.cross_attention = MultiHeadAttention(
             d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False
         )
         self.ffn = FeedForward(d_model, ffn_hidden, dropout, activation)
-        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=eps) for _ in range(3))
-        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+        self.norm1 = LayerNorm(d_model, eps=eps)
+        self.norm2 = LayerNorm(d_model, eps=eps)
+        self.norm3 = LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
 
     def forward(
         self,
@@ -106,16 +112,14 @@ class DecoderLayer(nn.Module):
         call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
         ``(batch, num_heads, tgt_len, src_len)``. ``checked=True``: the caller (``EncoderDecoder.decode``) has
         checked the arguments and expanded the masks."""
-        tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
+        masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
-            tgt_mask, memory_mask = check_decoder_inputs(
-                self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
-            )
+            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, cache)
             check_bool("return_weights", return_weights)
         cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)  # both attentions keep layer_idx's cache
-        self_attend = partial(self.self_attention, key_padding_mask=tgt_mask, **cached)
+        self_attend = partial(self.self_attention, key_padding_mask=masks[0], **cached)
         cross_attend = partial(
-            self.cross_attention, key_padding_mask=memory_mask, return_weights=return_weights, memory=memory, **cached
+            self.cross_attention, key_padding_mask=masks[1], return_weights=return_weights, memory=memory, **cached
         )
         x = residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
         out = residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
@@ -216,7 +220,8 @@ class EncoderDecoder(nn.Module):
         """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` targets of up to ``capacity`` tokens
         (default ``context_length``); the first :meth:`decode` with it fills its cross-attention slots."""
         capacity = self.context_length if capacity is None else capacity
-        attention, weight = self.decoder_layers[0].self_attention, self.final_norm.gamma
+        attention = self.decoder_layers[0].self_attention
+        weight = self.final_norm.gamma
         shape = (len(self.decoder_layers), batch, attention.num_kv_heads, capacity, attention.head_dim)
         cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
         cache.made_by = (id(self), None)
@@ -252,7 +257,8 @@ class EncoderDecoder(nn.Module):
                 sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
                 check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
             masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, cache)
-        x, all_weights = tgt, []
+        x = tgt
+        all_weights = []
         for layer_idx, layer in enumerate(self.decoder_layers):
             out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx, checked=True)
             x, attn_weights = out if return_weights else (out, None)

@@ -83,7 +83,8 @@ class GPTBlock(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        d_model, dropout = config.d_model, config.dropout
+        d_model = config.d_model
+        dropout = config.dropout
         self.norm1 = LayerNorm(d_model)
         self.attention = MultiHeadAttention(
             d_model,
@@ -140,7 +141,8 @@ class GPT(nn.Module):
         check_positive_int("capacity", capacity)
         if capacity > self.context_length:
             raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
-        attention, weight = self.blocks[0].attention, self.token_embedding.weight
+        attention = self.blocks[0].attention
+        weight = self.token_embedding.weight
         shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
         cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
         cache.made_by = (id(self), self.positions)
