@@ -595,41 +595,6 @@ def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor
         raise TypeError(f"the cache holds {cache.dtype} on {cache.device}, the input is {keys.dtype} on {keys.device}")
 
 
-# --- conversion to and from PyTorch's modules -------------------------------------------------------------------
-
-
-def check_torch_norm(torch_norm) -> None:
-    if torch_norm.weight is None or torch_norm.bias is None:
-        raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
-
-
-def check_torch_mha(torch_mha) -> None:
-    if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
-        raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
-    embed_dim = torch_mha.embed_dim
-    if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
-        raise ValueError(
-            "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
-            f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
-        )
-
-
-def check_mha_for_torch(mha) -> bool:
-    """Raise if ``nn.MultiheadAttention`` cannot hold ``mha``; return its one bias flag (a bias that ``mha``
-    lacks, with the other present, becomes zeros)."""
-    if mha.d_in != mha.d_out:
-        raise ValueError(
-            f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
-            f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
-        )
-    if getattr(mha, "num_kv_heads", mha.num_heads) != mha.num_heads:
-        raise ValueError(
-            f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
-            f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"
-        )
-    return mha.W_query.bias is not None or mha.out_proj.bias is not None
-
-
 # --- decoders ---------------------------------------------------------------------------------------------------
 
 
