@@ -5,6 +5,9 @@ once with a ``TypeError`` or ``ValueError`` whose message names the argument and
 with a wrong answer or a traceback from deep inside torch, and the same mistake gives the same message everywhere.
 A module raises its own errors only about what it alone knows: a checkpoint's layout, a date's formats, a
 tokenizer's vocabulary, a task function's answers.
+
+Checks run at the door: a model checks its arguments once, at its entry point, and calls its layers (as modules,
+so that hooks fire) with ``checked=True``, which they trust; a layer called on its own checks everything.
 """
 
 from __future__ import annotations
