@@ -8,8 +8,9 @@ Without the cache, every new token reruns the model on the whole sequence so far
 once into a preallocated KVCache and each step feeds only the newest token, reusing every layer's cached keys and
 values (the model checks its token ids once per call, at its entry point, not in every layer).
 Prints, for each batch size, the median time of each and the ratio uncached / cached (the speed-up), and the
-package's cached generation against a minimal plain-PyTorch cached decoder with the same weights (nanoGPT-style
-blocks, fused qkv, SDPA, preallocated keys and values): the cost of the package's checks, options and modules. With one
+package's cached generation against a minimal plain-PyTorch cached decoder with the same weights, written as
+nanoGPT's model.py (fused qkv, SDPA, its modules and dropout calls) plus preallocated keys and values: the cost of
+the package's checks, options and the book's separate query, key and value projections. With one
 sequence and a model this small, the cached step is dominated by the fixed cost of launching each small operation,
 so the speed-up grows with the batch. Before timing, both are checked to produce the same tokens, greedy and
 sampled with the same seed.
@@ -28,73 +29,107 @@ from torch import nn
 from attention_helpers import GPT, GPTConfig, generate
 
 
-class MinimalBlock(nn.Module):
-    """A nanoGPT-style pre-LN block with no checks and no options: one fused qkv projection, SDPA, and the new
-    keys and values written into a preallocated buffer."""
+class MinimalAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention (one fused qkv projection, SDPA), writing its keys and values into
+    preallocated buffers: no checks, no options."""
 
     def __init__(self, d_model: int, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
-        self.ln_1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.out_proj = nn.Linear(d_model, d_model)
-        self.ln_2 = nn.LayerNorm(d_model)
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.proj = nn.Linear(4 * d_model, d_model)
+        self.c_attn = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.resid_dropout = nn.Dropout(0.0)
 
     def forward(self, x, keys, values, start: int):
         """``x`` ``(batch, num_new, d_model)`` at positions ``start...``; ``keys``, ``values`` ``(batch, num_heads,
-        capacity, head_dim)``, this block's buffers, filled up to ``start``."""
+        capacity, head_dim)``, this layer's buffers, filled up to ``start``."""
         batch, num_new, d_model = x.shape
-        heads = self.qkv(self.ln_1(x)).view(batch, num_new, 3, self.num_heads, d_model // self.num_heads)
-        q, k, v = heads.permute(2, 0, 3, 1, 4)  # each (batch, num_heads, num_new, head_dim)
-        keys[:, :, start : start + num_new] = k
-        values[:, :, start : start + num_new] = v
+        q, k, v = self.c_attn(x).split(d_model, dim=2)
+        q = q.view(batch, num_new, self.num_heads, -1).transpose(1, 2)  # (batch, num_heads, num_new, head_dim)
+        keys[:, :, start : start + num_new] = k.view(batch, num_new, self.num_heads, -1).transpose(1, 2)
+        values[:, :, start : start + num_new] = v.view(batch, num_new, self.num_heads, -1).transpose(1, 2)
         end = start + num_new
         y = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], is_causal=num_new > 1)
-        x = x + self.out_proj(y.transpose(1, 2).reshape(batch, num_new, d_model))
-        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(batch, num_new, d_model)))
+
+
+class MinimalMLP(nn.Module):
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.c_fc = nn.Linear(d_model, 4 * d_model)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class MinimalBlock(nn.Module):
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = MinimalAttention(d_model, num_heads)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = MinimalMLP(d_model)
+
+    def forward(self, x, keys, values, start: int):
+        x = x + self.attn(self.ln_1(x), keys, values, start)
+        return x + self.mlp(self.ln_2(x))
 
 
 class MinimalDecoder(nn.Module):
-    """The same model as ``GPT`` (learned positions, tied head), in plain PyTorch, holding copies of its weights."""
+    """The same model as ``GPT`` (learned positions, tied head) written as nanoGPT's model.py writes it, holding
+    copies of the GPT's weights, with a preallocated key/value buffer per layer."""
 
     def __init__(self, model: GPT):
         super().__init__()
         config = model.config
-        self.wte, self.wpe = model.token_embedding, model.position_embedding
-        self.blocks = nn.ModuleList(MinimalBlock(config.d_model, config.num_heads) for _ in model.blocks)
-        with torch.no_grad():
-            for ours, minimal in zip(model.blocks, self.blocks, strict=True):
-                attention = ours.attention
-                minimal.qkv.weight.copy_(
-                    torch.cat([attention.W_query.weight, attention.W_key.weight, attention.W_value.weight])
-                )
-                minimal.out_proj.load_state_dict(attention.out_proj.state_dict())
-                for norm, ln in ((ours.norm1, minimal.ln_1), (ours.norm2, minimal.ln_2)):
-                    ln.weight.copy_(norm.gamma)
-                    ln.bias.copy_(norm.beta)
-                minimal.fc.load_state_dict(ours.ffn.linear1.state_dict())
-                minimal.proj.load_state_dict(ours.ffn.linear2.state_dict())
-        self.ln_f = nn.LayerNorm(config.d_model)
-        self.ln_f.load_state_dict({"weight": model.final_norm.gamma, "bias": model.final_norm.beta})
         self.num_heads = config.num_heads
+        self.wte = nn.Embedding(config.vocab_size, config.d_model)
+        self.wpe = nn.Embedding(config.context_length, config.d_model)
+        self.drop = nn.Dropout(0.0)
+        self.h = nn.ModuleList(MinimalBlock(config.d_model, config.num_heads) for _ in model.blocks)
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as in nanoGPT
+        with torch.no_grad():
+            self.wte.weight.copy_(model.token_embedding.weight)
+            self.wpe.weight.copy_(model.position_embedding.weight)
+            norms = [(model.final_norm, self.ln_f)]
+            for ours, minimal in zip(model.blocks, self.h, strict=True):
+                attention = ours.attention
+                qkv = [attention.W_query.weight, attention.W_key.weight, attention.W_value.weight]
+                minimal.attn.c_attn.weight.copy_(torch.cat(qkv))
+                minimal.attn.c_proj.load_state_dict(attention.out_proj.state_dict())
+                minimal.mlp.c_fc.load_state_dict(ours.ffn.linear1.state_dict())
+                minimal.mlp.c_proj.load_state_dict(ours.ffn.linear2.state_dict())
+                norms += [(ours.norm1, minimal.ln_1), (ours.norm2, minimal.ln_2)]
+            for norm, ln in norms:
+                ln.weight.copy_(norm.gamma)
+                ln.bias.copy_(norm.beta)
+
+    def forward(self, token_ids, buffers, start: int):
+        """Logits ``(batch, 1, vocab_size)`` of the last of ``token_ids`` ``(batch, num_new)``, at positions
+        ``start...``, after the ``start`` tokens held in ``buffers``."""
+        positions = torch.arange(start, start + token_ids.shape[1])
+        x = self.drop(self.wte(token_ids) + self.wpe(positions))
+        for block, (keys, values) in zip(self.h, buffers, strict=True):
+            x = block(x, keys, values, start)
+        return self.lm_head(self.ln_f(x[:, [-1], :]))  # as nanoGPT at inference: the last position only
 
     @torch.inference_mode()
     def generate(self, token_ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
-        """Greedy continuation of ``token_ids`` ``(batch, num_tokens)`` by ``new_tokens`` tokens, with a cache."""
-        batch, capacity, d_model = token_ids.shape[0], token_ids.shape[1] + new_tokens, self.wte.weight.shape[1]
-        shape = (batch, self.num_heads, capacity, d_model // self.num_heads)
-        buffers = [(torch.empty(shape), torch.empty(shape)) for _ in self.blocks]
-        start, step_ids = 0, token_ids
+        """Greedy continuation of ``token_ids`` ``(batch, num_tokens)`` by ``new_tokens`` tokens."""
+        capacity = token_ids.shape[1] + new_tokens
+        shape = (token_ids.shape[0], self.num_heads, capacity, self.wte.weight.shape[1] // self.num_heads)
+        buffers = [(torch.empty(shape), torch.empty(shape)) for _ in self.h]
+        start = 0
+        step_ids = token_ids
         for _ in range(new_tokens):
-            positions = torch.arange(start, start + step_ids.shape[1])
-            x = self.wte(step_ids) + self.wpe(positions)
-            for block, (keys, values) in zip(self.blocks, buffers, strict=True):
-                x = block(x, keys, values, start)
-            logits = self.ln_f(x[:, -1]) @ self.wte.weight.T  # (batch, vocab_size): the tied head, last row only
+            logits = self(step_ids, buffers, start)
             start += step_ids.shape[1]
-            step_ids = logits.argmax(dim=-1, keepdim=True)
+            step_ids = logits[:, -1, :].argmax(dim=-1, keepdim=True)
             token_ids = torch.cat([token_ids, step_ids], dim=1)
         return token_ids
 
@@ -119,7 +154,7 @@ def time_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, repeats: 
     steps = {
         "uncached (recompute the prefix)": lambda: run(False),
         "cached (KV cache)": lambda: run(True),
-        "minimal plain-torch cached": lambda: minimal.generate(prompt, new_tokens),
+        "minimal nanoGPT-style cached": lambda: minimal.generate(prompt, new_tokens),
     }
     times = {name: [] for name in steps}
     for _ in range(repeats):
