@@ -148,16 +148,13 @@ class MultiHeadAttention(nn.Module):
 
     Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
     the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
-    between two paths that compute the same result:
-
-    - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises
-      the ``(batch, num_heads, num_tokens, num_keys)`` attention weights. It also runs when ``return_weights=True``
-      and in training mode with ``dropout > 0`` (``nn.Dropout`` on the weights, so the masks are the book's);
-    - the *fused* path, ``F.scaled_dot_product_attention``, one kernel that never stores the weights.
-
-    Later lessons add three options, each off by default: ``num_kv_heads`` (grouped-query attention, lesson 11),
-    ``rope`` (rotary positions, lesson 10) and, in :meth:`forward`, ``memory=`` (cross-attention, lesson 12) and
-    ``cache=`` (a :class:`~attention_helpers.decoding.KVCache`, lesson 10).
+    between two paths that compute the same result: the *explicit* path,
+    :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises the ``(batch, num_heads,
+    num_tokens, num_keys)`` attention weights (it also runs for ``return_weights=True`` and in training mode with
+    ``dropout > 0``: ``nn.Dropout`` on the weights, so the masks are the book's), and the *fused* path,
+    ``F.scaled_dot_product_attention``, one kernel that never stores the weights. Later lessons' options are off
+    by default: ``num_kv_heads`` (lesson 11), ``rope`` (lesson 10), and :meth:`forward`'s ``memory=`` (lesson 12)
+    and ``cache=`` (lesson 10).
 
     Args:
         d_in, d_out: input and output widths.
@@ -168,9 +165,8 @@ class MultiHeadAttention(nn.Module):
         qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
         fused: take the fused path whenever the weights are not needed (default ``True``).
-        num_kv_heads: key/value heads shared by groups of query heads: query head ``h`` uses key/value head
-            ``h // (num_heads // num_kv_heads)`` (Ainslie et al., 2023); 1 is multi-query attention (Shazeer,
-            2019). ``None``: one per query head. ``W_key`` and ``W_value`` project to ``num_kv_heads * head_dim``.
+        num_kv_heads: key/value heads, query head ``h`` using ``h // (num_heads // num_kv_heads)`` (Ainslie et al.,
+            2023; 1: multi-query attention, Shazeer, 2019); ``None``: one per query head.
         rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
@@ -220,19 +216,14 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
     ):
-        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` (cross-attention).
-
-        ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
-        no query may attend to (``nn.MultiheadAttention``'s convention). ``memory``: optional
-        ``(batch, num_keys, d_in)`` that keys and values come from, for a module built with ``causal=False``.
-        ``cache``: a :class:`~attention_helpers.decoding.KVCache`; ``x`` then holds the tokens after the
-        ``cache.num_tokens`` cached ones: their keys and values go into layer ``layer_idx`` of the cache, and they
-        attend over the cached ones too (``key_padding_mask`` covers them all). With ``memory``, the cache keeps
-        the memory's keys and values from the first call. ``checked=True``: the caller, a model, has checked these
-        arguments at its entry point (and expanded the mask to ``(batch, num_keys)``). Returns ``context_vec``
-        ``(batch, num_tokens, d_out)``, and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too
-        when ``return_weights``.
-        """
+        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` ``(batch,
+        num_keys, d_in)`` (cross-attention, for a module built with ``causal=False``). ``key_padding_mask``: None
+        or boolean ``(batch, num_keys)`` or ``(num_keys,)``, True at padding (``nn.MultiheadAttention``'s way).
+        With a ``cache`` (:class:`~attention_helpers.decoding.KVCache`), ``x`` holds the tokens after the cached
+        ones: their keys and values go into layer ``layer_idx``, and they attend over all (with ``memory``, the
+        cache keeps the memory's keys and values from the first call). ``checked=True``: a model has checked these
+        at its entry point (the mask expanded). Returns ``context_vec`` ``(batch, num_tokens, d_out)``, and the
+        ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``."""
         if not checked:
             key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
