@@ -278,10 +278,7 @@ class EncoderDecoder(nn.Module):
         masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
         always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
         (and the cross-attention weights, as :meth:`decode`)."""
-        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
-        check_not_empty("src", src, "src_len")
-        check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)  # before encoding
-        memory = self.encode(src, src_key_padding_mask)
+        memory = self.encode(src, src_key_padding_mask)  # each of the two checks its own arguments
         return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
 
     @classmethod
