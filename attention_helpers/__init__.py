@@ -25,7 +25,7 @@ _DEFINED_IN = {
     ),
     "data": ("WORDS", "toy_embeddings"),
     "dates": ("pretrained_date_translator", "translate_dates"),
-    "decoding": ("KVCache", "generate", "sample_next_token", "top_k_filter"),
+    "decoding": ("KVCache", "eval_mode", "generate", "sample_next_token", "top_k_filter"),
     "efficient": (
         "merge_partial_attention",
         "online_softmax",
@@ -34,7 +34,14 @@ _DEFINED_IN = {
         "tiled_attention_blocks",
     ),
     "encoder": ("Encoder", "EncoderLayer", "FeedForward", "LayerNorm", "PositionalEncoding"),
-    "encoder_decoder": ("DecoderLayer", "EncoderDecoder", "Seq2SeqTransformer", "greedy_decode"),
+    "encoder_decoder": (
+        "DecoderLayer",
+        "EncoderDecoder",
+        "EncoderDecoderConfig",
+        "Seq2SeqConfig",
+        "Seq2SeqTransformer",
+        "greedy_decode",
+    ),
     "functional": (
         "attention_scores_loop",
         "causal_mask",
@@ -44,7 +51,7 @@ _DEFINED_IN = {
         "softmax_stable",
         "softmax_with_temperature",
     ),
-    "gpt": ("GPT", "GPTBlock"),
+    "gpt": ("GPT", "GPTBlock", "GPTConfig"),
     "interop": ("from_torch", "to_torch"),
     "lessons": ("check_answer", "check_function"),
     "lessons.parameters": ("ParameterError", "check_parameter"),

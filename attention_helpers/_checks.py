@@ -5,12 +5,13 @@ once with a ``TypeError`` or ``ValueError`` whose message names the argument and
 with a wrong answer or a traceback from deep inside torch, and the same mistake gives the same message everywhere.
 A module raises its own errors only about what it alone knows: a checkpoint's layout, a date's formats, a
 tokenizer's vocabulary, a task function's answers.
+
+Checks run at the door: a model checks its arguments once, at its entry point, and calls its layers (as modules,
+so that hooks fire) with ``checked=True``, which they trust; a layer called on its own checks everything.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import numbers
 from collections.abc import Sequence
@@ -21,48 +22,6 @@ import torch
 # (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
 # torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-class _Flag:
-    """``with _Flag(var):`` sets the context variable ``var`` to True for the code inside, and back afterwards."""
-
-    def __init__(self, var: contextvars.ContextVar[bool]):
-        self.var = var
-
-    def __enter__(self) -> None:
-        self.token = self.var.set(True)
-
-    def __exit__(self, *exc) -> None:
-        self.var.reset(self.token)
-
-
-# True inside decoding's loop: the prompt's ids were checked once at its entry point, and every later id is an argmax
-# or a sample over the model's own vocab_size logits, so each step's model call skips re-reading the ids' values.
-_ids_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("ids_checked", default=False)
-
-
-def ids_checked() -> _Flag:
-    """Within it, :func:`check_token_ids` checks dtypes and shapes but not the values: the caller has checked them
-    once (a host synchronisation on a GPU at each generated token otherwise)."""
-    return _Flag(_ids_checked)
-
-
-# True while a model runs its layers on an input it checked at its entry point: each layer's forward then skips its
-# own checks of shapes and dtypes, which would repeat the model's in every layer (and, when generating, at every
-# token), but the layers are still called as modules, so hooks and compiled submodules run.
-_layers_checked: contextvars.ContextVar[bool] = contextvars.ContextVar("layers_checked", default=False)
-
-
-def layers_checked() -> contextlib.AbstractContextManager:
-    """Within it, :func:`layer_input_checked` is True: the model has checked what its layers receive. While
-    ``torch.compile`` traces, nothing (checks of shapes cost nothing in a compiled graph, a context variable would
-    break it)."""
-    return contextlib.nullcontext() if is_compiling() else _Flag(_layers_checked)
-
-
-def layer_input_checked() -> bool:
-    """True inside a model's :func:`layers_checked`: a layer may skip checking its input."""
-    return not is_compiling() and _layers_checked.get()  # compiled, the checks of shapes cost nothing
 
 
 def check_int(name: str, value) -> None:
@@ -77,9 +36,10 @@ def shape_str(shape) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> None:
+def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonempty: str | None = None) -> None:
     """Require a floating-point tensor with one of the ranks in ``ndims`` (a tuple), or at least ``ndims``
-    dimensions (an int); ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``."""
+    dimensions (an int); ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
+    ``nonempty``: the name of the second-to-last dimension (``"num_tokens"``), which must then hold an entry."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -91,8 +51,8 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str) -> Non
     if not rank_ok:
         ranks = f"at least {ndims}" if isinstance(ndims, int) else " or ".join(str(n) for n in ndims)
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
-    if "num_tokens, " in layout and x.shape[-2] == 0:  # every layout with num_tokens has it second to last
-        raise ValueError(f"{name} must hold at least one token (num_tokens >= 1), got shape {shape_str(x.shape)}")
+    if nonempty is not None:
+        check_not_empty(name, x, nonempty)
 
 
 def check_not_empty(name: str, x: torch.Tensor, what: str) -> None:
@@ -160,9 +120,10 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
     check_same_device(name, mask, "the inputs", like)
 
 
-def check_sequence(name: str, x, d_model: int, layout: str, weight: torch.Tensor, module: str) -> None:
-    """Require a floating-point ``(batch, num_tokens, d_model)`` tensor of the dtype of ``module``'s weights."""
-    check_tensor(name, x, (3,), layout)
+def check_sequence(name, x, d_model: int, layout: str, weight, module: str, nonempty: str | None = None) -> None:
+    """Require a floating-point ``(batch, num_tokens, d_model)`` tensor of the dtype of ``module``'s weights (and
+    at least one token along the dimension named ``nonempty``, if given)."""
+    check_tensor(name, x, (3,), layout, nonempty)
     check_size(name, x, -1, d_model, "d_model", layout)
     check_module_dtype(name, x, weight, module)
 
@@ -174,7 +135,8 @@ def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens
     Returns it expanded to ``(batch, what)``."""
     if mask is None:
         return None
-    batch, length = x.shape[0], x.shape[1] if length is None else length
+    batch = x.shape[0]
+    length = x.shape[1] if length is None else length
     check_bool_mask(name, mask, (batch, length), f"(batch, {what})", x)
     if mask.dim() == 0 or mask.shape[-1] != length:  # one flag per sequence would hide all its keys or none
         raise ValueError(
@@ -324,10 +286,9 @@ TOKEN_ID_DTYPES = (torch.int64, torch.int32)
 """The index dtypes ``nn.Embedding`` accepts (int8, int16 and uint8 ids fail inside it)."""
 
 
-def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)") -> None:
-    """Require a tensor of token ids: dtype int64 or int32, the rank of ``layout``, values in ``[0, vocab_size)``
-    (or just >= 0 when ``vocab_size`` is None)."""
-    ndim = len([part for part in layout.strip("()").split(",") if part.strip()])
+def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2):
+    """Require a tensor of token ids: dtype int64 or int32, ``ndim`` dimensions (named by ``layout``), values in
+    ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
     if ids.dtype not in TOKEN_ID_DTYPES:
@@ -341,9 +302,10 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
-    if not ids.numel() or is_compiling() or _ids_checked.get():  # the range check reads the values: once, eagerly
+    if not ids.numel() or is_compiling():  # the range check reads the values: a host synchronisation on a GPU
         return
-    low, high = int(ids.min()), int(ids.max())
+    low = int(ids.min())
+    high = int(ids.max())
     if vocab_size is None and low < 0:
         raise ValueError(f"{name} must hold token ids >= 0, got values from {low} to {high}")
     if vocab_size is not None and (low < 0 or high >= vocab_size):
@@ -500,7 +462,7 @@ def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
 def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
     """Check ``x`` against ``module``'s ``d_in``, ``context_length`` and the dtype of its query weights."""
     layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
-    check_tensor("x", x, ndims, layout)
+    check_tensor("x", x, ndims, layout, "num_tokens")
     check_size("x", x, -1, module.d_in, "d_in", layout)
     weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
     check_module_dtype("x", x, weight, type(module).__name__)
@@ -533,19 +495,29 @@ def check_memory(module, x: torch.Tensor, memory: torch.Tensor) -> None:
     check_same_device("memory", memory, "x", x)
 
 
+def check_attention_call(module, x, key_padding_mask, return_weights, memory, cache):
+    """Every argument of ``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` expanded to
+    ``(batch, num_keys)`` (or None). With a ``cache``, ``x``'s tokens follow the cached ones and the keys are the
+    cached ones and theirs (self-attention) or the memory's (cross-attention)."""
+    check_attention_input(module, x)
+    check_bool("return_weights", return_weights)
+    if cache is not None:
+        check_cache_type(cache)
+    if memory is not None:
+        check_memory(module, x, memory)
+    elif cache is not None:
+        check_cache_fits(cache.num_tokens, x.shape[1], module.context_length, "context_length")
+    start = 0 if cache is None else cache.num_tokens
+    num_keys = start + x.shape[1] if memory is None else memory.shape[1]
+    return check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
+
+
 # --- the KV cache -----------------------------------------------------------------------------------------------
 
 
 def check_cache_type(cache) -> None:
     if not all(hasattr(cache, name) for name in ("update", "num_tokens", "capacity", "layers_written")):
         raise TypeError(f"cache must be a KVCache (model.new_cache(batch)), got {type(cache).__name__}")
-
-
-def check_layer_cache(cache, num_new: int, context_length: int | None) -> None:
-    """A layer called on its own with a ``cache``: ``num_new`` tokens after the cached ones within ``context_length``
-    (None: no limit, as for cross-attention)."""
-    check_cache_type(cache)
-    check_cache_fits(cache.num_tokens, num_new, context_length, "context_length")
 
 
 def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str) -> None:
@@ -577,7 +549,8 @@ def check_cache(
         )
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
-    made_by, positions = getattr(cache, "made_by", None), getattr(model, "positions", None)
+    made_by = getattr(cache, "made_by", None)
+    positions = getattr(model, "positions", None)
     if made_by is not None and made_by != (id(model), positions):  # (the model that made it, its positions kind)
         if made_by[1] != positions:
             raise ValueError(
@@ -594,8 +567,8 @@ def check_cache(
             f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
             f"{cache.num_layers}): a model call that failed left it so; start a new cache"
         )
-    check_cache_fits(cache.num_tokens, num_new, cache.capacity, "its capacity")
-    check_cache_fits(cache.num_tokens, num_new, context_length, "context_length")
+    limit = min(cache.capacity, context_length)  # a cache from new_cache holds at most context_length tokens
+    check_cache_fits(cache.num_tokens, num_new, limit, "its capacity" if limit == cache.capacity else "context_length")
     if (cache.dtype, cache.device) != (like.dtype, like.device):
         raise TypeError(
             f"the cache holds {cache.dtype} on {cache.device}, the model runs {like.dtype} on {like.device}"
@@ -603,20 +576,10 @@ def check_cache(
 
 
 def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
-    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``.
-    Inside a model that checked the cache at its entry point, only that no layer writes twice."""
-    checked = layer_input_checked()
-    if not checked:
-        check_int("layer_idx", layer_idx)
-        if not 0 <= layer_idx < cache.num_layers:
-            raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
-    if layer_idx in cache.layers_written:
-        raise ValueError(
-            f"layer {layer_idx} already wrote its keys and values at position {cache.num_tokens}, and the cache "
-            f"moves on only once all {cache.num_layers} layers have written: give each layer its own layer_idx"
-        )
-    if checked:
-        return
+    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
+    check_int("layer_idx", layer_idx)
+    if not 0 <= layer_idx < cache.num_layers:
+        raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
     if keys.shape[0] != cache.batch:
         raise ValueError(
             f"the cache holds batch={cache.batch} but the input has batch={keys.shape[0]}; start a new cache"
@@ -633,41 +596,6 @@ def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor
     check_cache_fits(cache.num_tokens, keys.shape[2], cache.capacity, "its capacity")
     if (keys.dtype, keys.device) != (cache.dtype, cache.device):
         raise TypeError(f"the cache holds {cache.dtype} on {cache.device}, the input is {keys.dtype} on {keys.device}")
-
-
-# --- conversion to and from PyTorch's modules -------------------------------------------------------------------
-
-
-def check_torch_norm(torch_norm) -> None:
-    if torch_norm.weight is None or torch_norm.bias is None:
-        raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
-
-
-def check_torch_mha(torch_mha) -> None:
-    if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
-        raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
-    embed_dim = torch_mha.embed_dim
-    if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
-        raise ValueError(
-            "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
-            f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
-        )
-
-
-def check_mha_for_torch(mha) -> bool:
-    """Raise if ``nn.MultiheadAttention`` cannot hold ``mha``; return its one bias flag (a bias that ``mha``
-    lacks, with the other present, becomes zeros)."""
-    if mha.d_in != mha.d_out:
-        raise ValueError(
-            f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
-            f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
-        )
-    if getattr(mha, "num_kv_heads", mha.num_heads) != mha.num_heads:
-        raise ValueError(
-            f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
-            f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"
-        )
-    return mha.W_query.bias is not None or mha.out_proj.bias is not None
 
 
 # --- decoders ---------------------------------------------------------------------------------------------------

@@ -7,11 +7,30 @@ parameter names to PyTorch's, keyed by PyTorch's module, and serve both directio
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_torch_mha, check_torch_norm
+# What PyTorch's modules may hold that ours cannot is checked here, where their layouts are known.
+
+
+def check_torch_norm(torch_norm) -> None:
+    if torch_norm.weight is None or torch_norm.bias is None:
+        raise ValueError("torch_norm must have elementwise_affine=True and bias=True")
+
+
+def check_torch_mha(torch_mha) -> None:
+    if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
+        raise ValueError("torch_mha with add_bias_kv=True or add_zero_attn=True has no equivalent here")
+    embed_dim = torch_mha.embed_dim
+    if torch_mha.kdim != embed_dim or torch_mha.vdim != embed_dim:
+        raise ValueError(
+            "this module projects queries, keys and values from inputs of the same width d_in, so it needs "
+            f"kdim == vdim == embed_dim, got embed_dim={embed_dim}, kdim={torch_mha.kdim}, vdim={torch_mha.vdim}"
+        )
+
 
 # The tables of parameter names, ours -> PyTorch's, one per pair, used by both directions. A key holds several
 # of our names where PyTorch keeps their tensors concatenated along dim 0 (query, key and value projections).
@@ -214,8 +233,9 @@ _BUILDERS = {
 }
 
 
-def from_torch_into(into: type[nn.Module], torch_module: nn.Module, expected: type[nn.Module], **options) -> nn.Module:
-    """Build ``into`` (one of our classes) with the settings of ``torch_module``, which must be an ``expected``,
+def from_torch_into(into: Callable[..., nn.Module], torch_module: nn.Module, expected: type[nn.Module], **options):
+    """Build ``into`` (one of our classes, or a function of its settings that builds one) with the settings of
+    ``torch_module``, which must be an ``expected``,
     copy its weights, and put it on the same device and dtype, in the same training mode."""
     name, build = _BUILDERS[expected]
     if not isinstance(torch_module, expected):

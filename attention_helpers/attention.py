@@ -13,16 +13,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_attention_call,
     check_attention_input,
     check_attention_sizes,
     check_bool,
     check_heads,
     check_kv_heads,
-    check_layer_cache,
-    check_memory,
-    check_padding_mask,
     check_positive_int,
-    layer_input_checked,
 )
 from ._convert import from_torch_into
 from .functional import causal_mask, scaled_dot_product_attention
@@ -41,7 +38,8 @@ class SelfAttentionV1(nn.Module):
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
         check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
-        self.d_in, self.d_out = d_in, d_out
+        self.d_in = d_in
+        self.d_out = d_out
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
@@ -69,7 +67,8 @@ class SelfAttentionV2(nn.Module):
         super().__init__()
         check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
         check_bool("qkv_bias", qkv_bias)
-        self.d_in, self.d_out = d_in, d_out
+        self.d_in = d_in
+        self.d_out = d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -95,7 +94,9 @@ class CausalAttention(nn.Module):
         super().__init__()
         check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
         check_bool("qkv_bias", qkv_bias)
-        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.d_in = d_in
+        self.d_out = d_out
+        self.context_length = context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -110,8 +111,9 @@ class CausalAttention(nn.Module):
         check_bool("return_weights", return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
+        context_vec, attn_weights = scaled_dot_product_attention(
+            self.W_query(x), self.W_key(x), self.W_value(x), mask, self.dropout
+        )
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -146,16 +148,13 @@ class MultiHeadAttention(nn.Module):
 
     Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
     the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
-    between two paths that compute the same result:
-
-    - the *explicit* path, :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises
-      the ``(batch, num_heads, num_tokens, num_keys)`` attention weights. It also runs when ``return_weights=True``
-      and in training mode with ``dropout > 0`` (``nn.Dropout`` on the weights, so the masks are the book's);
-    - the *fused* path, ``F.scaled_dot_product_attention``, one kernel that never stores the weights.
-
-    Later lessons add three options, each off by default: ``num_kv_heads`` (grouped-query attention, lesson 11),
-    ``rope`` (rotary positions, lesson 10) and, in :meth:`forward`, ``memory=`` (cross-attention, lesson 12) and
-    ``cache=`` (a :class:`~attention_helpers.decoding.KVCache`, lesson 10).
+    between two paths that compute the same result: the *explicit* path,
+    :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises the ``(batch, num_heads,
+    num_tokens, num_keys)`` attention weights (it also runs for ``return_weights=True`` and in training mode with
+    ``dropout > 0``: ``nn.Dropout`` on the weights, so the masks are the book's), and the *fused* path,
+    ``F.scaled_dot_product_attention``, one kernel that never stores the weights. Later lessons' options are off
+    by default: ``num_kv_heads`` (lesson 11), ``rope`` (lesson 10), and :meth:`forward`'s ``memory=`` (lesson 12)
+    and ``cache=`` (lesson 10).
 
     Args:
         d_in, d_out: input and output widths.
@@ -166,9 +165,8 @@ class MultiHeadAttention(nn.Module):
         qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
         fused: take the fused path whenever the weights are not needed (default ``True``).
-        num_kv_heads: key/value heads shared by groups of query heads: query head ``h`` uses key/value head
-            ``h // (num_heads // num_kv_heads)`` (Ainslie et al., 2023); 1 is multi-query attention (Shazeer,
-            2019). ``None``: one per query head. ``W_key`` and ``W_value`` project to ``num_kv_heads * head_dim``.
+        num_kv_heads: key/value heads, query head ``h`` using ``h // (num_heads // num_kv_heads)`` (Ainslie et al.,
+            2023; 1: multi-query attention, Shazeer, 2019); ``None``: one per query head.
         rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
 
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
@@ -196,8 +194,15 @@ class MultiHeadAttention(nn.Module):
         check_heads(d_out, num_heads)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_kv_heads(num_heads, num_kv_heads)
-        self.d_in, self.d_out, self.context_length, self.causal, self.fused = d_in, d_out, context_length, causal, fused
-        self.num_heads, self.num_kv_heads, self.head_dim, self.rope = num_heads, num_kv_heads, d_out // num_heads, rope
+        self.d_in = d_in
+        self.d_out = d_out
+        self.context_length = context_length
+        self.causal = causal
+        self.fused = fused
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = d_out // num_heads
+        self.rope = rope
         if rope and self.head_dim % 2:
             raise ValueError(f"rope=True rotates pairs of dimensions: head_dim={self.head_dim} must be even")
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -208,42 +213,36 @@ class MultiHeadAttention(nn.Module):
         # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
-    def forward(self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0):
-        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` (cross-attention).
-
-        ``key_padding_mask``: optional boolean ``(batch, num_keys)`` or ``(num_keys,)``, ``True`` at padding that
-        no query may attend to (``nn.MultiheadAttention``'s convention). ``memory``: optional
-        ``(batch, num_keys, d_in)`` that keys and values come from, for a module built with ``causal=False``.
-        ``cache``: a :class:`~attention_helpers.decoding.KVCache`; ``x`` then holds the tokens after the
-        ``cache.num_tokens`` cached ones: their keys and values go into layer ``layer_idx`` of the cache, and they
-        attend over the cached ones too (``key_padding_mask`` covers them all). With ``memory``, the cache keeps
-        the memory's keys and values from the first call. Returns ``context_vec`` ``(batch, num_tokens, d_out)``,
-        and the ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``.
-        """
-        if not layer_input_checked():  # inside a model, which has checked all this at its entry point
-            check_attention_input(self, x)
-            check_bool("return_weights", return_weights)
-            if cache is not None:
-                check_layer_cache(cache, x.shape[1], self.context_length if memory is None else None)
-            if memory is not None:
-                check_memory(self, x, memory)
+    def forward(
+        self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
+    ):
+        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` ``(batch,
+        num_keys, d_in)`` (cross-attention, for a module built with ``causal=False``). ``key_padding_mask``: None
+        or boolean ``(batch, num_keys)`` or ``(num_keys,)``, True at padding (``nn.MultiheadAttention``'s way).
+        With a ``cache`` (:class:`~attention_helpers.decoding.KVCache`), ``x`` holds the tokens after the cached
+        ones: their keys and values go into layer ``layer_idx``, and they attend over all (with ``memory``, the
+        cache keeps the memory's keys and values from the first call). ``checked=True``: a model has checked these
+        at its entry point (the mask expanded). Returns ``context_vec`` ``(batch, num_tokens, d_out)``, and the
+        ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``."""
+        if not checked:
+            key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
-        num_keys = start + x.shape[1] if memory is None else memory.shape[1]
-        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x, "num_keys", num_keys)
         queries = self.split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         if memory is not None:
             keys, values = self.memory_keys_values(memory, cache, layer_idx)
         else:
-            keys, values = self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
+            keys = self.split_heads(self.W_key(x))  # (batch, num_kv_heads, num_tokens, head_dim)
+            values = self.split_heads(self.W_value(x))
             if self.rope:
                 positions = torch.arange(start, start + x.shape[1], device=x.device)
-                queries, keys = rotate(queries, positions), rotate(keys, positions)
+                queries = rotate(queries, positions)
+                keys = rotate(keys, positions)
             if cache is not None:  # (batch, num_kv_heads, start + num_tokens, head_dim): the cached ones too
-                keys, values = cache.update(layer_idx, keys, values)
+                keys, values = cache.update(layer_idx, keys, values, checked=checked)
         hide = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (batch, 1, 1, num_keys)
         causal = self.causal and memory is None
         context_vec, attn_weights = self.attend_heads(queries, keys, values, hide, causal, start, return_weights)
-        context_vec = self.out_proj(self.merge_heads(context_vec))
+        context_vec = self.out_proj(self.merge_heads(context_vec))  # (batch, num_tokens, d_out)
         return (context_vec, attn_weights) if return_weights else context_vec
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
@@ -261,9 +260,11 @@ class MultiHeadAttention(nn.Module):
         each; with a ``cache``, computed on the first call and kept in the cache (the memory does not change)."""
         if cache is not None and cache.memory_keys[layer_idx] is not None:
             return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
-        keys, values = self.split_heads(self.W_key(memory)), self.split_heads(self.W_value(memory))
+        keys = self.split_heads(self.W_key(memory))  # (batch, num_kv_heads, num_memory_tokens, head_dim)
+        values = self.split_heads(self.W_value(memory))
         if cache is not None:
-            cache.memory_keys[layer_idx], cache.memory_values[layer_idx] = keys, values
+            cache.memory_keys[layer_idx] = keys
+            cache.memory_values[layer_idx] = values
         return keys, values
 
     def attend_heads(self, queries, keys, values, hide=None, causal=False, start=0, return_weights=False):
@@ -271,7 +272,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hide``: None or a boolean
         mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides the
         keys after each query, query i being the token at position ``start + i``."""
-        num_tokens, num_keys = queries.shape[2], keys.shape[2]
+        num_tokens = queries.shape[2]
         if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
             keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
             values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
@@ -279,8 +280,9 @@ class MultiHeadAttention(nn.Module):
         if num_tokens == 1:
             causal = False  # one query after every key it sees: no mask (the fused kernel's fastest case)
         if causal and (explicit or hide is not None or start > 0):
-            future = self.mask[start : start + num_tokens, :num_keys]  # (num_tokens, num_keys)
-            hide, causal = (future if hide is None else hide | future), False
+            future = self.mask[start : start + num_tokens, : keys.shape[2]]  # (num_tokens, num_keys)
+            hide = future if hide is None else hide | future
+            causal = False
         if explicit:
             return scaled_dot_product_attention(queries, keys, values, hide, self.dropout)
         # F.scaled_dot_product_attention's boolean masks mark the positions that MAY be attended.

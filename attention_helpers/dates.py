@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from ._checks import check_instance, check_positive_int, check_seed, shape_str
-from .encoder_decoder import Seq2SeqTransformer, greedy_decode
+from .decoding import eval_mode
+from .encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer, greedy_decode
 
 _MONTH_NAMES = "January February March April May June July August September October November December"
 MONTHS = tuple(_MONTH_NAMES.split())
@@ -218,7 +219,7 @@ def format_of(text: str) -> int:
 
 
 def _check_cross_weights(model, src_ids: torch.Tensor, num_tokens: int, cross_weights) -> None:
-    layers, heads = len(model.transformer.decoder_layers), model.transformer.num_heads
+    layers, heads = model.config.num_decoder_layers, model.config.num_heads
     expected = (layers, src_ids.shape[0], heads, num_tokens, src_ids.shape[1])
     if not isinstance(cross_weights, torch.Tensor) or tuple(cross_weights.shape) != expected:
         got = (
@@ -267,13 +268,9 @@ def logits_with_cross_weights(model, src_ids: torch.Tensor, tgt_ids: torch.Tenso
     model computes itself (``model(src_ids, tgt_ids, return_weights=True)``), the logits are the model's own.
     Runs in eval mode (no dropout); the model's mode is restored afterwards."""
     _check_cross_weights(model, src_ids, tgt_ids.shape[1], cross_weights)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         memory, _ = model.encode(src_ids)  # (batch, src_len, d_model); padding is hidden by the weights given
         return _logits_from_memory(model, memory, tgt_ids, cross_weights)
-    finally:
-        model.train(was_training)
 
 
 @torch.no_grad()
@@ -285,17 +282,13 @@ def greedy_decode_with_cross_weights(model, src_ids: torch.Tensor, bos_id: int, 
     restored afterwards."""
     num_tokens = cross_weights.shape[3] if isinstance(cross_weights, torch.Tensor) and cross_weights.dim() == 5 else 0
     _check_cross_weights(model, src_ids, max(num_tokens, 1), cross_weights)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         memory, _ = model.encode(src_ids)  # (batch, src_len, d_model): the source is encoded once
         tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
         for step in range(num_tokens):  # no cache: each step reruns the decoder on the whole target so far
             logits = _logits_from_memory(model, memory, tokens, cross_weights[:, :, :, : step + 1])
             tokens = torch.cat([tokens, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
         return tokens[:, 1:]
-    finally:
-        model.train(was_training)
 
 
 def pretrained_date_translator(path: str | Path | None = None) -> Seq2SeqTransformer:
@@ -307,7 +300,7 @@ def pretrained_date_translator(path: str | Path | None = None) -> Seq2SeqTransfo
     path = PRETRAINED_WEIGHTS if path is None else Path(path)
     saved = torch.load(path, weights_only=True)
     vocab_size = DateTokenizer().vocab_size
-    model = Seq2SeqTransformer(vocab_size, vocab_size, **saved["sizes"])
+    model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **saved["sizes"]))
     expected, stored = {name for name, _ in model.named_parameters()}, set(saved["parameters"])
     if stored != expected:
         raise ValueError(

@@ -9,6 +9,7 @@ already cached.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -24,9 +25,20 @@ from ._checks import (
     check_temperature,
     check_tensor,
     check_token_ids,
-    ids_checked,
     shape_str,
 )
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module):
+    """``with eval_mode(model):`` runs the block in eval mode (no dropout), then puts ``model`` back in the mode it
+    came in (``model.train(mode)``), even when the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 class KVCache:
@@ -44,10 +56,15 @@ class KVCache:
         shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
         for name, value in zip(("num_layers", "batch", "num_kv_heads", "capacity", "head_dim"), shape, strict=True):
             check_positive_int(name, value)
-        self.num_layers, self.batch, self.num_kv_heads, self.capacity, self.head_dim = shape
+        self.num_layers = num_layers
+        self.batch = batch
+        self.num_kv_heads = num_kv_heads
+        self.capacity = capacity
+        self.head_dim = head_dim
         self.keys = [torch.zeros(shape[1:], dtype=dtype, device=device) for _ in range(num_layers)]
         self.values = [torch.zeros_like(k) for k in self.keys]
-        self.dtype, self.device = self.keys[0].dtype, self.keys[0].device
+        self.dtype = self.keys[0].dtype
+        self.device = self.keys[0].device
         self.memory_keys: list[torch.Tensor | None] = [None] * num_layers
         self.memory_values: list[torch.Tensor | None] = [None] * num_layers
         self.num_tokens = 0
@@ -56,23 +73,35 @@ class KVCache:
         # a model's new_cache sets (id(model), its positions kind): another model's entry check then refuses it
         self.made_by: tuple[int, str | None] | None = None
 
-    def update(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, layer_idx: int, keys, values, *, checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
         after the ``num_tokens`` cached ones; return all of them, ``(batch, num_kv_heads, num_tokens + num_new,
         head_dim)`` views of the preallocated tensors. Nothing cached is copied, unless autograd records the call:
-        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned."""
-        check_cache_write(self, layer_idx, keys, values)
-        start, end = self.num_tokens, self.num_tokens + keys.shape[2]
+        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned.
+        ``checked=True``: a model that checked the cache at its entry point writes its own layers' keys."""
+        if not checked:
+            check_cache_write(self, layer_idx, keys, values)
+        if layer_idx in self.layers_written:  # even inside a model: a hook or a bug can reuse a layer_idx
+            raise ValueError(
+                f"layer {layer_idx} already wrote its keys and values at position {self.num_tokens}, and the cache "
+                f"moves on only once all {self.num_layers} layers have written: give each layer its own layer_idx"
+            )
+        start = self.num_tokens
+        num_new = keys.shape[2]
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
-            self.keys[layer_idx], self.values[layer_idx] = self.keys[layer_idx].clone(), self.values[layer_idx].clone()
-        layer_keys, layer_values = self.keys[layer_idx], self.values[layer_idx]
-        layer_keys.narrow(2, start, end - start).copy_(keys)  # positions start .. end - 1
-        layer_values.narrow(2, start, end - start).copy_(values)
-        written = layer_keys.narrow(2, 0, end), layer_values.narrow(2, 0, end)
+            self.keys[layer_idx] = self.keys[layer_idx].clone()
+            self.values[layer_idx] = self.values[layer_idx].clone()
+        self.keys[layer_idx].narrow(2, start, num_new).copy_(keys)  # positions start .. start + num_new - 1
+        self.values[layer_idx].narrow(2, start, num_new).copy_(values)
+        written = (
+            self.keys[layer_idx].narrow(2, 0, start + num_new),
+            self.values[layer_idx].narrow(2, 0, start + num_new),
+        )
         self.layers_written.add(layer_idx)
-        self.pending_new = end - start
+        self.pending_new = num_new
         if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them
-            self.num_tokens, self.pending_new = end, None
+            self.num_tokens += num_new
+            self.pending_new = None
             self.layers_written.clear()
         return written
 
@@ -156,7 +185,10 @@ def generate(
     def pick(logits):
         return _sample(logits, temperature, top_k, generator)
 
-    return decode_tokens(model, model, token_ids.long(), max_new_tokens, pick, use_cache)
+    def step(ids, cache):  # the prompt was checked above; every later id is picked from the model's own logits
+        return model(ids, cache, checked=True)
+
+    return decode_tokens(model, step, token_ids.long(), max_new_tokens, pick, use_cache)
 
 
 def decode_tokens(
@@ -174,24 +206,20 @@ def decode_tokens(
     ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
     maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
     the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
-    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks the ids of
-    ``token_ids`` once; the model calls skip reading their values (every new id comes from ``pick``).
+    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks
+    ``token_ids`` once and ``step`` may trust its arguments: every new id comes from ``pick``, and the cache fits.
     """
-    context_length, cache = model.context_length, None
+    context_length = model.context_length
+    cache = None
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)
     if use_cache and token_ids.shape[1] < context_length and token_ids.shape[0] > 0:
         cache = model.new_cache(token_ids.shape[0], min(token_ids.shape[1] + num_new, context_length))
-    was_training = model.training
-    model.eval()
-    try:
-        # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
-        with torch.inference_mode(), ids_checked():
-            for _ in range(num_new):
-                if cache is not None and token_ids.shape[1] <= context_length:
-                    logits = step(token_ids[:, cache.num_tokens :], cache)
-                else:
-                    logits = step(token_ids[:, -context_length:], None)
-                token_ids = torch.cat([token_ids, pick(logits[:, -1, :])], dim=1)
-    finally:
-        model.train(was_training)
+    # inference_mode: no_grad, and no autograd bookkeeping (version counters) on any tensor either
+    with eval_mode(model), torch.inference_mode():
+        for _ in range(num_new):
+            if cache is not None and token_ids.shape[1] <= context_length:
+                logits = step(token_ids[:, cache.num_tokens :], cache)
+            else:
+                logits = step(token_ids[:, -context_length:], None)
+            token_ids = torch.cat([token_ids, pick(logits[:, -1, :])], dim=1)
     return token_ids.clone()  # a normal tensor again: autograd refuses the tensors made in inference mode

@@ -116,7 +116,8 @@ def tiled_attention(
     check_positive_int("block_size", block_size)
     check_bool("causal", causal)
     leading = check_attention_inputs(queries, keys, values)  # the broadcast leading shape (...)
-    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+    num_queries = queries.shape[-2]
+    num_keys = keys.shape[-2]
     context_vec = queries.new_empty(*leading, num_queries, values.shape[-1])  # (..., num_queries, d_v)
     if num_queries == 0:
         return context_vec
@@ -216,7 +217,8 @@ def merge_partial_attention(outs, lses) -> torch.Tensor:
         any block (every ``lse`` is ``-inf``) gets zeros, as from ``F.scaled_dot_product_attention`` and
         FlashAttention-2, not the ``nan`` of a softmax over nothing.
     """
-    outs, lses = list(outs), list(lses)
+    outs = list(outs)
+    lses = list(lses)
     if not outs or len(outs) != len(lses):
         raise ValueError(f"need one lse per output and at least one block, got {len(outs)} outs and {len(lses)} lses")
     for i, (out, lse) in enumerate(zip(outs, lses, strict=True)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +28,6 @@ from ._checks import (
     check_sequence,
     check_size,
     check_tensor,
-    layer_input_checked,
-    layers_checked,
     normalized_shape,
     shape_str,
 )
@@ -98,6 +97,23 @@ def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     return dropout(x) if dropout.training else x
 
 
+def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, norm_first: bool):
+    """One sublayer of a transformer layer with its residual connection, ``x`` ``(batch, num_tokens, d_model)``:
+
+    - pre-LN (``norm_first``, GPT-2 and most later models): ``x + dropout(sublayer(norm(x)))``, a residual stream
+      that no norm touches;
+    - post-LN (the original paper): ``norm(x + dropout(sublayer(x)))``.
+
+    ``sublayer`` returns the same shape, or a tuple of it and more (attention and its weights): ``residual`` then
+    returns the new ``x`` followed by the rest.
+    """
+    out = sublayer(norm(x) if norm_first else x)
+    out, *rest = out if isinstance(out, tuple) else (out,)
+    out = dropout_if_training(dropout, out)
+    x = x + out if norm_first else norm(x + out)
+    return (x, *rest) if rest else x
+
+
 class FeedForward(nn.Module):
     """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``, applied to every
     token separately, widening ``d_model`` to ``ffn_hidden`` and back.
@@ -117,8 +133,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(ffn_hidden, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not layer_input_checked():  # inside a model, which has checked its input
+    def forward(self, x: torch.Tensor, *, checked: bool = False) -> torch.Tensor:
+        """``checked=True``: the caller, a layer, has checked ``x``."""
+        if not checked:
             check_tensor("x", x, 1, "(..., d_model)")
             check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
             check_module_dtype("x", x, self.linear1.weight, "FeedForward")
@@ -169,22 +186,21 @@ class EncoderLayer(nn.Module):
         self.norm2 = LayerNorm(d_model, eps=eps)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
+    def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, checked: bool = False):
         """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
         ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
-        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads."""
-        if not layer_input_checked():  # inside an Encoder, which has checked its input
-            check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer")
+        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads. ``checked=True``:
+        the caller (``Encoder``) has checked the arguments and expanded the mask to ``(batch, num_tokens)``."""
+        if not checked:
+            check_sequence(
+                "x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer", "num_tokens"
+            )
             check_bool("return_weights", return_weights)
-        attn_input = self.norm1(x) if self.norm_first else x
-        out = self.attention(attn_input, key_padding_mask, return_weights)
-        attn_out, attn_weights = out if return_weights else (out, None)
-        if self.norm_first:
-            x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
-        else:
-            x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
+            key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
+        attend = partial(self.attention, key_padding_mask=key_padding_mask, return_weights=return_weights, checked=True)
+        out = residual(x, attend, self.norm1, self.dropout1, self.norm_first)
+        x, attn_weights = out if return_weights else (out, None)
+        x = residual(x, partial(self.ffn, checked=True), self.norm2, self.dropout2, self.norm_first)
         return (x, attn_weights) if return_weights else x
 
     @classmethod
@@ -237,15 +253,16 @@ class Encoder(nn.Module):
         stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
         """
         first = self.layers[0]
-        check_sequence("x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder")
+        check_sequence(
+            "x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder", "num_tokens"
+        )
         check_bool("return_weights", return_weights)
         key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
         all_weights = []
-        with layers_checked():
-            for layer in self.layers:
-                out = layer(x, key_padding_mask, return_weights)
-                x, attn_weights = out if return_weights else (out, None)
-                all_weights.append(attn_weights)
+        for layer in self.layers:
+            out = layer(x, key_padding_mask, return_weights, checked=True)
+            x, attn_weights = out if return_weights else (out, None)
+            all_weights.append(attn_weights)
         x = x if self.final_norm is None else self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -271,7 +288,8 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("context_length", context_length)
-        self.d_model, self.context_length = d_model, context_length
+        self.d_model = d_model
+        self.context_length = context_length
         position = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
         # 1 / 10000^(2i / d_model) for each pair index i: (ceil(d_model / 2),)
         inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
@@ -282,7 +300,7 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", pe.float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, (3,), "(batch, num_tokens, d_model)")
+        check_tensor("x", x, (3,), "(batch, num_tokens, d_model)", "num_tokens")
         check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
         if x.shape[1] > self.context_length:
             raise ValueError(

@@ -7,12 +7,16 @@ of the encoder's output from the first step on. Masks are True at padding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import torch
 from torch import nn
 
 from ._checks import (
     check_bool,
     check_cache,
+    check_choice,
     check_decoder_inputs,
     check_heads,
     check_instance,
@@ -20,19 +24,18 @@ from ._checks import (
     check_not_empty,
     check_padding_mask,
     check_positive_int,
+    check_positive_real,
     check_probability,
     check_same_batch,
     check_sequence,
     check_token_id,
     check_token_ids,
-    layer_input_checked,
-    layers_checked,
     shape_str,
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
-from .decoding import KVCache, decode_tokens
-from .encoder import Encoder, FeedForward, LayerNorm, PositionalEncoding
+from .decoding import KVCache, decode_tokens, eval_mode
+from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding, residual
 
 
 class DecoderLayer(nn.Module):
@@ -76,14 +79,20 @@ class DecoderLayer(nn.Module):
         check_probability("dropout", dropout)
         check_positive_int("context_length", context_length)
         check_bool("norm_first", norm_first)
-        self.d_model, self.norm_first, self.context_length = d_model, norm_first, context_length
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.context_length = context_length
         self.self_attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True)
         self.cross_attention = MultiHeadAttention(
             d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False
         )
         self.ffn = FeedForward(d_model, ffn_hidden, dropout, activation)
-        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=eps) for _ in range(3))
-        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+        self.norm1 = LayerNorm(d_model, eps=eps)
+        self.norm2 = LayerNorm(d_model, eps=eps)
+        self.norm3 = LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
 
     def forward(
         self,
@@ -95,30 +104,27 @@ class DecoderLayer(nn.Module):
         *,
         cache: KVCache | None = None,
         layer_idx: int = 0,
+        checked: bool = False,
     ):
         """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)``; the masks are True at
         padding. With a ``cache``, ``x`` holds the target tokens after the cached ones (the self-attention reads and
         extends layer ``layer_idx``; the cross-attention keeps the memory's keys and values there from the first
         call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
-        ``(batch, num_heads, tgt_len, src_len)``."""
-        tgt_mask, memory_mask = tgt_key_padding_mask, memory_key_padding_mask
-        if not layer_input_checked():  # EncoderDecoder.decode has checked the inputs and expanded the masks
-            tgt_mask, memory_mask = check_decoder_inputs(
-                self, self.norm1.gamma, x, memory, tgt_mask, memory_mask, cache
-            )
+        ``(batch, num_heads, tgt_len, src_len)``. ``checked=True``: the caller (``EncoderDecoder.decode``) has
+        checked the arguments and expanded the masks."""
+        masks = (tgt_key_padding_mask, memory_key_padding_mask)
+        if not checked:
+            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, cache)
             check_bool("return_weights", return_weights)
-        kv = dict(cache=cache, layer_idx=layer_idx)
-        h = self.norm1(x) if self.norm_first else x
-        h = self.dropout1(self.self_attention(h, tgt_mask, **kv))
-        x = x + h if self.norm_first else self.norm1(x + h)
-        h = self.norm2(x) if self.norm_first else x
-        out = self.cross_attention(h, memory_mask, return_weights, memory=memory, **kv)
-        h, attn_weights = out if return_weights else (out, None)
-        x = x + self.dropout2(h) if self.norm_first else self.norm2(x + self.dropout2(h))
-        if self.norm_first:
-            x = x + self.dropout3(self.ffn(self.norm3(x)))
-        else:
-            x = self.norm3(x + self.dropout3(self.ffn(x)))
+        cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)  # both attentions keep layer_idx's cache
+        self_attend = partial(self.self_attention, key_padding_mask=masks[0], **cached)
+        cross_attend = partial(
+            self.cross_attention, key_padding_mask=masks[1], return_weights=return_weights, memory=memory, **cached
+        )
+        x = residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
+        out = residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
+        x, attn_weights = out if return_weights else (out, None)
+        x = residual(x, partial(self.ffn, checked=True), self.norm3, self.dropout3, self.norm_first)
         return (x, attn_weights) if return_weights else x
 
     @classmethod
@@ -127,13 +133,9 @@ class DecoderLayer(nn.Module):
         return from_torch_into(cls, torch_layer, nn.TransformerDecoderLayer, context_length=context_length)
 
 
-class EncoderDecoder(nn.Module):
-    """The core of the original transformer, on sequences that are already embedded.
-
-    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
-    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
-    ``nn.Transformer``, each stack ends with a LayerNorm of its own (the decoder's is ``final_norm``), whether
-    post-LN or pre-LN.
+@dataclass(frozen=True, kw_only=True)
+class EncoderDecoderConfig:
+    """An :class:`EncoderDecoder`'s sizes, given by name, checked once here.
 
     Args:
         d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
@@ -141,41 +143,85 @@ class EncoderDecoder(nn.Module):
         dropout: dropout everywhere ``nn.Transformer`` has it.
         norm_first: pre-LN layers instead of post-LN.
         activation, eps, context_length: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
+    """
+
+    d_model: int
+    num_heads: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    ffn_hidden: int
+    dropout: float = 0.0
+    norm_first: bool = False
+    activation: str = "relu"
+    eps: float = 1e-5
+    context_length: int = 512
+
+    def __post_init__(self):
+        for name in ("d_model", "num_encoder_layers", "num_decoder_layers", "ffn_hidden", "context_length"):
+            check_positive_int(name, getattr(self, name))
+        check_heads(self.d_model, self.num_heads, "d_model")
+        check_probability("dropout", self.dropout)
+        check_bool("norm_first", self.norm_first)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_positive_real("eps", self.eps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Seq2SeqConfig(EncoderDecoderConfig):
+    """A :class:`Seq2SeqTransformer`'s sizes: its :class:`EncoderDecoderConfig` and the vocabularies.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: number of source and target token ids.
+        pad_id: the source id that marks padding (hidden from attention).
+        context_length: the longest source or target (64 here).
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    pad_id: int = 0
+    context_length: int = 64
+
+    def __post_init__(self):
+        check_positive_int("src_vocab_size", self.src_vocab_size)
+        check_positive_int("tgt_vocab_size", self.tgt_vocab_size)
+        check_token_id("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
+        super().__post_init__()
+
+
+class EncoderDecoder(nn.Module):
+    """The core of the original transformer, on sequences that are already embedded, built from an
+    :class:`EncoderDecoderConfig`.
+
+    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
+    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
+    ``nn.Transformer``, each stack ends with a LayerNorm of its own (the decoder's is ``final_norm``), whether
+    post-LN or pre-LN.
 
     ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
     returns ``(batch, tgt_len, d_model)``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_encoder_layers: int,
-        num_decoder_layers: int,
-        ffn_hidden: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        *,
-        activation: str = "relu",
-        eps: float = 1e-5,
-        context_length: int = 512,
-    ):
+    def __init__(self, config: EncoderDecoderConfig):
         super().__init__()
-        check_positive_int("num_decoder_layers", num_decoder_layers)
-        check_heads(d_model, num_heads, "d_model")
-        self.d_model, self.num_heads, self.context_length = d_model, num_heads, context_length
-        sizes, settings = (d_model, ffn_hidden, num_heads, dropout), dict(norm_first=norm_first, activation=activation)
-        self.encoder = Encoder(*sizes, num_encoder_layers, final_norm=True, eps=eps, **settings)
+        check_instance("config", config, EncoderDecoderConfig, "an EncoderDecoderConfig")
+        self.config = config
+        self.d_model = config.d_model  # what the input checks compare with
+        self.context_length = config.context_length
+        sizes = (config.d_model, config.ffn_hidden, config.num_heads, config.dropout)
+        settings = dict(norm_first=config.norm_first, activation=config.activation, eps=config.eps)
+        self.encoder = Encoder(*sizes, config.num_encoder_layers, final_norm=True, **settings)
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(*sizes, eps=eps, context_length=context_length, **settings) for _ in range(num_decoder_layers)
+            DecoderLayer(*sizes, context_length=config.context_length, **settings)
+            for _ in range(config.num_decoder_layers)
         )
-        self.final_norm = LayerNorm(d_model, eps=eps)
+        self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` targets of up to ``capacity`` tokens
         (default ``context_length``); the first :meth:`decode` with it fills its cross-attention slots."""
         capacity = self.context_length if capacity is None else capacity
-        attention, weight = self.decoder_layers[0].self_attention, self.final_norm.gamma
+        attention = self.decoder_layers[0].self_attention
+        weight = self.final_norm.gamma
         shape = (len(self.decoder_layers), batch, attention.num_kv_heads, capacity, attention.head_dim)
         cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
         cache.made_by = (id(self), None)
@@ -196,26 +242,27 @@ class EncoderDecoder(nn.Module):
         return_weights: bool = False,
         *,
         cache: KVCache | None = None,
+        checked: bool = False,
     ):
         """The decoder stack on ``tgt`` ``(batch, tgt_len, d_model)`` given ``memory`` ``(batch, src_len, d_model)``.
 
         With a ``cache`` (:meth:`new_cache`), ``tgt`` holds the target tokens after the ``cache.num_tokens`` cached
         ones, and the result equals the last rows of a decode of the whole target. With ``return_weights``, also
         every layer's cross-attention weights, stacked as ``(num_decoder_layers, batch, num_heads, tgt_len,
-        src_len)``."""
-        check_bool("return_weights", return_weights)
-        if cache is not None:
-            sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
-            check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
-        masks = check_decoder_inputs(
-            self, self.final_norm.gamma, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache
-        )
-        x, all_weights = tgt, []
-        with layers_checked():  # the layers' attention and feed-forward modules skip re-checking the shapes
-            for layer_idx, layer in enumerate(self.decoder_layers):
-                out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx)
-                x, attn_weights = out if return_weights else (out, None)
-                all_weights.append(attn_weights)
+        src_len)``. ``checked=True``: the caller has checked the arguments and expanded the masks."""
+        masks = (tgt_key_padding_mask, memory_key_padding_mask)
+        if not checked:
+            check_bool("return_weights", return_weights)
+            if cache is not None:
+                sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
+                check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
+            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, cache)
+        x = tgt
+        all_weights = []
+        for layer_idx, layer in enumerate(self.decoder_layers):
+            out = layer(x, memory, *masks, return_weights, cache=cache, layer_idx=layer_idx, checked=True)
+            x, attn_weights = out if return_weights else (out, None)
+            all_weights.append(attn_weights)
         x = self.final_norm(x)
         return (x, torch.stack(all_weights)) if return_weights else x
 
@@ -231,61 +278,41 @@ class EncoderDecoder(nn.Module):
         masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
         always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
         (and the cross-attention weights, as :meth:`decode`)."""
-        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
-        check_not_empty("src", src, "src_len")
-        check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)  # before encoding
-        memory = self.encode(src, src_key_padding_mask)
+        memory = self.encode(src, src_key_padding_mask)  # each of the two checks its own arguments
         return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
 
     @classmethod
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
         """Copy a ``torch.nn.Transformer`` (its layers and final LayerNorms; ours is batch-first)."""
-        return from_torch_into(cls, torch_transformer, nn.Transformer, context_length=context_length)
+
+        def build(**settings):  # the settings of torch_transformer, as an EncoderDecoderConfig's fields
+            return cls(EncoderDecoderConfig(**settings))
+
+        return from_torch_into(build, torch_transformer, nn.Transformer, context_length=context_length)
 
 
 class Seq2SeqTransformer(nn.Module):
-    """A sequence-to-sequence model: token embeddings and sinusoidal positions on both sides, an
-    :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
-
-    Args:
-        src_vocab_size, tgt_vocab_size: number of source and target token ids.
-        d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first: the
-            :class:`EncoderDecoder`'s sizes.
-        context_length: the longest source or target.
-        pad_id: the source id that marks padding (hidden from attention).
+    """A sequence-to-sequence model, built from a :class:`Seq2SeqConfig`: token embeddings and sinusoidal positions
+    on both sides, an :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
     logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
     """
 
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d_model: int,
-        num_heads: int,
-        num_encoder_layers: int,
-        num_decoder_layers: int,
-        ffn_hidden: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = False,
-        context_length: int = 64,
-        pad_id: int = 0,
-    ):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        check_positive_int("src_vocab_size", src_vocab_size)
-        check_positive_int("tgt_vocab_size", tgt_vocab_size)
-        check_token_id("pad_id", pad_id, src_vocab_size, "src_vocab_size")
-        self.src_vocab_size, self.tgt_vocab_size, self.pad_id = src_vocab_size, tgt_vocab_size, pad_id
-        self.context_length = context_length
-        self.src_embedding = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embedding = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional_encoding = PositionalEncoding(d_model, context_length)
-        sizes = (d_model, num_heads, num_encoder_layers, num_decoder_layers, ffn_hidden, dropout, norm_first)
-        self.transformer = EncoderDecoder(*sizes, context_length=context_length)
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(d_model, tgt_vocab_size)
+        check_instance("config", config, Seq2SeqConfig, "a Seq2SeqConfig")
+        self.config = config
+        self.src_vocab_size = config.src_vocab_size  # what the input checks compare with
+        self.tgt_vocab_size = config.tgt_vocab_size
+        self.pad_id = config.pad_id
+        self.context_length = config.context_length
+        self.src_embedding = nn.Embedding(config.src_vocab_size, config.d_model)
+        self.tgt_embedding = nn.Embedding(config.tgt_vocab_size, config.d_model)
+        self.positional_encoding = PositionalEncoding(config.d_model, config.context_length)
+        self.transformer = EncoderDecoder(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.d_model, config.tgt_vocab_size)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty cache for :meth:`decode` (:meth:`EncoderDecoder.new_cache`)."""
@@ -309,14 +336,16 @@ class Seq2SeqTransformer(nn.Module):
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encoder(src, padding), padding
 
-    def decode(self, tgt_ids, memory, padding=None, return_weights: bool = False, *, cache: KVCache | None = None):
+    def decode(self, tgt_ids, memory, padding=None, return_weights=False, *, cache=None, checked: bool = False):
         """Logits ``(batch, tgt_len, tgt_vocab_size)`` of the target ids ``tgt_ids`` ``(batch, tgt_len)`` (those after
         the cached ones, with a ``cache``) given :meth:`encode`'s memory and padding; with ``return_weights`` also
-        the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
-        check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
-        check_bool("return_weights", return_weights)
+        the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``. ``checked=True``:
+        the caller (the decoding loop) has checked the arguments."""
+        if not checked:
+            check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+            check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
-        out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache)
+        out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache, checked=checked)
         return (self.head(out[0]), out[1]) if return_weights else self.head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
@@ -356,16 +385,13 @@ def greedy_decode(
         raise ValueError(
             f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"
         )
-    was_training = model.training
-    try:
-        with torch.inference_mode():
-            memory, padding = model.eval().encode(src_ids)  # once, for every step
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():
+        memory, padding = model.encode(src_ids)  # once, for every step
     step_weights = []
 
     def step(ids, cache):
-        out = model.decode(ids, memory, padding, return_weights, cache=cache)
+        # the source was checked by encode, every id after bos_id is an argmax over the model's own logits
+        out = model.decode(ids, memory, padding, return_weights, cache=cache, checked=True)
         if not return_weights:
             return out
         step_weights.append(out[1][..., -1:, :])  # the newest token's row

@@ -32,7 +32,7 @@ def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Te
     ``(num_tokens, d)``, one embedding per row, and ``query`` ``(d,)`` -> ``(num_tokens,)`` attention scores,
     ``scores[i] = inputs[i] · query``.
     """
-    check_tensor("inputs", inputs, (2,), "(num_tokens, d)")
+    check_tensor("inputs", inputs, (2,), "(num_tokens, d)", "num_tokens")
     check_tensor("query", query, (1,), "(d,)")
     check_size("query", query, 0, inputs.shape[1], "d", "(d,) matching inputs' (num_tokens, d)")
     scores = torch.empty(inputs.shape[0], dtype=inputs.dtype, device=inputs.device)
@@ -123,52 +123,40 @@ def scaled_dot_product_attention(
     """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step.
 
     Args:
-        queries: ``(..., num_queries, d_k)``.
-        keys: ``(..., num_keys, d_k)``.
-        values: ``(..., num_keys, d_v)``.
-        mask: optional boolean tensor broadcastable to ``(..., num_queries, num_keys)``;
-            ``True`` hides that key from that query (its score becomes ``-inf`` before softmax).
+        queries: ``(..., num_queries, d_k)``; keys: ``(..., num_keys, d_k)``; values: ``(..., num_keys, d_v)``.
+        mask: optional boolean tensor broadcastable to ``(..., num_queries, num_keys)``; ``True`` hides that key
+            from that query (its score becomes ``-inf`` before softmax).
         dropout: optional module or function applied to the attention weights (``nn.Dropout``).
 
-    Returns:
-        ``(context_vec, attn_weights)`` of shapes ``(..., num_queries, d_v)`` and
-        ``(..., num_queries, num_keys)``.
-
-    A query row whose keys are *all* masked has nothing to attend to. Its weights are defined as all
-    zeros, so its context vector is zero (the same as ``F.scaled_dot_product_attention``), rather than
-    the ``nan`` that a softmax over ``-inf`` everywhere would give.
-
-    float16 and bfloat16 inputs are computed in float32 and the results converted back, as PyTorch's own kernel
-    accumulates: a score of entries around 100 overflows float16 (its largest number is 65504).
+    Returns ``(context_vec, attn_weights)`` of shapes ``(..., num_queries, d_v)`` and ``(..., num_queries,
+    num_keys)``. A query whose keys are *all* masked gets zero weights and a zero context vector (as from
+    ``F.scaled_dot_product_attention``), not the ``nan`` of a softmax over ``-inf`` everywhere. float16 and
+    bfloat16 inputs are computed in float32, as PyTorch's kernel accumulates: a score of entries around 100
+    overflows float16 (its largest number is 65504).
     """
     check_attention_inputs(queries, keys, values)
     if dropout is not None and not callable(dropout):
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")
-    if queries.dtype in (torch.float16, torch.bfloat16):
-        context_vec, attn_weights = scaled_dot_product_attention(
-            queries.float(), keys.float(), values.float(), mask, dropout
-        )
-        return context_vec.to(queries.dtype), attn_weights.to(queries.dtype)
-
-    d_k = queries.shape[-1]
+    dtype = queries.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        queries, keys, values = queries.float(), keys.float(), values.float()
     # Scale the queries first (as F.scaled_dot_product_attention does): in float16, Q·Kᵀ itself can overflow.
-    attn_scores = (queries / math.sqrt(d_k)) @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
+    attn_scores = (queries / math.sqrt(queries.shape[-1])) @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
     fully_masked = None
     if mask is not None:
         check_bool_mask("mask", mask, tuple(attn_scores.shape), "(..., num_queries, num_keys)", queries)
         attn_scores.masked_fill_(mask, float("-inf"))
-        # Fully masked rows get zero scores (no nan, not even in the backward pass), then zero weights.
-        fully_masked = mask.all(dim=-1, keepdim=True)
-        # In eager mode the fills are skipped when no row is fully masked; reading that from the tensor is a host
-        # synchronisation that breaks a compiled graph, so under torch.compile they always run (a no-op then).
-        if is_compiling() or fully_masked.any():
-            attn_scores.masked_fill_(fully_masked, 0.0)
-        else:
+        fully_masked = mask.all(dim=-1, keepdim=True)  # (..., num_queries, 1)
+        # Eagerly, the fills run only when some row is fully masked; reading that is a host synchronisation that
+        # breaks a compiled graph, so under torch.compile they always run (a no-op then).
+        if not (is_compiling() or fully_masked.any()):
             fully_masked = None
+        else:  # zero scores: no nan, not even in the backward pass; then zero weights
+            attn_scores.masked_fill_(fully_masked, 0.0)
     attn_weights = torch.softmax(attn_scores, dim=-1)
     if fully_masked is not None:
         attn_weights = attn_weights.masked_fill(fully_masked, 0.0)
     if dropout is not None:
         attn_weights = dropout(attn_weights)
     context_vec = attn_weights @ values  # (..., num_queries, d_v)
-    return context_vec, attn_weights
+    return context_vec.to(dtype), attn_weights.to(dtype)

@@ -8,6 +8,9 @@ from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import torch
 from torch import nn
 
@@ -15,45 +18,23 @@ from ._checks import (
     check_cache,
     check_choice,
     check_heads,
+    check_instance,
+    check_kv_heads,
     check_positive_int,
     check_probability,
     check_token_ids,
-    layers_checked,
 )
 from .attention import MultiHeadAttention
 from .decoding import KVCache
-from .encoder import FeedForward, LayerNorm, dropout_if_training
+from .encoder import FeedForward, LayerNorm, dropout_if_training, residual
 
 POSITIONS = ("learned", "rope")
 
 
-class GPTBlock(nn.Module):
-    """One pre-LN block of a decoder-only model: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``.
-
-    The attention is causal (token i mixes the values of tokens 0..i only): lesson 06's
-    :class:`~attention_helpers.attention.MultiHeadAttention`, with ``num_kv_heads`` and ``rope`` passed on. Input
-    ``(batch, num_tokens, d_model)``; output the same shape. With a ``cache``, the block's attention reads and
-    extends layer ``layer_idx`` of it (:class:`~attention_helpers.decoding.KVCache`).
-    """
-
-    def __init__(self, d_model, num_heads, context_length, dropout, num_kv_heads=None, rope: bool = False):
-        super().__init__()
-        self.norm1 = LayerNorm(d_model)
-        options = dict(num_kv_heads=num_kv_heads, rope=rope)
-        self.attention = MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads, **options)
-        self.dropout1 = nn.Dropout(dropout)
-        self.norm2 = LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
-        self.dropout2 = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0) -> torch.Tensor:
-        attn_out = self.attention(self.norm1(x), cache=cache, layer_idx=layer_idx)
-        x = x + dropout_if_training(self.dropout1, attn_out)
-        return x + dropout_if_training(self.dropout2, self.ffn(self.norm2(x)))
-
-
-class GPT(nn.Module):
-    """A decoder-only transformer language model.
+@dataclass(frozen=True, kw_only=True)
+class GPTConfig:
+    """A :class:`GPT`'s sizes, given by name (``GPTConfig(vocab_size=65, context_length=64, ...)``): two sizes
+    swapped by position, such as ``num_heads`` and ``num_layers``, cannot pass unnoticed. Checked once, here.
 
     Args:
         vocab_size: number of distinct tokens.
@@ -65,6 +46,69 @@ class GPT(nn.Module):
         num_kv_heads: key/value heads per block (grouped-query attention); ``None``: one per query head.
         positions: ``"learned"`` (GPT-2: a trained position embedding added to the token embedding) or
             ``"rope"`` (Llama: no position embedding; every block rotates its queries and keys by position).
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_heads: int
+    num_layers: int
+    dropout: float = 0.0
+    num_kv_heads: int | None = None
+    positions: str = "learned"
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context_length", "d_model", "num_layers"):
+            check_positive_int(name, getattr(self, name))
+        check_heads(self.d_model, self.num_heads, "d_model")
+        if self.num_kv_heads is not None:
+            check_kv_heads(self.num_heads, self.num_kv_heads)
+        check_probability("dropout", self.dropout)
+        check_choice("positions", self.positions, POSITIONS)
+        if self.positions == "rope" and self.d_model // self.num_heads % 2:
+            raise ValueError(
+                f'positions="rope" rotates pairs of dimensions: head_dim = d_model // num_heads = '
+                f"{self.d_model // self.num_heads} must be even"
+            )
+
+
+class GPTBlock(nn.Module):
+    """One pre-LN block of a decoder-only model: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``.
+
+    The attention is causal (token i mixes the values of tokens 0..i only): lesson 06's
+    :class:`~attention_helpers.attention.MultiHeadAttention`, with ``num_kv_heads`` and rotary positions from the
+    :class:`GPTConfig`. Input ``(batch, num_tokens, d_model)``; output the same shape. With a ``cache``, the
+    block's attention reads and extends layer ``layer_idx`` of it (:class:`~attention_helpers.decoding.KVCache`).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        d_model = config.d_model
+        dropout = config.dropout
+        self.norm1 = LayerNorm(d_model)
+        self.attention = MultiHeadAttention(
+            d_model,
+            d_model,
+            config.context_length,
+            dropout,
+            config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            rope=config.positions == "rope",
+        )
+        self.dropout1 = nn.Dropout(dropout)
+        self.norm2 = LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0, *, checked: bool = False):
+        """``checked=True``: the caller (``GPT``) has checked ``x`` and the cache; the sublayers skip their checks."""
+        attend = partial(self.attention, cache=cache, layer_idx=layer_idx, checked=checked)
+        x = residual(x, attend, self.norm1, self.dropout1, norm_first=True)
+        return residual(x, partial(self.ffn, checked=checked), self.norm2, self.dropout2, norm_first=True)
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer language model, built from a :class:`GPTConfig`: ``GPT(GPTConfig(...))``.
 
     Input ``(batch, num_tokens)`` int64 (or int32) token ids with ``num_tokens <= context_length``; output
     ``(batch, num_tokens, vocab_size)`` logits: row i scores every candidate for token i + 1.
@@ -73,36 +117,20 @@ class GPT(nn.Module):
     product of the final vector with t's embedding, which saves ``vocab_size * d_model`` parameters.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        context_length: int,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        dropout: float,
-        *,
-        num_kv_heads: int | None = None,
-        positions: str = "learned",
-    ):
+    def __init__(self, config: GPTConfig):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("context_length", context_length), ("d_model", d_model)):
-            check_positive_int(name, value)
-        check_heads(d_model, num_heads, "d_model")
-        check_positive_int("num_layers", num_layers)
-        check_probability("dropout", dropout)
-        check_choice("positions", positions, POSITIONS)
-        self.vocab_size, self.context_length, self.d_model = vocab_size, context_length, d_model
-        self.positions = positions
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        learned, rope = positions == "learned", positions == "rope"
-        self.position_embedding = nn.Embedding(context_length, d_model) if learned else None
-        self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            GPTBlock(d_model, num_heads, context_length, dropout, num_kv_heads, rope) for _ in range(num_layers)
-        )
-        self.final_norm = LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        check_instance("config", config, GPTConfig, "a GPTConfig (GPT(GPTConfig(vocab_size=..., ...)))")
+        self.config = config
+        self.vocab_size = config.vocab_size  # what generate and the training loops read
+        self.context_length = config.context_length
+        self.positions = config.positions
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        learned = config.positions == "learned"
+        self.position_embedding = nn.Embedding(config.context_length, config.d_model) if learned else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(GPTBlock(config) for _ in range(config.num_layers))
+        self.final_norm = LayerNorm(config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.token_embedding.weight  # tied: one (vocab_size, d_model) matrix
         self.apply(_init_weights)
 
@@ -113,36 +141,39 @@ class GPT(nn.Module):
         check_positive_int("capacity", capacity)
         if capacity > self.context_length:
             raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
-        attention, weight = self.blocks[0].attention, self.token_embedding.weight
+        attention = self.blocks[0].attention
+        weight = self.token_embedding.weight
         shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
         cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
         cache.made_by = (id(self), self.positions)
         return cache
 
-    def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None, *, checked: bool = False):
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``.
 
         With a ``cache`` (:meth:`new_cache`), the tokens continue the ``cache.num_tokens`` already cached: their
         positions start after them, they attend to the cached keys and values too, and the cache takes theirs.
+        ``checked=True``: the caller (the decoding loop) has checked the ids and made the cache.
         """
-        check_token_ids("token_ids", token_ids, self.vocab_size)  # once here, not in every block
-        start, num_tokens = 0, token_ids.shape[1]
-        if cache is not None:
-            sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
-            check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
-            start = cache.num_tokens
-        elif num_tokens > self.context_length:
-            raise ValueError(
-                f"token_ids has num_tokens={num_tokens} but the model reads at most "
-                f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
-            )
+        if not checked:  # once here; the blocks are then trusted with what this call hands them
+            check_token_ids("token_ids", token_ids, self.vocab_size)
+            num_tokens = token_ids.shape[1]
+            if cache is not None:
+                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
+                check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
+            elif num_tokens > self.context_length:
+                raise ValueError(
+                    f"token_ids has num_tokens={num_tokens} but the model reads at most "
+                    f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
+                )
+        start = 0 if cache is None else cache.num_tokens  # the position of the first token
         x = self.token_embedding(token_ids)  # (batch, num_tokens, d_model)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(start, start + num_tokens, device=token_ids.device))
+            positions = torch.arange(start, start + token_ids.shape[1], device=token_ids.device)
+            x = x + self.position_embedding(positions)
         x = dropout_if_training(self.dropout, x)
-        with layers_checked():  # the blocks skip re-checking what was checked here
-            for layer_idx, block in enumerate(self.blocks):
-                x = block(x, cache, layer_idx)
+        for layer_idx, block in enumerate(self.blocks):
+            x = block(x, cache, layer_idx, checked=True)
         return self.head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
 
 

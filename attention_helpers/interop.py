@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_class, check_mha_for_torch
-from ._convert import from_torch_into, ours_to_theirs, torch_names
+from ._checks import check_class
+from ._convert import ours_to_theirs, torch_names
 from .attention import MultiHeadAttention
 from .encoder import Encoder, EncoderLayer, LayerNorm
 from .encoder_decoder import DecoderLayer, EncoderDecoder
@@ -34,6 +34,22 @@ from .encoder_decoder import DecoderLayer, EncoderDecoder
 
 def _layer_norm_to_torch(norm: LayerNorm) -> nn.LayerNorm:
     return nn.LayerNorm(norm.parameters_shape, eps=norm.eps)
+
+
+def check_mha_for_torch(mha) -> bool:
+    """Raise if ``nn.MultiheadAttention`` cannot hold ``mha``; return its one bias flag (a bias that ``mha``
+    lacks, with the other present, becomes zeros)."""
+    if mha.d_in != mha.d_out:
+        raise ValueError(
+            f"nn.MultiheadAttention projects queries with a square (embed_dim, embed_dim) matrix, so it needs "
+            f"d_in == d_out; this module has d_in={mha.d_in}, d_out={mha.d_out}"
+        )
+    if getattr(mha, "num_kv_heads", mha.num_heads) != mha.num_heads:
+        raise ValueError(
+            f"nn.MultiheadAttention has one key/value head per query head; this module has num_heads={mha.num_heads} "
+            f"and num_kv_heads={mha.num_kv_heads} (grouped-query attention)"
+        )
+    return mha.W_query.bias is not None or mha.out_proj.bias is not None
 
 
 def _mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -142,5 +158,4 @@ def from_torch(torch_module: nn.Module, *, into: type[nn.Module] | None = None, 
                 "nn.TransformerEncoder, nn.TransformerDecoderLayer or nn.Transformer, "
                 f"got {type(torch_module).__name__}"
             )
-    theirs = next(theirs for ours, (theirs, _) in _PAIRS.items() if issubclass(into, ours))  # check_class: found
-    return from_torch_into(into, torch_module, theirs, **options)
+    return into.from_torch(torch_module, **options)  # each class knows how its settings build it

@@ -128,7 +128,7 @@ class BertEmbeddings(nn.Module):
 def mean_pool(hidden: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Average ``(batch, num_tokens, d_model)`` token vectors over the real tokens (``key_padding_mask``
     ``(batch, num_tokens)``, True = padding, left out of the mean). Returns ``(batch, d_model)``."""
-    check_tensor("hidden", hidden, (3,), "(batch, num_tokens, d_model)")
+    check_tensor("hidden", hidden, (3,), "(batch, num_tokens, d_model)", "num_tokens")
     if key_padding_mask is None:
         return hidden.mean(dim=1)
     check_bool_mask("key_padding_mask", key_padding_mask, tuple(hidden.shape[:2]), "(batch, num_tokens)", hidden)

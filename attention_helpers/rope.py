@@ -1,7 +1,7 @@
 """Rotary position embedding (RoPE): positions enter attention by rotating the queries and keys.
 
 Su et al. 2021 (arXiv 2104.09864). Lesson 07 introduces it; ``MultiHeadAttention(..., rope=True)`` (and
-``GPT(..., positions="rope")``) applies it in every head.
+``GPTConfig(..., positions="rope")``) applies it in every head.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
 
     Returns a tensor of ``x``'s shape and dtype.
     """
-    check_tensor("x", x, 2, "(..., num_tokens, head_dim)")
+    check_tensor("x", x, 2, "(..., num_tokens, head_dim)", "num_tokens")
     head_dim = x.shape[-1]
     if head_dim < 2 or head_dim % 2 != 0:
         raise ValueError(

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_instance, check_positive_int, check_tensor, check_token_ids, shape_str
+from .decoding import eval_mode
 
 
 def shakespeare_text() -> str:
@@ -88,7 +89,7 @@ class BigramLanguageModel(nn.Module):
     def from_counts(cls, token_ids: torch.Tensor, vocab_size: int) -> BigramLanguageModel:
         """Fit the table to a ``(num_tokens,)`` id sequence by counting which token follows which."""
         check_positive_int("vocab_size", vocab_size)
-        check_token_ids("token_ids", token_ids, vocab_size, "(num_tokens,)")
+        check_token_ids("token_ids", token_ids, vocab_size, "(num_tokens,)", ndim=1)
         if len(token_ids) < 2:
             raise ValueError(
                 f"token_ids must hold at least 2 tokens to count which follows which, got shape "
@@ -109,7 +110,7 @@ class BigramLanguageModel(nn.Module):
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy (nats per token) of ``logits`` ``(batch, num_tokens, vocab_size)`` against the next
     tokens ``targets`` ``(batch, num_tokens)``, int64 or int32 ids in ``[0, vocab_size)``."""
-    check_tensor("logits", logits, (3,), "(batch, num_tokens, vocab_size)")
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, vocab_size)", "num_tokens")
     check_token_ids("targets", targets, logits.shape[-1])
     if targets.shape != logits.shape[:2]:
         raise ValueError(
@@ -150,13 +151,9 @@ def evaluate_loss(model: nn.Module, data: torch.Tensor, num_tokens: int, batch_s
         raise ValueError(f"data of length {len(data)} is too short for one window of num_tokens={num_tokens}")
     inputs = data[: num_windows * num_tokens].view(num_windows, num_tokens)
     targets = data[1 : num_windows * num_tokens + 1].view(num_windows, num_tokens)
-    was_training = model.training
-    model.eval()
     total = 0.0
-    try:
+    with eval_mode(model):
         for first in range(0, num_windows, batch_size):
             logits = model(inputs[first : first + batch_size])
             total += language_model_loss(logits, targets[first : first + batch_size]).item() * len(logits)
-    finally:
-        model.train(was_training)
     return total / num_windows

@@ -33,6 +33,7 @@ from ._checks import (
     check_token_ids,
     shape_str,
 )
+from .decoding import eval_mode
 from .encoder import Encoder, PositionalEncoding
 
 
@@ -238,7 +239,7 @@ def warmup_cosine_lr(
 def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of positions whose highest-scoring class is the target: logits ``(batch, num_tokens,
     num_classes)``, targets ``(batch, num_tokens)``."""
-    check_tensor("logits", logits, (3,), "(batch, num_tokens, num_classes)")
+    check_tensor("logits", logits, (3,), "(batch, num_tokens, num_classes)", "num_tokens")
     check_token_ids("targets", targets, logits.shape[-1])
     if targets.shape != logits.shape[:-1]:
         raise ValueError(
@@ -261,15 +262,11 @@ def evaluate(model: TokenClassifier, inputs: torch.Tensor, targets: torch.Tensor
             f"got {shape_str(inputs.shape)} and {shape_str(targets.shape)}"
         )
     check_positive_int("batch_size", batch_size)
-    was_training = model.training
-    model.eval()
     correct = 0
-    try:
+    with eval_mode(model):  # an error inside the model leaves it in the mode it came in
         for start in range(0, len(inputs), batch_size):
             logits = model(inputs[start : start + batch_size])  # (batch, num_tokens, vocab_size)
             correct += (logits.argmax(dim=-1) == targets[start : start + batch_size]).sum().item()
-    finally:  # an error inside the model leaves it in the mode it came in
-        model.train(was_training)
     return correct / max(1, targets.numel())
 
 

@@ -284,7 +284,17 @@ CASES = {
         ["ffn_hidden", "0"],
     ),
     "Seq2Seq with ffn_hidden=0": (
-        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 0),
+        lambda: ah.Seq2SeqTransformer(
+            ah.Seq2SeqConfig(
+                src_vocab_size=13,
+                tgt_vocab_size=9,
+                d_model=12,
+                num_heads=3,
+                num_encoder_layers=1,
+                num_decoder_layers=1,
+                ffn_hidden=0,
+            )
+        ),
         ValueError,
         ["ffn_hidden", "0"],
     ),
@@ -304,12 +314,34 @@ CASES = {
         ["bos_id", "0 to 8", "tgt_vocab_size=9", "got 9"],
     ),
     "Seq2Seq with pad_id=99": (
-        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, pad_id=99),
+        lambda: ah.Seq2SeqTransformer(
+            ah.Seq2SeqConfig(
+                src_vocab_size=13,
+                tgt_vocab_size=9,
+                d_model=12,
+                num_heads=3,
+                num_encoder_layers=1,
+                num_decoder_layers=1,
+                ffn_hidden=20,
+                pad_id=99,
+            )
+        ),
         ValueError,
         ["pad_id", "0 to 12", "src_vocab_size=13", "99"],
     ),
     "Seq2Seq with pad_id='x'": (
-        lambda: ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, pad_id="x"),
+        lambda: ah.Seq2SeqTransformer(
+            ah.Seq2SeqConfig(
+                src_vocab_size=13,
+                tgt_vocab_size=9,
+                d_model=12,
+                num_heads=3,
+                num_encoder_layers=1,
+                num_decoder_layers=1,
+                ffn_hidden=20,
+                pad_id="x",
+            )
+        ),
         TypeError,
         ["pad_id", "str", "'x'"],
     ),
@@ -421,7 +453,12 @@ FLAG_CASES = {
     "wrapper qkv_bias='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2, qkv_bias="no"),
     "wrapper return_weights='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(X, return_weights="no"),
     "encoder return_weights='no'": lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 5, 4), return_weights="no"),
-    "generate use_cache='no'": lambda: ah.generate(ah.GPT(11, 8, 8, 2, 1, 0.0), _IDS, 2, use_cache="no"),
+    "generate use_cache='no'": lambda: ah.generate(
+        ah.GPT(ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=1, dropout=0.0)),
+        _IDS,
+        2,
+        use_cache="no",
+    ),
     "greedy_decode use_cache='no'": lambda: ah.greedy_decode(_seq2seq(), _IDS + 1, 1, 2, use_cache="no"),
     "tiled_attention causal='no'": lambda: ah.tiled_attention(*torch.randn(3, 4, 2), causal="no"),
     "partial_attention causal='no'": lambda: ah.partial_attention(*torch.randn(3, 4, 2), causal="no"),
@@ -440,10 +477,20 @@ def ah_distributed():
 def _continue_cache(model_kwargs, other_kwargs, cache_batch=1, ids_batch=1):
     """Fill a cache with one GPT's 2 tokens, then continue it with another (or the same) GPT."""
     torch.manual_seed(0)
-    first = ah.GPT(11, 8, 8, 2, 2, 0.0, **model_kwargs)
+    first = ah.GPT(
+        ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0, **model_kwargs)
+    )
     cache = first.new_cache(cache_batch)
     first(torch.zeros(cache_batch, 2, dtype=torch.long), cache)
-    second = first if other_kwargs is None else ah.GPT(11, 8, 8, 2, 2, 0.0, **other_kwargs)
+    second = (
+        first
+        if other_kwargs is None
+        else ah.GPT(
+            ah.GPTConfig(
+                vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0, **other_kwargs
+            )
+        )
+    )
     return second(torch.zeros(ids_batch, 1, dtype=torch.long), cache)
 
 
@@ -460,7 +507,12 @@ CASES |= {
         ["positions", "finite"],
     ),
     "generate at temperature nan": (
-        lambda: ah.generate(ah.GPT(11, 8, 8, 2, 1, 0.0), _IDS, 2, temperature=float("nan")),
+        lambda: ah.generate(
+            ah.GPT(ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=1, dropout=0.0)),
+            _IDS,
+            2,
+            temperature=float("nan"),
+        ),
         ValueError,
         ["temperature", "finite", "nan"],
     ),
@@ -526,12 +578,16 @@ CASES |= {
         ["cache", "num_kv_heads=2", "num_kv_heads=1"],
     ),
     "cache of another head_dim": (
-        lambda: ah.GPT(11, 8, 8, 2, 2, 0.0)(_IDS, ah.KVCache(2, 1, 2, 8, 3)),
+        lambda: ah.GPT(
+            ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0)
+        )(_IDS, ah.KVCache(2, 1, 2, 8, 3)),
         ValueError,
         ["cache", "head_dim=3", "head_dim=4"],
     ),
     "cache of other layers": (
-        lambda: ah.GPT(11, 8, 8, 2, 2, 0.0)(_IDS, ah.KVCache(3, 1, 2, 8, 4)),
+        lambda: ah.GPT(
+            ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0)
+        )(_IDS, ah.KVCache(3, 1, 2, 8, 4)),
         ValueError,
         ["cache", "num_layers=3", "num_layers=2"],
     ),
@@ -552,14 +608,32 @@ CASES |= {
         ["memory", "at least one token", "(2, 0, 3)"],
     ),
     "encoder-decoder with an empty source": (
-        lambda: ah.EncoderDecoder(4, 2, 1, 1, 8, 0.0, context_length=8)(torch.randn(2, 0, 4), torch.randn(2, 3, 4)),
+        lambda: ah.EncoderDecoder(
+            ah.EncoderDecoderConfig(
+                d_model=4,
+                num_heads=2,
+                num_encoder_layers=1,
+                num_decoder_layers=1,
+                ffn_hidden=8,
+                dropout=0.0,
+                context_length=8,
+            )
+        )(torch.randn(2, 0, 4), torch.randn(2, 3, 4)),
         ValueError,
         ["src", "at least one token", "(2, 0, 4)"],
     ),
     "decoding against an empty memory": (
-        lambda: ah.EncoderDecoder(4, 2, 1, 1, 8, 0.0, context_length=8).decode(
-            torch.randn(2, 3, 4), torch.randn(2, 0, 4)
-        ),
+        lambda: ah.EncoderDecoder(
+            ah.EncoderDecoderConfig(
+                d_model=4,
+                num_heads=2,
+                num_encoder_layers=1,
+                num_decoder_layers=1,
+                ffn_hidden=8,
+                dropout=0.0,
+                context_length=8,
+            )
+        ).decode(torch.randn(2, 3, 4), torch.randn(2, 0, 4)),
         ValueError,
         ["memory", "at least one token", "(2, 0, 4)"],
     ),
@@ -573,7 +647,18 @@ CASES |= {
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, context_length=16).eval()
+    return ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=13,
+            tgt_vocab_size=9,
+            d_model=12,
+            num_heads=3,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=20,
+            context_length=16,
+        )
+    ).eval()
 
 
 @pytest.mark.parametrize(("call", "error", "fragments"), list(CASES.values()), ids=list(CASES))
@@ -614,8 +699,16 @@ BATCH_OF_NONE = {
         torch.randn(0, 6, 3), memory=torch.randn(0, 2, 3)
     ),
     "Encoder": lambda: ah.Encoder(4, 8, 2, 0.0, 2)(torch.randn(0, 5, 4)),
-    "GPT": lambda: ah.GPT(11, 8, 8, 2, 2, 0.0, positions="rope")(torch.zeros(0, 3, dtype=torch.long)),
-    "generate": lambda: ah.generate(ah.GPT(11, 8, 8, 2, 2, 0.0), torch.zeros(0, 3, dtype=torch.long), 2),
+    "GPT": lambda: ah.GPT(
+        ah.GPTConfig(
+            vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0, positions="rope"
+        )
+    )(torch.zeros(0, 3, dtype=torch.long)),
+    "generate": lambda: ah.generate(
+        ah.GPT(ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0)),
+        torch.zeros(0, 3, dtype=torch.long),
+        2,
+    ),
     "greedy_decode": lambda: ah.greedy_decode(_seq2seq(), torch.ones(0, 4, dtype=torch.long), 1, 3),
 }
 BATCH_OF_NONE_SHAPES = {
@@ -645,7 +738,11 @@ def test_torch_agrees_that_a_batch_of_none_is_valid():
 def test_a_cache_still_continues_its_own_model():
     """The refusals above must not refuse the right call: the model that made the cache continues it."""
     torch.manual_seed(0)
-    model = ah.GPT(11, 8, 8, 2, 2, 0.0, positions="rope").eval()
+    model = ah.GPT(
+        ah.GPTConfig(
+            vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0, positions="rope"
+        )
+    ).eval()
     ids = torch.randint(0, 11, (2, 5))
     cache = model.new_cache(2)
     with torch.no_grad():

@@ -63,6 +63,7 @@ def test_generation_benchmark_runs_and_prints_the_cache_speed_up(capsys):
     out = capsys.readouterr().out
     assert set(results) == {1, 3}
     for timings in results.values():
-        assert len(timings) == 3 and all(seconds > 0 for seconds in timings.values())
+        assert len(timings) == 5 and all(seconds > 0 for seconds in timings.values())
         assert f"speed-up of the cache (uncached / cached): {timings['speed-up']:.1f}x" in out
+        assert f"package's cached / minimal cached: {timings['cached / minimal']:.2f}x" in out
     assert "batch 1:" in out and "batch 3:" in out and "uncached" in out and "cached (KV cache)" in out

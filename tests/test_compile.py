@@ -36,7 +36,7 @@ def close(actual, expected):
 def small_gpt():
     """vocab_size != context_length != d_model != head_dim; weights larger than GPT-2's 0.02 initialisation, so
     that the logits differ clearly between tokens."""
-    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    model = ah.GPT(ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0))
     return perturb_(model).eval()
 
 
@@ -150,6 +150,6 @@ def test_is_compiling_is_true_only_while_tracing(monkeypatch):
 
 def test_the_checks_still_run_in_eager_mode():
     assert not is_compiling()
-    model = ah.GPT(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=1, dropout=0.0)
+    model = ah.GPT(ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=1, dropout=0.0))
     with pytest.raises(ValueError, match=r"token ids from 0 to 10 \(vocab_size=11\), got values from 0 to 11"):
         model(torch.tensor([[0, 11]]))

@@ -25,7 +25,19 @@ def test_format_of_names_the_argument_on_bad_input():
 
 def small_model(norm_first=False, seed=0):
     torch.manual_seed(seed)
-    model = ah.Seq2SeqTransformer(20, 15, 16, 4, 2, 3, 24, norm_first=norm_first, context_length=16)
+    model = ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=20,
+            tgt_vocab_size=15,
+            d_model=16,
+            num_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=3,
+            ffn_hidden=24,
+            norm_first=norm_first,
+            context_length=16,
+        )
+    )
     with torch.no_grad():  # sharper than at initialisation, so a wrong weighting shows in the logits
         for p in model.parameters():
             p.mul_(3.0)

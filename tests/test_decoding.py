@@ -592,9 +592,9 @@ def test_bad_arguments_fail_in_the_package_with_a_clear_error(call, error, fragm
         assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"
 
 
-def test_generate_checks_sampling_once_and_the_ids_once_per_model_call(monkeypatch):
-    """The arguments of sampling are checked once; each step calls the model, whose entry point checks the token ids
-    and the cache once for all its layers (no layer reads a tensor's values); sample_next_token's checks never run."""
+def test_generate_checks_its_arguments_once_and_the_model_calls_of_its_loop_are_trusted(monkeypatch):
+    """generate is the door: it checks the prompt and sampling's arguments once; the model calls of its loop carry
+    ids it checked or picked and a cache it made, so the model's own checks and sample_next_token's never run."""
     import attention_helpers.decoding as decoding
     import attention_helpers.gpt as gpt
 
@@ -615,7 +615,7 @@ def test_generate_checks_sampling_once_and_the_ids_once_per_model_call(monkeypat
     model = small_gpt()
     prompt = torch.randint(0, 11, (2, 3))
     out = ah.generate(model, prompt, 8, temperature=1.0, top_k=3, generator=torch.Generator().manual_seed(0))
-    assert calls == {"prompt ids": 1, "model ids": 8, "cache": 8, "logits": 0, "temperature": 1}
+    assert calls == {"prompt ids": 1, "model ids": 0, "cache": 0, "logits": 0, "temperature": 1}
     uncached = ah.generate(model, prompt, 8, 1.0, 3, use_cache=False, generator=torch.Generator().manual_seed(0))
     assert torch.equal(out, uncached)
 
@@ -644,7 +644,18 @@ def test_generate_and_greedy_decode_read_the_ids_values_once_not_at_every_step(m
     assert reads == [(1, 2)]
 
     torch.manual_seed(0)
-    seq2seq = ah.Seq2SeqTransformer(9, 7, 16, 2, 1, 1, 24, context_length=10).eval()
+    seq2seq = ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=9,
+            tgt_vocab_size=7,
+            d_model=16,
+            num_heads=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=24,
+            context_length=10,
+        )
+    ).eval()
     reads.clear()
     ah.greedy_decode(seq2seq, torch.randint(0, 9, (2, 5)), bos_id=1, num_tokens=6, use_cache=use_cache)
     assert reads == [(2, 5)], reads  # the source's ids, once; 6 decoder steps read nothing
@@ -659,3 +670,14 @@ def test_generated_ids_can_feed_a_training_step():
     assert not ids.is_inference()
     ah.language_model_loss(model(ids[:, :-1]), ids[:, 1:]).backward()  # the embedding saves the ids for backward
     assert model.token_embedding.weight.grad is not None
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_runs_its_block_in_eval_mode_and_restores_the_mode_even_after_an_error(training):
+    model = small_gpt(dropout=0.3).train(training)
+    with ah.eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert all(m.training == training for m in model.modules())
+    with pytest.raises(RuntimeError, match="inside"), ah.eval_mode(model):
+        raise RuntimeError("an error inside")
+    assert all(m.training == training for m in model.modules())

@@ -313,7 +313,9 @@ def test_a_bad_padding_mask_is_named_at_the_entry_point_before_any_layer_runs():
     has run; the layers may check shapes again, but none reads a mask's values (see test_compile)."""
     torch.manual_seed(0)
     encoder = Encoder(8, 16, 2, 0.0, 3).eval()
-    model = ah.EncoderDecoder(8, 2, 2, 3, 16).eval()
+    model = ah.EncoderDecoder(
+        ah.EncoderDecoderConfig(d_model=8, num_heads=2, num_encoder_layers=2, num_decoder_layers=3, ffn_hidden=16)
+    ).eval()
     ran = []
     for layer in [*encoder.layers, *model.encoder.layers, *model.decoder_layers]:
         layer.register_forward_hook(lambda module, inputs, output: ran.append(module))
@@ -329,3 +331,27 @@ def test_layer_norm_refuses_a_half_input_to_float32_weights_though_f_layer_norm_
     torch.nn.functional.layer_norm(torch.randn(2, 4).half(), (4,), torch.ones(4), torch.zeros(4))  # torch: no error
     with pytest.raises(TypeError, match=r"inputs has dtype torch.float16 .* LayerNorm are torch.float32"):
         LayerNorm(4)(torch.randn(2, 4).half())
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_the_residual_sublayer_is_pre_ln_or_post_ln_and_passes_the_attention_weights_on(norm_first):
+    """The helper every layer uses, against the two formulas written here (Xiong et al. 2020, figure 1); dropout
+    runs in training mode only, and a sublayer's extra outputs come back after x."""
+    from attention_helpers.encoder import residual
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8)
+    norm = perturb_(nn.LayerNorm(8))
+    weight = torch.randn(8, 8)
+
+    def sublayer(h):
+        return torch.tanh(h @ weight)
+
+    expected = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+    dropout = nn.Dropout(0.5).eval()
+    torch.testing.assert_close(residual(x, sublayer, norm, dropout, norm_first), expected)
+    out, extra = residual(x, lambda h: (sublayer(h), "weights"), norm, dropout, norm_first)
+    torch.testing.assert_close(out, expected)
+    assert extra == "weights"
+    dropped = residual(x, sublayer, norm, dropout.train(), norm_first)
+    assert not torch.allclose(dropped, expected), "in training mode the branch goes through dropout"

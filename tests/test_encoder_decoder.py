@@ -10,7 +10,14 @@ from torch import nn
 
 import attention_helpers as ah
 from attention_helpers.dates import FORMATS, format_date, make_dates
-from attention_helpers.encoder_decoder import DecoderLayer, EncoderDecoder, Seq2SeqTransformer, greedy_decode
+from attention_helpers.encoder_decoder import (
+    DecoderLayer,
+    EncoderDecoder,
+    EncoderDecoderConfig,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+    greedy_decode,
+)
 
 D_MODEL, NUM_HEADS, FFN_HIDDEN = 12, 4, 20  # ffn_hidden != 4 * d_model
 SRC_LEN, TGT_LEN = 7, 5
@@ -41,7 +48,17 @@ def _torch_forward(transformer, src, tgt, src_padding, tgt_padding):
 
 def _model(norm_first, seed=0):
     torch.manual_seed(seed)
-    return EncoderDecoder(D_MODEL, NUM_HEADS, 2, 3, FFN_HIDDEN, 0.0, norm_first).double()
+    return EncoderDecoder(
+        EncoderDecoderConfig(
+            d_model=D_MODEL,
+            num_heads=NUM_HEADS,
+            num_encoder_layers=2,
+            num_decoder_layers=3,
+            ffn_hidden=FFN_HIDDEN,
+            dropout=0.0,
+            norm_first=norm_first,
+        )
+    ).double()
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -96,7 +113,11 @@ def test_from_torch_copies_an_nn_transformer(norm_first):
 
 def test_float32_parity_and_gelu():
     torch.manual_seed(5)
-    model = EncoderDecoder(16, 4, 1, 2, 24, activation="gelu")
+    model = EncoderDecoder(
+        EncoderDecoderConfig(
+            d_model=16, num_heads=4, num_encoder_layers=1, num_decoder_layers=2, ffn_hidden=24, activation="gelu"
+        )
+    )
     generator = torch.Generator().manual_seed(6)
     src, tgt = torch.randn(3, SRC_LEN, 16, generator=generator), torch.randn(3, TGT_LEN, 16, generator=generator)
     _, _, src_padding, tgt_padding = _inputs()
@@ -137,7 +158,11 @@ def test_decode_with_the_cache_equals_the_full_decoder(chunks):
             assert cache.num_tokens == start
             outputs.append(out)
             weights.append(w)
-    assert type(cache) is type(ah.GPT(5, 4, 12, 3, 1, 0.0).new_cache(1))  # one cache class for every decoder
+    assert type(cache) is type(
+        ah.GPT(
+            ah.GPTConfig(vocab_size=5, context_length=4, d_model=12, num_heads=3, num_layers=1, dropout=0.0)
+        ).new_cache(1)
+    )  # one cache class for every decoder
     assert cache.keys[0][:, :, :start].shape == (3, NUM_HEADS, TGT_LEN, D_MODEL // NUM_HEADS)
     assert cache.memory_keys[0].shape == (3, NUM_HEADS, SRC_LEN, D_MODEL // NUM_HEADS)
     torch.testing.assert_close(torch.cat(outputs, 1), full, rtol=0, atol=1e-12)
@@ -146,7 +171,18 @@ def test_decode_with_the_cache_equals_the_full_decoder(chunks):
 
 def _trained_free_seq2seq():
     torch.manual_seed(0)
-    return Seq2SeqTransformer(20, 15, 16, 4, 2, 2, 24, context_length=16)
+    return Seq2SeqTransformer(
+        Seq2SeqConfig(
+            src_vocab_size=20,
+            tgt_vocab_size=15,
+            d_model=16,
+            num_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            ffn_hidden=24,
+            context_length=16,
+        )
+    )
 
 
 def test_greedy_decoding_with_and_without_the_cache_gives_the_same_tokens():
@@ -232,16 +268,22 @@ def test_date_task_is_deterministic_and_keeps_heldout_dates_out_of_training():
 )
 def test_bad_input_gets_a_clear_error(call, error, match):
     torch.manual_seed(0)
-    model = EncoderDecoder(12, 3, 1, 2, 20)
+    model = EncoderDecoder(
+        EncoderDecoderConfig(d_model=12, num_heads=3, num_encoder_layers=1, num_decoder_layers=2, ffn_hidden=20)
+    )
     with pytest.raises(error, match=match):
         call(model)
 
 
 def test_bad_construction_and_conversion():
     with pytest.raises(ValueError, match="divisible by num_heads"):
-        EncoderDecoder(10, 3, 1, 1, 20)
+        EncoderDecoder(
+            EncoderDecoderConfig(d_model=10, num_heads=3, num_encoder_layers=1, num_decoder_layers=1, ffn_hidden=20)
+        )
     with pytest.raises(ValueError, match="num_decoder_layers must be at least 1"):
-        EncoderDecoder(12, 3, 1, 0, 20)
+        EncoderDecoder(
+            EncoderDecoderConfig(d_model=12, num_heads=3, num_encoder_layers=1, num_decoder_layers=0, ffn_hidden=20)
+        )
     with pytest.raises(TypeError, match="torch.nn.Transformer"):
         EncoderDecoder.from_torch(nn.Linear(2, 2))
     with pytest.raises(TypeError, match="TransformerDecoderLayer"):
@@ -283,7 +325,17 @@ def test_cached_decoding_projects_the_source_once_and_keeps_no_state_in_the_modu
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_parity_in_eval_mode_where_torch_takes_its_fast_paths(norm_first):
     torch.manual_seed(8)
-    model = EncoderDecoder(16, 4, 2, 2, 40, 0.1, norm_first).eval()  # dropout off in eval mode
+    model = EncoderDecoder(
+        EncoderDecoderConfig(
+            d_model=16,
+            num_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            ffn_hidden=40,
+            dropout=0.1,
+            norm_first=norm_first,
+        )
+    ).eval()  # dropout off in eval mode
     transformer = ah.to_torch(model)
     assert not transformer.training
     src_padding = _inputs()[2]
@@ -299,3 +351,25 @@ def test_parity_in_eval_mode_where_torch_takes_its_fast_paths(norm_first):
             memory_key_padding_mask=src_padding,
         )
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_the_encoder_decoder_configs_take_fields_by_name_and_check_them_once():
+    sizes = dict(d_model=12, num_heads=3, num_encoder_layers=1, num_decoder_layers=2, ffn_hidden=20)
+    with pytest.raises(TypeError, match="positional"):
+        EncoderDecoderConfig(12, 3, 1, 2, 20)
+    model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=13, tgt_vocab_size=9, **sizes))
+    assert len(model.transformer.encoder.layers) == 1 and len(model.transformer.decoder_layers) == 2
+    assert model.context_length == 64 and EncoderDecoderConfig(**sizes).context_length == 512  # as before
+    for fields, error, fragments in [
+        (dict(sizes, ffn_hidden=0), ValueError, ["ffn_hidden", "0"]),
+        (dict(sizes, norm_first="yes"), TypeError, ["norm_first", "str"]),
+        (dict(sizes, activation="tanh"), ValueError, ["activation", "tanh"]),
+        (dict(sizes, eps=0.0), ValueError, ["eps", "0.0"]),
+        (dict(sizes, src_vocab_size=13, tgt_vocab_size=9, pad_id=13), ValueError, ["pad_id", "13"]),
+    ]:
+        config = Seq2SeqConfig if "pad_id" in fields else EncoderDecoderConfig
+        with pytest.raises(error) as info:
+            config(**fields)
+        assert all(fragment in str(info.value) for fragment in fragments), info.value
+    with pytest.raises(TypeError, match="EncoderDecoderConfig"):
+        EncoderDecoder(sizes)

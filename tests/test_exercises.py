@@ -86,7 +86,9 @@ def test_function_check_reports_an_exception_instead_of_raising(capsys):
 
 def _small_gpt_for_lesson_11():
     torch.manual_seed(0)
-    model = ah.GPT(20, 8, 16, 4, 2, 0.0).eval()
+    model = ah.GPT(
+        ah.GPTConfig(vocab_size=20, context_length=8, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    ).eval()
     held_out_ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
     return model, held_out_ids
 

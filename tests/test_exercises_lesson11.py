@@ -52,7 +52,9 @@ def test_online_softmax_update(capsys):
 
 def small_model_and_losses():
     torch.manual_seed(0)
-    model = ah.GPT(20, 8, 16, 4, 2, 0.0).eval()  # untrained, with large weights so that grouping changes the loss
+    model = ah.GPT(
+        ah.GPTConfig(vocab_size=20, context_length=8, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    ).eval()  # untrained, with large weights so that grouping changes the loss
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.5)

@@ -91,7 +91,17 @@ def test_the_cache_gives_the_same_logits_as_the_full_pass():
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
 def test_a_gpt_with_grouped_heads_caches_its_kv_heads_only(num_kv_heads):
-    model = ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, dropout=0.0, num_kv_heads=num_kv_heads).eval()
+    model = ah.GPT(
+        ah.GPTConfig(
+            vocab_size=11,
+            context_length=12,
+            d_model=16,
+            num_heads=4,
+            num_layers=2,
+            dropout=0.0,
+            num_kv_heads=num_kv_heads,
+        )
+    ).eval()
     ids = torch.randint(0, 11, (2, 9))
     cache = model.new_cache(batch=2, capacity=9)
     assert cache.keys[0].shape == (2, num_kv_heads, 9, 4)
@@ -115,7 +125,7 @@ def test_a_gpt_copies_after_a_cached_call_with_gradients():
 def test_the_model_learns_a_repeating_pattern():
     """A real training check: a short periodic sequence is easy to predict once the model sees a period."""
     torch.manual_seed(0)
-    model = ah.GPT(5, 16, 32, 4, 1, 0.0)
+    model = ah.GPT(ah.GPTConfig(vocab_size=5, context_length=16, d_model=32, num_heads=4, num_layers=1, dropout=0.0))
     data = torch.tensor([0, 1, 2, 3, 4, 2, 1] * 40)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     generator = torch.Generator().manual_seed(0)
@@ -139,8 +149,20 @@ def test_the_model_learns_a_repeating_pattern():
         (lambda m: m(torch.zeros(2, 13, dtype=torch.long)), ValueError, ["num_tokens=13", "context_length=12"]),
         (lambda m: m(torch.zeros(5, dtype=torch.long)), ValueError, ["2 dimensions", "(5,)"]),
         (lambda m: m([[1, 2]]), TypeError, ["torch.Tensor", "list"]),
-        (lambda m: ah.GPT(11, 12, 10, 4, 2, 0.0), ValueError, ["d_model=10", "num_heads=4"]),
-        (lambda m: ah.GPT(11, 12, 16, 4, 0, 0.0), ValueError, ["num_layers"]),
+        (
+            lambda m: ah.GPT(
+                ah.GPTConfig(vocab_size=11, context_length=12, d_model=10, num_heads=4, num_layers=2, dropout=0.0)
+            ),
+            ValueError,
+            ["d_model=10", "num_heads=4"],
+        ),
+        (
+            lambda m: ah.GPT(
+                ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=0, dropout=0.0)
+            ),
+            ValueError,
+            ["num_layers"],
+        ),
     ],
     ids=["float ids", "int16 ids", "id too large", "negative id", "too many tokens", "1-D", "list", "heads", "layers"],
 )
@@ -168,7 +190,19 @@ def test_cached_generation_equals_uncached_with_either_kind_of_positions(positio
     """RoPE rotates each block's queries and keys by their position, which the cache's offset supplies: cached
     logits and tokens equal the full pass."""
     torch.manual_seed(0)
-    model = perturb_(ah.GPT(11, 12, 16, 4, 2, 0.0, positions=positions)).eval()
+    model = perturb_(
+        ah.GPT(
+            ah.GPTConfig(
+                vocab_size=11,
+                context_length=12,
+                d_model=16,
+                num_heads=4,
+                num_layers=2,
+                dropout=0.0,
+                positions=positions,
+            )
+        )
+    ).eval()
     ids = torch.randint(0, 11, (2, 9))
     cache = model.new_cache(batch=2)
     pieces = [model(ids[:, :4], cache)] + [model(ids[:, i : i + 1], cache) for i in range(4, 9)]
@@ -185,7 +219,13 @@ def test_rope_rotates_the_queries_and_keys_of_every_block_instead_of_a_position_
     """With positions="rope" there is no position embedding; every block's attention rotates its queries and keys,
     which changes the logits (the same weights with the rotation off give others)."""
     torch.manual_seed(0)
-    model = perturb_(ah.GPT(11, 12, 16, 4, 2, 0.0, positions="rope")).eval()
+    model = perturb_(
+        ah.GPT(
+            ah.GPTConfig(
+                vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0, positions="rope"
+            )
+        )
+    ).eval()
     assert model.position_embedding is None and all(block.attention.rope for block in model.blocks)
     ids = torch.randint(0, 11, (2, 6))
     with torch.no_grad():
@@ -195,7 +235,17 @@ def test_rope_rotates_the_queries_and_keys_of_every_block_instead_of_a_position_
         assert not torch.allclose(rotated[:, 1:], model(ids)[:, 1:], atol=1e-4)
         close(rotated[:, 0], model(ids)[:, 0])  # position 0 is not rotated at all
     with pytest.raises(ValueError, match=r"positions must be one of \['learned', 'rope'\], got 'sinusoidal'"):
-        ah.GPT(11, 12, 16, 4, 2, 0.0, positions="sinusoidal")
+        ah.GPT(
+            ah.GPTConfig(
+                vocab_size=11,
+                context_length=12,
+                d_model=16,
+                num_heads=4,
+                num_layers=2,
+                dropout=0.0,
+                positions="sinusoidal",
+            )
+        )
 
 
 # --- training pieces and the baseline -----------------------------------------------------------------------
@@ -319,7 +369,21 @@ ROPE_GPTS = {"4 heads": {}, "4 query heads, 2 key/value heads": {"num_kv_heads":
 @pytest.mark.parametrize("options", list(ROPE_GPTS.values()), ids=list(ROPE_GPTS))
 def test_rope_gpt_equals_llama_attention_from_the_paper_cached_and_not(options):
     torch.manual_seed(0)
-    model = perturb_(ah.GPT(13, 10, 24, 4, 2, 0.0, positions="rope", **options), std=0.2).eval()
+    model = perturb_(
+        ah.GPT(
+            ah.GPTConfig(
+                vocab_size=13,
+                context_length=10,
+                d_model=24,
+                num_heads=4,
+                num_layers=2,
+                dropout=0.0,
+                positions="rope",
+                **options,
+            )
+        ),
+        std=0.2,
+    ).eval()
     ids = torch.randint(0, 13, (2, 9))
     with torch.no_grad():
         expected = gpt_from_paper(model, ids).float()  # (2, 9, 13)
@@ -365,3 +429,87 @@ def test_rope_gpt_attention_equals_transformers_llama_attention():
         close(attention(x), expected)
         cache = ah.KVCache(1, 2, 2, 10, 6)
         close(torch.cat([attention(x[:, i : i + 1], cache=cache) for i in range(7)], dim=1), expected)
+
+
+# --- checks at the door ---------------------------------------------------------------------------------------
+
+
+def check_calls(function) -> list[str]:
+    """The argument checks (functions of ``attention_helpers._checks``, nested ones too) that ``function()`` runs,
+    in order, seen by a profiler rather than by patching the names the modules imported."""
+    import attention_helpers._checks as checks
+
+    calls = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename == checks.__file__ and not code.co_name.startswith("<"):
+            calls.append(code.co_name)  # a function, not a comprehension inside one
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_a_cached_step_of_a_four_layer_gpt_makes_at_most_four_check_calls(positions):
+    """The model checks its ids and the cache once at its door and trusts its blocks with what it hands them: no
+    check per layer (29 calls per step before: 13 checks and a context-variable switch, rope or not). generate's
+    own loop, which checked the prompt and made the cache, makes none per step."""
+    model = ah.GPT(
+        ah.GPTConfig(
+            vocab_size=50, context_length=64, d_model=32, num_heads=4, num_layers=4, dropout=0.0, positions=positions
+        )
+    ).eval()
+    ids = torch.randint(0, 50, (1, 6))
+    with torch.no_grad():
+        cache = model.new_cache(1)
+        model(ids[:, :5], cache)
+        calls = check_calls(lambda: model(ids[:, 5:], cache))
+    assert len(calls) <= 4, calls
+    assert {"check_token_ids", "check_cache"} <= set(calls), "the door checks the ids and the cache"
+    short, longer = (check_calls(lambda n=n: ah.generate(model, ids, n, temperature=0)) for n in (3, 7))
+    assert short and longer == short, "generate checks its arguments, then each step of its loop runs no check"
+
+
+# --- the config -----------------------------------------------------------------------------------------------
+
+SIZES = dict(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2)
+
+
+def test_a_config_takes_its_fields_by_name_only_so_that_no_two_can_be_swapped():
+    with pytest.raises(TypeError, match="positional"):
+        ah.GPTConfig(11, 12, 16, 4, 2)
+    config = ah.GPTConfig(**SIZES)
+    model = ah.GPT(config)
+    assert model.config is config and len(model.blocks) == 2 and model.blocks[0].attention.num_heads == 4
+    with pytest.raises(AttributeError):
+        config.num_layers = 3  # frozen: a model's config stays what built it
+    with pytest.raises(TypeError, match="positional"):
+        ah.GPT(11, 12, 16, 4, 2, 0.0)
+    with pytest.raises(TypeError, match="GPTConfig"):
+        ah.GPT(SIZES)
+
+
+@pytest.mark.parametrize(
+    "field, value, error, fragments",
+    [
+        ("num_layers", 2.0, TypeError, ["num_layers", "float", "2.0"]),
+        ("num_layers", 0, ValueError, ["num_layers", "0"]),
+        ("vocab_size", True, TypeError, ["vocab_size", "bool"]),
+        ("num_heads", 3, ValueError, ["d_model=16", "num_heads=3"]),
+        ("num_kv_heads", 3, ValueError, ["num_heads=4", "num_kv_heads=3"]),
+        ("dropout", 1.0, ValueError, ["dropout", "1.0"]),
+        ("positions", "sinusoidal", ValueError, ["positions", "sinusoidal", "learned", "rope"]),
+        ("d_model", 12, ValueError, ["head_dim", "3", "even"]),  # with positions="rope" and 4 heads
+    ],
+)
+def test_a_config_checks_every_field_once_and_names_it_with_its_value(field, value, error, fragments):
+    fields = {**SIZES, "positions": "rope" if field == "d_model" else "learned", field: value}
+    with pytest.raises(error) as info:
+        ah.GPTConfig(**fields)
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} missing from: {info.value}"

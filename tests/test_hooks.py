@@ -23,7 +23,9 @@ def count_calls(model, kinds):
 
 
 def test_every_gpt_block_and_attention_fires_its_hook_once_per_call_and_per_cached_step():
-    model = perturb_(ah.GPT(11, 12, 16, 4, 3, 0.0)).eval()
+    model = perturb_(
+        ah.GPT(ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=3, dropout=0.0))
+    ).eval()
     calls, _ = count_calls(model, (ah.MultiHeadAttention, ah.GPTBlock, ah.FeedForward))
     assert len(calls) == 3 * 3  # 3 blocks, each with one attention and one feed-forward
     with torch.no_grad():
@@ -44,7 +46,17 @@ def test_every_encoder_layer_and_attention_fires_its_hook():
 
 def test_every_encoder_decoder_layer_and_attention_fires_its_hook():
     torch.manual_seed(0)
-    model = ah.Seq2SeqTransformer(20, 20, 16, 4, 2, 3, 24).eval()
+    model = ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=20,
+            tgt_vocab_size=20,
+            d_model=16,
+            num_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=3,
+            ffn_hidden=24,
+        )
+    ).eval()
     kinds = (ah.MultiHeadAttention, ah.EncoderLayer, ah.DecoderLayer, ah.FeedForward)
     calls, handles = count_calls(model, kinds)
     assert len(calls) == 2 * 3 + 3 * 4  # encoder layers: layer, attention, ffn; decoder: layer, 2 attentions, ffn
@@ -62,7 +74,9 @@ def test_every_encoder_decoder_layer_and_attention_fires_its_hook():
 def test_a_layer_run_alone_checks_its_input_again_after_a_model_call_that_failed_inside_it():
     """Inside a model, which checked its input at its entry point, the layers skip re-checking it (in generation,
     at every token); a layer called on its own afterwards, even after the model call raised, checks again."""
-    model = ah.GPT(11, 12, 16, 4, 2, 0.0).eval()
+    model = ah.GPT(
+        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    ).eval()
 
     def fail(module, inputs, output):
         raise RuntimeError("a hook that fails")
@@ -82,7 +96,9 @@ def test_a_layer_run_alone_checks_its_input_again_after_a_model_call_that_failed
 
 
 def test_inside_a_model_a_layer_still_refuses_to_write_the_cache_twice():
-    model = ah.GPT(11, 12, 16, 4, 2, 0.0).eval()
+    model = ah.GPT(
+        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    ).eval()
     model.blocks[1].register_forward_pre_hook(lambda module, args: (args[0], args[1], 0))  # both write layer 0
     with pytest.raises(ValueError, match="layer 0 already wrote"):
         model(torch.randint(0, 11, (1, 3)), cache=model.new_cache(1))

@@ -67,7 +67,18 @@ PAIRS = {
         {"context_length": 32},
     ),
     "EncoderDecoder": (
-        lambda: ah.EncoderDecoder(D_MODEL, HEADS, 2, 3, FFN, 0.0, True, context_length=32),
+        lambda: ah.EncoderDecoder(
+            ah.EncoderDecoderConfig(
+                d_model=D_MODEL,
+                num_heads=HEADS,
+                num_encoder_layers=2,
+                num_decoder_layers=3,
+                ffn_hidden=FFN,
+                dropout=0.0,
+                norm_first=True,
+                context_length=32,
+            )
+        ),
         lambda: _transformer(D_MODEL, HEADS, 2, 3, FFN, 0.0, batch_first=True, norm_first=True),
         {"context_length": 32},
     ),

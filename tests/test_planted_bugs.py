@@ -75,7 +75,19 @@ def test_interop_keeps_the_eps_of_a_whole_encoder_layer():
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, context_length=16, pad_id=0).eval()
+    return ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=13,
+            tgt_vocab_size=9,
+            d_model=12,
+            num_heads=3,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=20,
+            context_length=16,
+            pad_id=0,
+        )
+    ).eval()
 
 
 def test_seq2seq_ignores_the_padded_source_tokens_and_reads_the_others():
@@ -116,7 +128,7 @@ def test_seq2seq_encoder_output_at_real_tokens_ignores_the_padding_length():
 
 def _gpt(dropout=0.5):
     torch.manual_seed(0)
-    return ah.GPT(11, 8, d_model=16, num_heads=2, num_layers=2, dropout=dropout)
+    return ah.GPT(ah.GPTConfig(vocab_size=11, context_length=8, d_model=16, num_heads=2, num_layers=2, dropout=dropout))
 
 
 def _classifier(dropout=0.5):
@@ -126,7 +138,19 @@ def _classifier(dropout=0.5):
 
 def _seq2seq_with_dropout():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, dropout=0.5, context_length=16)
+    return ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=13,
+            tgt_vocab_size=9,
+            d_model=12,
+            num_heads=3,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=20,
+            dropout=0.5,
+            context_length=16,
+        )
+    )
 
 
 IDS = torch.randint(0, 11, (30,), generator=torch.Generator().manual_seed(1))

@@ -61,7 +61,17 @@ def test_the_script_trains_repeatably_and_writes_weights_that_load_into_a_workin
         assert p.dtype == torch.float32 and torch.equal(p, saved["parameters"][name].float()), name
     torch.manual_seed(5)  # the script's seed: the weights it would start from
     vocab_size = dates.DateTokenizer().vocab_size
-    initial = ah.Seq2SeqTransformer(vocab_size, vocab_size, 16, 2, 1, 2, 24)
+    initial = ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size,
+            d_model=16,
+            num_heads=2,
+            num_encoder_layers=1,
+            num_decoder_layers=2,
+            ffn_hidden=24,
+        )
+    )
     trained = model.head.weight
     assert not torch.allclose(trained, initial.head.weight.half().float()), "4 Adam steps must move the weights"
 

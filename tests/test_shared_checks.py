@@ -9,7 +9,9 @@ from attention_helpers.training import evaluate
 
 def small_gpt():
     torch.manual_seed(0)
-    return ah.GPT(11, 12, d_model=16, num_heads=4, num_layers=2, dropout=0.0).eval()
+    return ah.GPT(
+        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
+    ).eval()
 
 
 # --- temperature ----------------------------------------------------------------------------------------------
@@ -58,7 +60,18 @@ def test_the_smallest_accepted_temperature_works_everywhere(user):
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(13, 9, 12, 3, 1, 1, 20, context_length=16).eval()
+    return ah.Seq2SeqTransformer(
+        ah.Seq2SeqConfig(
+            src_vocab_size=13,
+            tgt_vocab_size=9,
+            d_model=12,
+            num_heads=3,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            ffn_hidden=20,
+            context_length=16,
+        )
+    ).eval()
 
 
 def _classifier():

@@ -44,7 +44,8 @@ def train(settings: dict) -> tuple[ah.Seq2SeqTransformer, dates.DateData]:
     data = dates.make_dates(settings["num_train"], settings["num_heldout"], seed=settings["seed"])
     vocab_size = data.tokenizer.vocab_size
     torch.manual_seed(settings["seed"])
-    model = ah.Seq2SeqTransformer(vocab_size, vocab_size, *(settings[name] for name in SIZES))
+    sizes = {name: settings[name] for name in SIZES}
+    model = ah.Seq2SeqTransformer(ah.Seq2SeqConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **sizes))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings["learning_rate"])
     generator = torch.Generator().manual_seed(settings["seed"])
     num_steps = settings["num_steps"]

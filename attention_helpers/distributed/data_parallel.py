@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from .._checks import check_positive_int
-from ..gpt import GPT
+from ..gpt import GPT, GPTConfig
 from ..text import CharTokenizer, language_model_loss, next_token_batch, shakespeare_text
 
 CONTEXT_LENGTH, D_MODEL, NUM_HEADS, NUM_LAYERS = 32, 64, 4, 2
@@ -31,7 +31,16 @@ def new_model(seed: int, vocab_size: int) -> GPT:
     """The GPT this module trains, its weights drawn from ``seed`` (the same on every rank)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return GPT(vocab_size, CONTEXT_LENGTH, D_MODEL, NUM_HEADS, NUM_LAYERS, dropout=0.0)
+        return GPT(
+            GPTConfig(
+                vocab_size=vocab_size,
+                context_length=CONTEXT_LENGTH,
+                d_model=D_MODEL,
+                num_heads=NUM_HEADS,
+                num_layers=NUM_LAYERS,
+                dropout=0.0,
+            )
+        )
 
 
 def check_batch_size(batch_size: int, world_size: int) -> None:

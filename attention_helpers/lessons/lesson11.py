@@ -16,7 +16,7 @@ import functools
 import torch
 
 from ..attention import GroupedQueryAttention
-from ..gpt import GPT
+from ..gpt import GPT, GPTConfig
 from ..text import CharTokenizer, evaluate_loss, language_model_loss, next_token_batch, shakespeare_text
 from . import (
     Exercise,
@@ -356,7 +356,16 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = GPT(int(data.max()) + 1, 32, 64, 4, 2, dropout=0.0)
+            model = GPT(
+                GPTConfig(
+                    vocab_size=int(data.max()) + 1,
+                    context_length=32,
+                    d_model=64,
+                    num_heads=4,
+                    num_layers=2,
+                    dropout=0.0,
+                )
+            )
             optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
             generator = torch.Generator().manual_seed(seed)
             for _ in range(num_steps):

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..distributed.launch import RankError, run
-from ..gpt import GPT
+from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
 from . import Exercise, Mistake, WrongFormError, trusted
 
@@ -122,7 +122,7 @@ def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(_SEED)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_SEED)
-        model = GPT(20, 8, 16, 2, 2, dropout=0.0)
+        model = GPT(GPTConfig(vocab_size=20, context_length=8, d_model=16, num_heads=2, num_layers=2, dropout=0.0))
     ids = torch.randint(0, 20, (6, 9), generator=generator)
     return model, ids[:, :-1], ids[:, 1:]
 

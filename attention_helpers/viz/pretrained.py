@@ -16,7 +16,7 @@ from .widgets import widget_panel
 
 
 def _check_all_weights(attn_weights, tokens: Sequence[str]) -> None:
-    check_tensor("attn_weights", attn_weights, (4,), "(num_layers, num_heads, num_tokens, num_tokens)")
+    check_tensor("attn_weights", attn_weights, (4,), "(num_layers, num_heads, num_tokens, num_tokens)", "num_tokens")
     if attn_weights.shape[-1] != attn_weights.shape[-2]:
         raise ValueError(
             "attn_weights must have shape (num_layers, num_heads, num_tokens, num_tokens), "

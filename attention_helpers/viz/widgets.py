@@ -161,7 +161,7 @@ def dropout_widget(size: int = 6, seed: int = 123) -> widgets.VBox:
 def heads_widget(attn_weights: torch.Tensor, labels: Sequence[str]) -> widgets.VBox:
     """Choose a head; see its ``(num_tokens, num_tokens)`` slice of ``(num_heads, num_tokens, num_tokens)``
     attention weights as a heatmap with the words as ticks, every head on the same colour scale."""
-    check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)")
+    check_tensor("attn_weights", attn_weights, (3,), "(num_heads, num_tokens, num_tokens)", "num_tokens")
     check_labels("labels", labels, attn_weights.shape[1], "query tokens in attn_weights")
     vmin, vmax = min(0.0, float(attn_weights.min())), float(attn_weights.max())
     return widget_panel(
