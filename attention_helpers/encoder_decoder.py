@@ -229,9 +229,12 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
+        self._check_src(src)
+        return self.encoder(src, check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len"))
+
+    def _check_src(self, src: torch.Tensor) -> None:
         check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
         check_not_empty("src", src, "src_len")
-        return self.encoder(src, check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len"))
 
     def decode(
         self,
@@ -278,8 +281,13 @@ class EncoderDecoder(nn.Module):
         masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
         always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
         (and the cross-attention weights, as :meth:`decode`)."""
-        memory = self.encode(src, src_key_padding_mask)  # each of the two checks its own arguments
-        return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask, return_weights)
+        # every argument checked here, before the encoder runs; the encoder checks its own again (cheap)
+        self._check_src(src)
+        check_bool("return_weights", return_weights)
+        src_mask = check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
+        tgt_mask, _ = check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)
+        memory = self.encoder(src, src_mask)
+        return self.decode(tgt, memory, tgt_mask, src_mask, return_weights, checked=True)
 
     @classmethod
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
