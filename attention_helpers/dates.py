@@ -251,12 +251,12 @@ def _decoder_layer_with_weights(layer, x: torch.Tensor, memory: torch.Tensor, we
 
 
 def _logits_from_memory(model, memory: torch.Tensor, tgt_ids: torch.Tensor, cross_weights: torch.Tensor):
-    """The decoder and head of ``model`` (in eval mode) on ``memory`` ``(batch, src_len, d_model)``, with every
+    """The decoder and output layer of ``model`` (in eval mode) on ``memory`` ``(batch, src_len, d_model)``, with every
     decoder layer's cross-attention weights replaced: logits ``(batch, tgt_len, vocab)``."""
     x = model.embed_target(tgt_ids)  # (batch, tgt_len, d_model)
     for layer, weights in zip(model.transformer.decoder_layers, cross_weights, strict=True):
         x = _decoder_layer_with_weights(layer, x, memory, weights)
-    return model.head(model.transformer.final_norm(x))
+    return model.lm_head(model.transformer.final_norm(x))
 
 
 @torch.no_grad()

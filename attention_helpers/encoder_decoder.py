@@ -301,7 +301,7 @@ class EncoderDecoder(nn.Module):
 
 class Seq2SeqTransformer(nn.Module):
     """A sequence-to-sequence model, built from a :class:`Seq2SeqConfig`: token embeddings and sinusoidal positions
-    on both sides, an :class:`EncoderDecoder`, and a linear head that scores every target token at every position.
+    on both sides, an :class:`EncoderDecoder`, and a linear output layer (lm_head) that scores every target token at every position.
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
     logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
@@ -320,7 +320,7 @@ class Seq2SeqTransformer(nn.Module):
         self.positional_encoding = PositionalEncoding(config.d_model, config.context_length)
         self.transformer = EncoderDecoder(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.head = nn.Linear(config.d_model, config.tgt_vocab_size)
+        self.lm_head = nn.Linear(config.d_model, config.tgt_vocab_size)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """An empty cache for :meth:`decode` (:meth:`EncoderDecoder.new_cache`)."""
@@ -354,7 +354,7 @@ class Seq2SeqTransformer(nn.Module):
             check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
         out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache, checked=checked)
-        return (self.head(out[0]), out[1]) if return_weights else self.head(out)
+        return (self.lm_head(out[0]), out[1]) if return_weights else self.lm_head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
         """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights

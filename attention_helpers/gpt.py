@@ -2,7 +2,7 @@
 
 ``GPT`` stacks pre-LN blocks (causal :class:`~attention_helpers.attention.MultiHeadAttention` and a GELU
 :class:`~attention_helpers.encoder.FeedForward`) between token embeddings (plus learned positions, or RoPE in the
-attention) and an output head tied to the token embedding; :func:`~attention_helpers.decoding.generate` samples
+attention) and an output layer (lm_head) tied to the token embedding; :func:`~attention_helpers.decoding.generate` samples
 from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline it trains against.
 """
 
@@ -113,7 +113,7 @@ class GPT(nn.Module):
     Input ``(batch, num_tokens)`` int64 (or int32) token ids with ``num_tokens <= context_length``; output
     ``(batch, num_tokens, vocab_size)`` logits: row i scores every candidate for token i + 1.
 
-    The output head shares its weight with the token embedding (weight tying): the score of token t is the dot
+    The output layer shares its weight with the token embedding (weight tying): the score of token t is the dot
     product of the final vector with t's embedding, which saves ``vocab_size * d_model`` parameters.
     """
 
@@ -130,8 +130,8 @@ class GPT(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(GPTBlock(config) for _ in range(config.num_layers))
         self.final_norm = LayerNorm(config.d_model)
-        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.head.weight = self.token_embedding.weight  # tied: one (vocab_size, d_model) matrix
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # tied: one (vocab_size, d_model) matrix
         self.apply(_init_weights)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
@@ -159,7 +159,7 @@ class GPT(nn.Module):
             check_token_ids("token_ids", token_ids, self.vocab_size)
             num_tokens = token_ids.shape[1]
             if cache is not None:
-                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.head.weight)
+                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.lm_head.weight)
                 check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
             elif num_tokens > self.context_length:
                 raise ValueError(
@@ -174,7 +174,7 @@ class GPT(nn.Module):
         x = dropout_if_training(self.dropout, x)
         for layer_idx, block in enumerate(self.blocks):
             x = block(x, cache, layer_idx, checked=True)
-        return self.head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
+        return self.lm_head(self.final_norm(x))  # (batch, num_tokens, vocab_size)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -157,7 +157,7 @@ class TokenClassifier(nn.Module):
         positional: add the positional encoding (``False`` shows what attention does without it).
         norm_first: pre-LN layers (with a final LayerNorm, as pre-LN models have) instead of post-LN.
 
-    The parts are created in the order embedding, encoder, head, so the same ``torch.manual_seed``
+    The parts are created in the order embedding, encoder, lm_head, so the same ``torch.manual_seed``
     gives the same weights as building those three modules by hand in that order.
 
     Input ``(batch, num_tokens)`` token ids; output logits ``(batch, num_tokens, vocab_size)``.
@@ -190,7 +190,7 @@ class TokenClassifier(nn.Module):
         self.encoder = Encoder(
             d_model, ffn_hidden, num_heads, dropout, num_layers, norm_first=norm_first, final_norm=norm_first
         )
-        self.head = nn.Linear(d_model, vocab_size)  # the classifier: a score per token id at every position
+        self.lm_head = nn.Linear(d_model, vocab_size)  # a score per token id at every position
 
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
         """``tokens`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``; with
@@ -201,8 +201,8 @@ class TokenClassifier(nn.Module):
             x = self.positional_encoding(x)
         if return_weights:
             x, attn_weights = self.encoder(x, return_weights=True)
-            return self.head(x), attn_weights
-        return self.head(self.encoder(x))
+            return self.lm_head(x), attn_weights
+        return self.lm_head(self.encoder(x))
 
 
 @dataclass

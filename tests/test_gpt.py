@@ -66,9 +66,9 @@ def test_every_dropout_drops_in_training_and_none_in_eval(site):
 
 def test_output_head_is_tied_to_the_token_embedding():
     model = small_gpt()
-    assert model.head.weight is model.token_embedding.weight
+    assert model.lm_head.weight is model.token_embedding.weight
     assert sum(p.numel() for p in model.parameters()) == sum(
-        p.numel() for name, p in model.named_parameters() if not name.startswith("head")
+        p.numel() for name, p in model.named_parameters() if not name.startswith("lm_head")
     )
     ids = torch.randint(0, 11, (2, 5))
     x = model.token_embedding(ids) + model.position_embedding.weight[:5]
@@ -360,7 +360,7 @@ def gpt_from_paper(model, ids, attend=llama_attention_from_paper):
     for block in model.blocks:
         x = x + attend(block.attention, block.norm1(x))
         x = x + block.ffn(block.norm2(x))
-    return model.head(model.final_norm(x))
+    return model.lm_head(model.final_norm(x))
 
 
 ROPE_GPTS = {"4 heads": {}, "4 query heads, 2 key/value heads": {"num_kv_heads": 2}, "multi-query": {"num_kv_heads": 1}}

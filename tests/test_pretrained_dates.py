@@ -72,8 +72,8 @@ def test_the_script_trains_repeatably_and_writes_weights_that_load_into_a_workin
             ffn_hidden=24,
         )
     )
-    trained = model.head.weight
-    assert not torch.allclose(trained, initial.head.weight.half().float()), "4 Adam steps must move the weights"
+    trained = model.lm_head.weight
+    assert not torch.allclose(trained, initial.lm_head.weight.half().float()), "4 Adam steps must move the weights"
 
     texts, maps = ah.translate_dates(model, ["7 May 1901", "May 7, 1901"])
     assert [len(text) for text in texts] == [dates.TARGET_LEN] * 2
@@ -84,9 +84,9 @@ def test_a_file_without_the_models_parameters_is_refused_by_name(tmp_path):
     path = tmp_path / "dates.pt"
     run_script(path)
     saved = torch.load(path, weights_only=True)
-    saved["parameters"]["extra.weight"] = saved["parameters"].pop("head.weight")
+    saved["parameters"]["extra.weight"] = saved["parameters"].pop("lm_head.weight")
     torch.save(saved, path)
-    with pytest.raises(ValueError, match=r"missing \['head.weight'\], unexpected \['extra.weight'\]"):
+    with pytest.raises(ValueError, match=r"missing \['lm_head.weight'\], unexpected \['extra.weight'\]"):
         ah.pretrained_date_translator(path)
 
 

@@ -95,7 +95,7 @@ def test_model_equals_the_same_weights_in_torch_modules():
         tokens = torch.randint(0, 10, (4, 9))
         with torch.no_grad():
             x = model.embedding(tokens) + model.positional_encoding.pe[:9]
-            expected = model.head(torch_encoder(x))
+            expected = model.lm_head(torch_encoder(x))
             torch.testing.assert_close(model(tokens), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -132,7 +132,7 @@ def test_training_is_deterministic_for_a_seed_even_with_dropout():
         if run == 1:
             torch.rand(7)  # the global generator now differs: train must not depend on it
         histories.append(train(model, data, num_steps=20, seed=3, eval_every=10))
-        weights.append(model.head.weight.detach().clone())
+        weights.append(model.lm_head.weight.detach().clone())
     assert histories[0] == histories[1]
     assert torch.equal(weights[0], weights[1])
     other = train(small_model(dropout=0.2), data, num_steps=20, seed=4)
