@@ -46,7 +46,7 @@ _DEFINED_IN = {
         "attention_scores_loop",
         "causal_mask",
         "random_dot_products",
-        "scaled_dot_product_attention",
+        "attention_with_weights",
         "softmax_naive",
         "softmax_stable",
         "softmax_with_temperature",

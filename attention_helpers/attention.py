@@ -22,7 +22,7 @@ from ._checks import (
     check_positive_int,
 )
 from ._convert import from_torch_into
-from .functional import causal_mask, scaled_dot_product_attention
+from .functional import attention_with_weights, causal_mask
 from .rope import rotate
 
 
@@ -52,7 +52,7 @@ class SelfAttentionV1(nn.Module):
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
-        context_vec, attn_weights = scaled_dot_product_attention(queries, keys, values)
+        context_vec, attn_weights = attention_with_weights(queries, keys, values)
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -77,7 +77,7 @@ class SelfAttentionV2(nn.Module):
         """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
         check_attention_input(self, x, (2, 3))
         check_bool("return_weights", return_weights)
-        context_vec, attn_weights = scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))
+        context_vec, attn_weights = attention_with_weights(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -111,7 +111,7 @@ class CausalAttention(nn.Module):
         check_bool("return_weights", return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
-        context_vec, attn_weights = scaled_dot_product_attention(
+        context_vec, attn_weights = attention_with_weights(
             self.W_query(x), self.W_key(x), self.W_value(x), mask, self.dropout
         )
         return (context_vec, attn_weights) if return_weights else context_vec
@@ -149,7 +149,7 @@ class MultiHeadAttention(nn.Module):
     Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
     the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
     between two paths that compute the same result: the *explicit* path,
-    :func:`~attention_helpers.functional.scaled_dot_product_attention`, which materialises the ``(batch, num_heads,
+    :func:`~attention_helpers.functional.attention_with_weights`, which materialises the ``(batch, num_heads,
     num_tokens, num_keys)`` attention weights (it also runs for ``return_weights=True`` and in training mode with
     ``dropout > 0``: ``nn.Dropout`` on the weights, so the masks are the book's), and the *fused* path,
     ``F.scaled_dot_product_attention``, one kernel that never stores the weights. Later lessons' options are off
@@ -284,7 +284,7 @@ class MultiHeadAttention(nn.Module):
             hide = future if hide is None else hide | future
             causal = False
         if explicit:
-            return scaled_dot_product_attention(queries, keys, values, hide, self.dropout)
+            return attention_with_weights(queries, keys, values, hide, self.dropout)
         # F.scaled_dot_product_attention's boolean masks mark the positions that MAY be attended.
         keep = None if hide is None else ~hide
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, is_causal=causal), None

@@ -1,6 +1,6 @@
 """Attention without the ``(num_queries, num_keys)`` matrix: online softmax and a tiled forward pass.
 
-The explicit path (:func:`~attention_helpers.functional.scaled_dot_product_attention`) stores every score of
+The explicit path (:func:`~attention_helpers.functional.attention_with_weights`) stores every score of
 every query against every key: ``num_tokens**2`` numbers per head, 1 GiB in float32 at 16k tokens. The idea
 behind FlashAttention is that softmax does not need all the scores of a row at once: a running maximum and a
 running sum, rescaled whenever the maximum grows, give the same result one block of scores at a time.

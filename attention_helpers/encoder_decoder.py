@@ -301,7 +301,8 @@ class EncoderDecoder(nn.Module):
 
 class Seq2SeqTransformer(nn.Module):
     """A sequence-to-sequence model, built from a :class:`Seq2SeqConfig`: token embeddings and sinusoidal positions
-    on both sides, an :class:`EncoderDecoder`, and a linear output layer (lm_head) that scores every target token at every position.
+    on both sides, an :class:`EncoderDecoder`, and a linear output layer (``lm_head``) that scores every target token
+    at every position.
 
     ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
     logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.

@@ -113,14 +113,17 @@ def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> to
     return torch.triu(ones, diagonal=1)
 
 
-def scaled_dot_product_attention(
+def attention_with_weights(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
     mask: torch.Tensor | None = None,
     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step.
+    """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step, returning the weights too.
+
+    Not a drop-in for PyTorch's ``F.scaled_dot_product_attention`` (hence the other name): it returns a tuple, and
+    its boolean ``mask`` hides where ``True`` (PyTorch's ``attn_mask`` lets attend where ``True``).
 
     Args:
         queries: ``(..., num_queries, d_k)``; keys: ``(..., num_keys, d_k)``; values: ``(..., num_keys, d_v)``.

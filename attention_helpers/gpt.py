@@ -2,8 +2,8 @@
 
 ``GPT`` stacks pre-LN blocks (causal :class:`~attention_helpers.attention.MultiHeadAttention` and a GELU
 :class:`~attention_helpers.encoder.FeedForward`) between token embeddings (plus learned positions, or RoPE in the
-attention) and an output layer (lm_head) tied to the token embedding; :func:`~attention_helpers.decoding.generate` samples
-from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline it trains against.
+attention) and an output layer (``lm_head``) tied to the token embedding; :func:`~attention_helpers.decoding.generate`
+samples from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline it trains against.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     python benchmarks/bench_attention_memory.py --tokens 1024 2048 --heads 4
     python benchmarks/bench_attention_memory.py --threads 1    # on a busy machine, see below
 
-- explicit: ``attention_helpers.scaled_dot_product_attention``, which stores the (num_tokens, num_tokens) scores
+- explicit: ``attention_helpers.attention_with_weights``, which stores the (num_tokens, num_tokens) scores
   and weights;
 - tiled: ``attention_helpers.tiled_attention``, blocks of 128 queries and keys in a Python loop;
 - fused: ``F.scaled_dot_product_attention``, PyTorch's fused kernel (on CPU, a FlashAttention-style kernel).
@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from attention_helpers import scaled_dot_product_attention, tiled_attention
+from attention_helpers import attention_with_weights, tiled_attention
 from attention_helpers._memory import PeakMemory
 
 RESULTS = Path(__file__).resolve().parent.parent / "attention_helpers" / "results" / "attention_memory.json"
@@ -50,7 +50,7 @@ MIB = 2**20
 
 def attend(name: str, queries, keys, values, block_size: int) -> torch.Tensor:
     if name == "explicit":
-        return scaled_dot_product_attention(queries, keys, values)[0]
+        return attention_with_weights(queries, keys, values)[0]
     if name == "tiled":
         return tiled_attention(queries, keys, values, block_size=block_size)
     return F.scaled_dot_product_attention(queries, keys, values)

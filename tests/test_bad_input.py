@@ -31,7 +31,7 @@ CASES = {
         ["query", "(1, 3)"],
     ),
     "sdpa with 1-d queries": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(4), torch.randn(4), torch.randn(4)),
+        lambda: ah.attention_with_weights(torch.randn(4), torch.randn(4), torch.randn(4)),
         ValueError,
         ["queries", "(4,)"],
     ),
@@ -44,12 +44,12 @@ CASES = {
         ["query", "d=3", "(4,)"],
     ),
     "sdpa d_k mismatch": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(7, 3), torch.randn(7, 2)),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(7, 3), torch.randn(7, 2)),
         ValueError,
         ["keys", "(5, 4)", "(7, 3)"],
     ),
     "sdpa values rows != keys": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(7, 4), torch.randn(6, 2)),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(7, 4), torch.randn(6, 2)),
         ValueError,
         ["values", "(7, 4)", "(6, 2)"],
     ),
@@ -96,21 +96,21 @@ CASES = {
         ["key_padding_mask", "meta", "cpu"],
     ),
     "sdpa mask of wrong shape": (
-        lambda: ah.scaled_dot_product_attention(
+        lambda: ah.attention_with_weights(
             torch.randn(5, 4), torch.randn(7, 4), torch.randn(7, 2), mask=ah.causal_mask(5)
         ),
         ValueError,
         ["mask", "(5, 5)", "(5, 7)"],
     ),
     "sdpa integer mask": (
-        lambda: ah.scaled_dot_product_attention(
+        lambda: ah.attention_with_weights(
             torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), mask=torch.ones(5, 5, dtype=torch.int64)
         ),
         TypeError,
         ["mask", "torch.int64", "(5, 5)"],
     ),
     "sdpa mask that is a list": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), mask=[[True]]),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), mask=[[True]]),
         TypeError,
         ["mask", "list"],
     ),
@@ -122,9 +122,7 @@ CASES = {
     ),
     "a list as input": (lambda: ah.SelfAttentionV1(3, 2)([[0.1, 0.2, 0.3]]), TypeError, ["x", "list"]),
     "keys of another dtype": (
-        lambda: ah.scaled_dot_product_attention(
-            torch.randn(5, 4), torch.randn(5, 4, dtype=torch.float64), torch.randn(5, 2)
-        ),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(5, 4, dtype=torch.float64), torch.randn(5, 2)),
         TypeError,
         ["keys", "torch.float64", "torch.float32"],
     ),
@@ -134,7 +132,7 @@ CASES = {
         ["x", "torch.int64", "(3,)"],
     ),
     "dropout that is not callable": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), dropout=0.5),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2), dropout=0.5),
         TypeError,
         ["dropout", "float"],
     ),
@@ -181,19 +179,19 @@ CASES = {
             ("Encoder", lambda: ah.Encoder(4, 8, 2, 0.0, 2), (2, 6, 4)),
         ]
     },
-    # scaled_dot_product_attention and softmax
+    # attention_with_weights and softmax
     "sdpa batch dimensions that do not broadcast": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(2, 5, 4), torch.randn(3, 7, 4), torch.randn(3, 7, 2)),
+        lambda: ah.attention_with_weights(torch.randn(2, 5, 4), torch.randn(3, 7, 4), torch.randn(3, 7, 2)),
         ValueError,
         ["broadcast", "(2, 5, 4)", "(3, 7, 4)"],
     ),
     "sdpa with d_k = 0": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 0), torch.randn(7, 0), torch.randn(7, 2)),
+        lambda: ah.attention_with_weights(torch.randn(5, 0), torch.randn(7, 0), torch.randn(7, 2)),
         ValueError,
         ["d_k", "(5, 0)"],
     ),
     "sdpa with no keys": (
-        lambda: ah.scaled_dot_product_attention(torch.randn(5, 4), torch.randn(0, 4), torch.randn(0, 2)),
+        lambda: ah.attention_with_weights(torch.randn(5, 4), torch.randn(0, 4), torch.randn(0, 2)),
         ValueError,
         ["num_keys", "(0, 4)"],
     ),

@@ -155,8 +155,8 @@ def test_exercise_3_leaves_the_global_random_state_alone():
     ("library_attention", "named"),
     [
         (
-            lambda q, k, v, w: ah.scaled_dot_product_attention(q, k, v, mask=sliding_window_mask(q.shape[-2], w))[0],
-            "the package's scaled_dot_product_attention",
+            lambda q, k, v, w: ah.attention_with_weights(q, k, v, mask=sliding_window_mask(q.shape[-2], w))[0],
+            "the package's attention_with_weights",
         ),
         (
             lambda q, k, v, w: torch.nn.functional.scaled_dot_product_attention(

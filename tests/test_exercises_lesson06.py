@@ -169,7 +169,7 @@ def _with_package_function(x, W_qkv, W_out, num_heads, causal):
     batch, num_tokens, _ = x.shape
     queries, keys, values = (split(t, num_heads) for t in (x @ W_qkv.T).chunk(3, dim=-1))
     mask = ah.causal_mask(num_tokens) if causal else None
-    context_vec, _ = ah.scaled_dot_product_attention(queries, keys, values, mask=mask)
+    context_vec, _ = ah.attention_with_weights(queries, keys, values, mask=mask)
     return context_vec.transpose(1, 2).reshape(batch, num_tokens, -1) @ W_out.T
 
 
@@ -207,7 +207,7 @@ def _with_attend_heads(x, W_qkv, W_out, num_heads, causal):
     [
         (_weights_into_mha, "the package's MultiHeadAttention.__init__"),
         (_with_torch_kernel, "PyTorch's scaled_dot_product_attention kernel"),
-        (_with_package_function, "the package's scaled_dot_product_attention"),
+        (_with_package_function, "the package's attention_with_weights"),
         (_with_math_kernel, "PyTorch's _scaled_dot_product_attention_math kernel"),
         (_with_native_multi_head_attention, "PyTorch's _native_multi_head_attention kernel"),
         (_with_torch_module, "PyTorch's multi_head_attention_forward kernel"),

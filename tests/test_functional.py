@@ -4,9 +4,9 @@ import torch.nn.functional as F
 
 from attention_helpers import (
     attention_scores_loop,
+    attention_with_weights,
     causal_mask,
     random_dot_products,
-    scaled_dot_product_attention,
     softmax_naive,
     softmax_stable,
     softmax_with_temperature,
@@ -65,7 +65,7 @@ def _random_qkv(*batch, num_queries=5, num_keys=7, d_k=4, d_v=6, dtype=torch.flo
 
 def test_sdpa_matches_pytorch_without_mask():
     q, k, v = _random_qkv(2, 3)  # num_queries != num_keys, d_k != d_v
-    context_vec, weights = scaled_dot_product_attention(q, k, v)
+    context_vec, weights = attention_with_weights(q, k, v)
     torch.testing.assert_close(context_vec, F.scaled_dot_product_attention(q, k, v), atol=1e-6, rtol=1e-5)
     assert weights.shape == (2, 3, 5, 7)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
@@ -73,7 +73,7 @@ def test_sdpa_matches_pytorch_without_mask():
 
 def test_sdpa_matches_pytorch_with_causal_and_random_masks():
     q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
-    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
+    context_vec, weights = attention_with_weights(q, k, v, mask=causal_mask(6))
     torch.testing.assert_close(
         context_vec, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-6, rtol=1e-5
     )
@@ -81,7 +81,7 @@ def test_sdpa_matches_pytorch_with_causal_and_random_masks():
 
     mask = torch.rand(2, 6, 6) < 0.4
     mask[..., 0] = False  # every query keeps at least one key
-    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    context_vec, weights = attention_with_weights(q, k, v, mask=mask)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)  # torch: True = may attend
     torch.testing.assert_close(context_vec, expected, atol=1e-6, rtol=1e-5)
     assert (weights[mask] == 0).all()
@@ -92,7 +92,7 @@ def test_fully_masked_row_gives_zero_weights_and_zero_context_with_finite_gradie
     q, k, v = (t.requires_grad_() for t in _random_qkv(2, num_queries=4, num_keys=4))
     mask = causal_mask(4).expand(2, 4, 4).clone()
     mask[0, 2, :] = True  # query 2 of batch 0 may see nothing
-    context_vec, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    context_vec, weights = attention_with_weights(q, k, v, mask=mask)
     assert (weights[0, 2] == 0).all() and (context_vec[0, 2] == 0).all()
     assert torch.isfinite(context_vec).all()
     # The same convention as PyTorch's fused kernel.
@@ -107,8 +107,8 @@ def test_fully_masked_row_gives_zero_weights_and_zero_context_with_finite_gradie
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_stays_finite_and_close(dtype):
     q, k, v = _random_qkv(2, num_queries=6, num_keys=6)
-    reference, _ = scaled_dot_product_attention(q, k, v, mask=causal_mask(6))
-    context_vec, weights = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask=causal_mask(6))
+    reference, _ = attention_with_weights(q, k, v, mask=causal_mask(6))
+    context_vec, weights = attention_with_weights(q.to(dtype), k.to(dtype), v.to(dtype), mask=causal_mask(6))
     assert context_vec.dtype == dtype and torch.isfinite(context_vec).all() and torch.isfinite(weights).all()
     torch.testing.assert_close(context_vec.float(), reference, atol=3e-2, rtol=3e-2)
     # Masking with -inf (not -1e20, which overflows float16 to -inf anyway and breaks arithmetic) is exact.
@@ -118,8 +118,8 @@ def test_low_precision_stays_finite_and_close(dtype):
 def test_dropout_is_applied_to_the_weights():
     q, k, v = _random_qkv(num_queries=50, num_keys=50)
     dropout = torch.nn.Dropout(0.5)
-    _, kept = scaled_dot_product_attention(q, k, v)
-    _, dropped = scaled_dot_product_attention(q, k, v, dropout=dropout)
+    _, kept = attention_with_weights(q, k, v)
+    _, dropped = attention_with_weights(q, k, v, dropout=dropout)
     survivors = dropped != 0
     assert 0.4 < survivors.float().mean() < 0.6
     torch.testing.assert_close(dropped[survivors], kept[survivors] / 0.5)  # survivors scaled by 1 / (1 - p)

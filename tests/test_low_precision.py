@@ -16,7 +16,7 @@ from attention_helpers import (
     LayerNorm,
     MultiHeadAttention,
     SelfAttentionV2,
-    scaled_dot_product_attention,
+    attention_with_weights,
     softmax_stable,
     to_torch,
 )
@@ -62,7 +62,7 @@ def test_scaled_dot_product_attention_scales_before_the_product(dtype):
     for queries in (q, x):
         reference = F.scaled_dot_product_attention(queries, queries, queries)
         low = queries.to(dtype)
-        ours, weights = scaled_dot_product_attention(low, low, low)
+        ours, weights = attention_with_weights(low, low, low)
         no_worse_than_torch(ours, F.scaled_dot_product_attention(low, low, low), reference, dtype)
         assert torch.isfinite(weights).all()
 
@@ -137,7 +137,7 @@ def test_scaled_dot_product_attention_is_no_worse_than_torch_up_to_entries_of_1e
     v = magnitude * torch.randn(2, 3, 7, 6, generator=generator)
     reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
     low = [t.to(dtype) for t in (q, k, v)]
-    ours, weights = scaled_dot_product_attention(*low)
+    ours, weights = attention_with_weights(*low)
     assert ours.dtype == weights.dtype == dtype
     no_worse_than_torch(ours, F.scaled_dot_product_attention(*low), reference, dtype)
     assert torch.isfinite(weights).all() and torch.allclose(weights.float().sum(-1), torch.ones(2, 3, 5), atol=1e-2)

@@ -2,7 +2,7 @@
 three weight matrices, and a formula for the spread of ``q · k`` and the temperature that undoes it.
 
 The reference attention is the package's tested
-:func:`~attention_helpers.functional.scaled_dot_product_attention`. Hidden inputs have ``d_in``, the key width
+:func:`~attention_helpers.functional.attention_with_weights`. Hidden inputs have ``d_in``, the key width
 ``d_k`` and the value width ``d_v`` all different, odd numbers of tokens, and a batch of 1 and of 3.
 """
 
@@ -13,7 +13,7 @@ import math
 import torch
 
 from .._checks import shape_str
-from ..functional import random_dot_products, scaled_dot_product_attention
+from ..functional import attention_with_weights, random_dot_products
 from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, compare, hidden_generator
 
 SEED = 303
@@ -86,7 +86,7 @@ def _mistakes(x, W_query, W_key, W_value):
 
 SELF_ATTENTION = Exercise(
     "Exercise 1",
-    reference=lambda x, W_query, W_key, W_value: scaled_dot_product_attention(x @ W_query, x @ W_key, x @ W_value)[0],
+    reference=lambda x, W_query, W_key, W_value: attention_with_weights(x @ W_query, x @ W_key, x @ W_value)[0],
     cases=lambda: _attention_cases(hidden_generator(SEED)),
     hint=ATTENTION_HINT,
     describe=lambda number, total, x, *weights: (

@@ -2,7 +2,7 @@
 
 A sliding window of width ``w`` lets token ``i`` see itself and the ``w - 1`` tokens before it: keys
 ``i - w + 1 .. i``. The reference mask is written here with plain loops, straight from that sentence, and the
-reference attention is the package's tested :func:`~attention_helpers.functional.scaled_dot_product_attention`
+reference attention is the package's tested :func:`~attention_helpers.functional.attention_with_weights`
 with that mask. Hidden inputs have odd lengths, a batch of 1, and ``d_k != d_v``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import shape_str
-from ..functional import causal_mask, scaled_dot_product_attention
+from ..functional import attention_with_weights, causal_mask
 from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 404
@@ -138,7 +138,7 @@ def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, tor
 
 
 def _reference_attention(queries, keys, values, mask):
-    return scaled_dot_product_attention(queries, keys, values, mask=mask)[0]
+    return attention_with_weights(queries, keys, values, mask=mask)[0]
 
 
 def _wrong_attentions(queries, keys, values, window):
