@@ -71,6 +71,9 @@ def main() -> int:
     shutil.rmtree(BUILD, ignore_errors=True)
     BUILD.mkdir(parents=True)
     python = make_venv()
+    # a fresh Colab runtime has no package: drop the one an earlier run's setup cells installed, which a setup cell
+    # would otherwise keep (pip skips a version already installed) and run instead of this tree's
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", "attention-helpers", capture_output=True)
     before = installed_versions(python)
     print("colab-check environment:", ", ".join(f"{k} {v}" for k, v in before.items()))
 
