@@ -66,7 +66,7 @@ help:
 	@echo "make site-check       the built site in headless Chromium: links, accessibility, phone width (about 1 minute)"
 	@echo "make browser-check    every notebook run and its widgets moved in JupyterLab in Chromium, then the site (about 5.5 minutes)"
 	@echo "make nbval-portability  strict nbval as on older CPUs (about 3.5 minutes)"
-	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (over 10 minutes; its first run installs 4.6 GB: + about 17)"
+	@echo "make colab-check      every lesson with Colab's torch, IPython and widgets (about 7.5 minutes; its first run installs 4.6 GB: + about 17)"
 	@echo "make benchmark        speed and memory ratios against PyTorch's modules (several minutes)"
 	@echo "make diagrams         redraw the diagrams in images/ (under a minute)"
 	@echo "make repo-url URL=https://github.com/OWNER/REPO  point badges, setup cells and documents at a fork (seconds)"
@@ -191,8 +191,8 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
 # Not part of `make test`: every notebook in a separate venv with Colab's torch, IPython, traitlets and ipywidgets,
-# its setup cell cloning this tree as if on Colab (tools/colab_check.py). Takes over 10 minutes (lessons 00 and 01 alone
-# took 4 and 12 under a load of 15 on two cores; the whole series is not timed), plus a 4.6 GB install once.
+# its setup cell cloning this tree as if on Colab (tools/colab_check.py). 7.4 minutes measured for the 14 lessons on
+# two busy cores, plus a 4.6 GB install once.
 colab-check: $(STAMP)
 	$(BIN)/python tools/colab_check.py
 
