@@ -2,7 +2,13 @@
 with their own sentence, and right answers written in several ways are accepted. The references the checks use are
 compared here with computations written in this file (never with the checks' own helpers)."""
 
+import _thread
+import concurrent.futures
 import math
+import multiprocessing
+import os
+import threading
+import time
 
 import pytest
 import torch
@@ -552,3 +558,89 @@ def test_lesson_10_hidden_cases_have_several_heads_and_a_single_head_cache_fails
 def test_lesson_05_cases_use_several_seeds():
     seeds = {seed for x, p, training, seed in lesson05._dropout_cases() if training and 0 < p < 1 and x.numel() > 1000}
     assert len(seeds) >= 3
+
+
+# --- work sent to another thread or process, where the trace cannot see it ------------------------------------
+
+
+def _softmax_in_a_thread(x, dim=-1, temperature=1.0):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.softmax(x / temperature, dim)))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def _softmax_in_a_pool(x, dim=-1, temperature=1.0):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(torch.softmax, x / temperature, dim).result()
+
+
+def _softmax_low_level_thread(x, dim=-1, temperature=1.0):
+    out = []
+    _thread.start_new_thread(lambda: out.append(torch.softmax(x / temperature, dim)), ())
+    while not out:
+        time.sleep(0.001)
+    return out[0]
+
+
+def _stable_softmax(x, dim, temperature):
+    e = torch.exp(x / temperature - (x / temperature).amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _thread_refused_then_done_here(x, dim=-1, temperature=1.0):
+    try:
+        return _softmax_in_a_thread(x, dim, temperature)
+    except RuntimeError:  # the refusal swallowed: the answer must still be refused
+        return _stable_softmax(x, dim, temperature)
+
+
+def _softmax_in_a_forked_process(x, dim=-1, temperature=1.0):
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(torch.softmax, (x / temperature, dim))
+
+
+def _runs_a_shell(x, dim=-1, temperature=1.0):
+    os.system("true")
+    return _stable_softmax(x, dim, temperature)
+
+
+def _unwatches_threads(x, dim=-1, temperature=1.0):
+    threading._start_new_thread = _thread.allocate_lock  # any other callable
+    return _stable_softmax(x, dim, temperature)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_softmax_in_a_thread, "your code starts a thread"),
+        (_softmax_in_a_pool, "your code starts a thread"),
+        (_softmax_low_level_thread, "your code starts a thread"),
+        (_thread_refused_then_done_here, "your code starts a thread"),
+        (_softmax_in_a_forked_process, "your code starts a process"),
+        (_runs_a_shell, "your code starts a process"),
+        (_unwatches_threads, "your code changes how threads start (threading._start_new_thread)"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+def test_work_sent_to_another_thread_or_process_is_refused(answer, said, capsys):
+    start = threading._start_new_thread
+    result, out = verdict(lesson02.exercise_1, answer, capsys)
+    assert result is False and said in out, out
+    assert threading._start_new_thread is start, "put back as it was"
+    assert "softmax" not in out.split("Hint:")[1], "the hint does not name the shortcut"
+
+
+def test_threads_and_processes_still_start_outside_a_check_and_in_the_checks_own_code(capsys):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.ones(2).softmax(0)))
+    worker.start()
+    worker.join()
+    assert torch.equal(out[0], torch.full((2,), 0.5))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: 3).result() == 3
+    assert os.system("true") == 0
+    right = RIGHT[(2, 1)][0]
+    assert lesson02.exercise_1(right) is True  # the check itself may use threads (torch's, lesson 13's ranks)
+    assert ": correct" in capsys.readouterr().out

@@ -27,11 +27,14 @@ that fixes it, and the lesson section that shows it; the worked answers live in 
 
 from __future__ import annotations
 
+import _thread
 import copy
 import inspect
+import multiprocessing.process
 import numbers
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,6 +91,36 @@ def _kernel_name(func) -> str:
     return name.split(".")[0]
 
 
+def _watched(start, what: str):
+    """``start`` (a thread's or a process's), refused while the answer runs: dispatch modes and the trace function
+    see only the thread that calls the answer, so work sent elsewhere would go unseen."""
+
+    def watched(*args, **kwargs):
+        trace = _ACTIVE
+        if trace is not None and not trace._trusted and _thread.get_ident() == trace._thread:
+            trace.elsewhere.append(what)
+            raise RuntimeError(f"the check does not let your code start {what}")
+        return start(*args, **kwargs)
+
+    return watched
+
+
+# Bound when this module is imported; an answer that rebinds them is caught by the snapshot of their namespaces.
+_thread.start_new_thread = _thread.start_new = threading._start_new_thread = _watched(
+    _thread.start_new_thread, "a thread"
+)
+multiprocessing.process.BaseProcess.start = _watched(multiprocessing.process.BaseProcess.start, "a process")
+_PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen")
+
+
+def _audit(event: str, args) -> None:  # an audit hook cannot be removed: processes started any other way
+    if event.startswith(_PROCESS_EVENTS):
+        _watched(lambda: None, "a process")()
+
+
+sys.addaudithook(_audit)
+
+
 class Trace(TorchDispatchMode):
     """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
     (``operations``), the lines of the reader's own Python run (``lines``, which a Python loop makes grow) and the
@@ -98,6 +131,7 @@ class Trace(TorchDispatchMode):
         super().__init__()
         self.kernels: list[str] = []
         self.package: list[str] = []
+        self.elsewhere: list[str] = []  # threads or processes the code tried to start
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
         for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
@@ -147,6 +181,7 @@ class Trace(TorchDispatchMode):
     def __enter__(self):
         global _ACTIVE
         self._previous, self._outer, _ACTIVE = sys.gettrace(), _ACTIVE, self
+        self._thread = _thread.get_ident()
         sys.settrace(self._on_call)
         self._functions.__enter__()
         return super().__enter__()
@@ -191,7 +226,7 @@ class _FunctionTrace(TorchFunctionMode):
 
 
 # The namespaces an answer could patch to fool a comparison; snapshot before it runs, put back after.
-_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module)
+_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, _thread, threading, multiprocessing.process.BaseProcess)
 
 
 def _warm_up() -> None:
@@ -219,7 +254,7 @@ def _restore(snapshot: list[dict]) -> list[str]:
             value = before.get(key, _MISSING)
             if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
                 continue  # unchanged, or a submodule torch imported lazily
-            changed.append(f"{getattr(namespace, '__name__', 'torch')}.{key}")
+            changed.append(f"{namespace.__name__}.{key}")
             if value is _MISSING:
                 delattr(namespace, key)
             else:
@@ -274,6 +309,7 @@ class WrongFormError(Exception):
         self.problem, self.hint = problem, hint
 
 
+ELSEWHERE_HINT = "compute the answer in your function itself, without threads or processes"
 IN_PLACE_HINT = (
     "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
     "x[...] = ...): the caller's tensor must stay as it was"
@@ -529,7 +565,10 @@ class Exercise:
             hint = self.hint
         changed = _restore(snapshot)
         if changed:
-            return None, f"your code changes torch itself ({changed[0]})", "leave torch as it is", trace
+            what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "how threads start"
+            return None, f"your code changes {what} ({changed[0]})", "leave torch and threading as they are", trace
+        if trace.elsewhere:
+            return None, f"your code starts {trace.elsewhere[0]} {where}", ELSEWHERE_HINT, trace
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
         if trace.package:  # even when it then failed: that is what the answer reached for
             return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
