@@ -644,3 +644,67 @@ def test_threads_and_processes_still_start_outside_a_check_and_in_the_checks_own
     right = RIGHT[(2, 1)][0]
     assert lesson02.exercise_1(right) is True  # the check itself may use threads (torch's, lesson 13's ranks)
     assert ": correct" in capsys.readouterr().out
+
+
+# --- the fresh attempt to fool the checks (i40_fool_report.md): each false verdict it found -----------------------
+
+
+def _scipy_softmax(x, dim=-1, temperature=1.0):
+    import scipy.special
+
+    return torch.from_numpy(scipy.special.softmax((x / temperature).numpy(), axis=dim))
+
+
+def _scipy_attention(x, wq, wk, wv):
+    import scipy.special
+
+    scores = (x @ wq) @ (x @ wk).transpose(-2, -1) / wk.shape[1] ** 0.5
+    return torch.from_numpy(scipy.special.softmax(scores.numpy(), axis=-1)) @ (x @ wv)
+
+
+def _dropout_exact_count(x, p, training=True):
+    """Drops exactly round(p * n) entries, chosen at random: the count never varies, as it must for independent
+    entries."""
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return torch.zeros_like(x)
+    dropped = torch.randperm(x.numel())[: round(p * x.numel())]
+    keep = torch.ones(x.numel())
+    keep[dropped] = 0
+    return x * keep.view_as(x) / (1 - p)
+
+
+def _pickles_its_input_then_answers(x, W_qkv, W_out, num_heads, causal):
+    import io
+    import pickle
+
+    pickle.dump(x, io.BytesIO())
+    torch.save(x, io.BytesIO())
+    return _fused_exp(x, W_qkv, W_out, num_heads, causal)
+
+
+FOOLED = [
+    # (check, answer, accepted?, what the verdict must say)
+    (lesson02.exercise_1, _scipy_softmax, False, "your code runs softmax from scipy"),
+    (lesson03.exercise_1, _scipy_attention, True, "correct"),  # 03.1 lets the softmax be anyone's
+    (lesson02.exercise_3, ("Same", " Sharper", "flatter "), True, "correct"),
+    (
+        lesson03.exercise_2,
+        lambda d_k, std: (std**2 * float(ah.random_dot_products(d_k, 20_000).std()),) * 2,
+        True,
+        "correct",
+    ),
+    (lesson04.exercise_3, lambda n, i, j: [float(r) for r in range(i, j + 1)], False, "row indices (ints), got float"),
+    (lesson04.exercise_3, lambda n, i, j: set(range(j, i - 1, -1)), True, "correct"),
+    (lesson05.exercise_1, _dropout_exact_count, False, "the number dropped is exactly p times the number"),
+    (lesson06.exercise_2, _pickles_its_input_then_answers, True, "correct"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "answer", "accepted", "said"), FOOLED, ids=lambda item: getattr(item, "__name__", None)
+)
+def test_what_a_fresh_attempt_to_fool_the_checks_found(check, answer, accepted, said, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is accepted and said in out, out

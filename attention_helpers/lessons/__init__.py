@@ -132,6 +132,7 @@ class Trace(TorchDispatchMode):
         self.kernels: list[str] = []
         self.package: list[str] = []
         self.elsewhere: list[str] = []  # threads or processes the code tried to start
+        self.library: set[tuple[str, str]] = set()  # (function, module) of the Python libraries' code run
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
         for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
@@ -164,7 +165,10 @@ class Trace(TorchDispatchMode):
             if code.co_qualname not in self.package:
                 self.package.append(code.co_qualname)
             return None
-        if code.co_filename.startswith(_LIBRARY) or code.co_filename.startswith(_LESSONS):
+        if code.co_filename.startswith(_LESSONS):
+            return None
+        if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
+            self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))
             return None
         return self._on_line  # the reader's own code: count its lines
 
@@ -254,6 +258,8 @@ def _restore(snapshot: list[dict]) -> list[str]:
             value = before.get(key, _MISSING)
             if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
                 continue  # unchanged, or a submodule torch imported lazily
+            if key == "__slotnames__":
+                continue  # what copyreg caches on a class the first time one of its objects is pickled
             changed.append(f"{namespace.__name__}.{key}")
             if value is _MISSING:
                 delattr(namespace, key)
@@ -574,6 +580,9 @@ class Exercise:
             return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
         if forbidden:
             return None, f"your code runs PyTorch's {forbidden[0]} kernel {where}", self.rule, trace
+        library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
+        if library:
+            return None, f"your code runs {library[0]} {where}", self.rule, trace
         if problem is not None:
             return None, problem, hint, trace
         for index, original in originals:

@@ -192,6 +192,8 @@ _WORDS = ("same", "sharper", "flatter")
 
 
 def _three_words(answer) -> tuple:
+    if isinstance(answer, (tuple, list)):
+        answer = tuple(a.strip().lower() if isinstance(a, str) else a for a in answer)
     if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in _WORDS for a in answer):
         raise WrongFormError(
             f"expected a tuple of three words, each one of {', '.join(_WORDS)}; got {answer!r}",

@@ -8,6 +8,8 @@ with that mask. Hidden inputs have odd lengths, a batch of 1, and ``d_k != d_v``
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .._checks import shape_str
@@ -239,9 +241,14 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
 
 def _row_list(answer) -> list[int]:
     try:
-        return sorted(int(r) for r in answer)
-    except (TypeError, ValueError):
-        raise WrongFormError(f"expected a list of row indices, got {type(answer).__name__}", SWAP_HINT) from None
+        rows = [r.item() if isinstance(r, torch.Tensor) else r for r in answer]
+    except (TypeError, ValueError, RuntimeError):
+        rows = None
+    integers = rows is not None and all(isinstance(r, numbers.Integral) and not isinstance(r, bool) for r in rows)
+    if isinstance(answer, (str, dict)) or not integers:
+        got = type(answer).__name__ if rows is None else ", ".join(sorted({type(r).__name__ for r in rows}))
+        raise WrongFormError(f"expected a list of row indices (ints), got {got}", SWAP_HINT)
+    return sorted(int(r) for r in rows)
 
 
 SWAP = Exercise(

@@ -116,6 +116,9 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
                 return f"the entries are not dropped independently: {together} share their drops"
             if abs(fraction - p) > _band(p, x.numel()):
                 return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%}"
+        counts = dropped[:2].flatten(1).sum(dim=1).tolist()  # two independent calls
+        if all(abs(count - p * x.numel()) <= 1 for count in counts):
+            return "the number dropped is exactly p times the number of entries at every call: it is fixed, not random"
     kept = ~dropped
     if not torch.allclose(outs[kept], x.expand_as(outs)[kept] / (1 - p), rtol=1e-5, atol=1e-6):
         return "a surviving entry is not x / (1 - p)"
