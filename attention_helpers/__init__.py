@@ -46,7 +46,6 @@ from .functional import (
 )
 from .gpt import GPT, GPTBlock
 from .interop import from_torch, to_torch
-from .lessons import check_answer, check_function
 from .lessons.parameters import ParameterError, check_parameter
 from .pretrained import (
     BertEmbeddings,

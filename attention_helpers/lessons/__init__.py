@@ -1,28 +1,14 @@
-"""What the lessons need apart from the model code: their exercise checks and their parameter checks.
+"""The lessons' exercise checks (``lessonNN``) and parameter checks (``parameters``).
 
-``parameters`` checks a notebook's ``parameters`` cell. ``lessonNN`` holds lesson NN's exercise checks. Every check
-prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
-
-- before an attempt: ``<name>: Not answered yet (the answer is still None).`` and nothing else;
-- after a wrong attempt: ``<name>: not yet, <what is wrong>. Hint: <hint>``;
-- when right: ``<name>: correct<detail>.``
-
-An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the hint and
-the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way:
-
-1. the references of every hidden case are computed first, on copies the answer never sees;
-2. the answer runs on copies of its own, under a :class:`Trace` that records the PyTorch kernels that actually
-   execute (a dispatch mode sees the ATen operator under every alias) and the package's functions it runs;
-   an answer that runs one of the exercise's ``forbidden`` kernels, or the package's own version of what the
-   exercise asks for, is refused with the exercise's ``rule``; with ``loop_free``, an answer whose number of
-   operations grows with the input size is refused too;
-3. an answer that changes its inputs in place, or torch itself (``torch.allclose = ...``), is refused, and torch
-   is put back as it was;
-4. the answer and the reference are compared as plain tensors (subclasses unwrapped, detached), types before
-   values, with functions bound when this module is imported.
-
-A check never raises: whatever the answer is or does, the verdict is one line. Hints name the mistake and the idea
-that fixes it, and the lesson section that shows it; the worked answers live in ``solutions/`` only.
+A check prints one line and returns whether the answer is right: ``<name>: Not answered yet (the answer is still
+None).``, ``<name>: not yet, <what is wrong>. Hint: <hint>`` or ``<name>: correct<detail>.`` Every exercise is an
+:class:`Exercise`, judged by :meth:`Exercise.check` the same way: the references first, on copies the answer never
+sees; the answer on copies of its own, under a :class:`Trace` of the kernels that actually run (under any alias), of
+the package's and libraries' functions it calls and of the threads or processes it starts; answers that run a
+``forbidden`` kernel, loop in Python where ``loop_free`` asks not to, change their inputs or torch itself, are
+refused; then answer and reference are compared as plain tensors, types before values, with functions bound at
+import. A check never raises. Hints name the mistake and the lesson section to reread; worked answers live in
+``solutions/`` only.
 """
 
 from __future__ import annotations
@@ -80,9 +66,7 @@ NORM_KERNELS = _names(
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LESSONS = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_LIBRARY = tuple(
-    {os.path.dirname(os.path.dirname(os.path.abspath(module.__file__))) + os.sep for module in (torch, os)}
-)
+_LIBRARY = tuple({os.path.dirname(os.path.dirname(os.path.abspath(m.__file__))) + os.sep for m in (torch, os)})
 
 
 def _kernel_name(func) -> str:
@@ -92,8 +76,8 @@ def _kernel_name(func) -> str:
 
 
 def _watched(start, what: str):
-    """``start`` (a thread's or a process's), refused while the answer runs: dispatch modes and the trace function
-    see only the thread that calls the answer, so work sent elsewhere would go unseen."""
+    """``start`` (a thread's or a process's), refused while an answer runs: dispatch modes and trace functions see
+    only the thread that calls the answer."""
 
     def watched(*args, **kwargs):
         trace = _ACTIVE
@@ -111,28 +95,18 @@ _thread.start_new_thread = _thread.start_new = threading._start_new_thread = _wa
 )
 multiprocessing.process.BaseProcess.start = _watched(multiprocessing.process.BaseProcess.start, "a process")
 _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen")
-
-
-def _audit(event: str, args) -> None:  # an audit hook cannot be removed: processes started any other way
-    if event.startswith(_PROCESS_EVENTS):
-        _watched(lambda: None, "a process")()
-
-
-sys.addaudithook(_audit)
+sys.addaudithook(lambda event, args: event.startswith(_PROCESS_EVENTS) and _watched(int, "a process")())
 
 
 class Trace(TorchDispatchMode):
     """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
-    (``operations``), the lines of the reader's own Python run (``lines``, which a Python loop makes grow) and the
-    package's functions called (``package``). Code of the ``allowed`` package classes or functions, and package
-    code called by the lessons' own checks, is trusted: nothing inside it is recorded."""
+    (``operations``), the lines of the reader's own code run (``lines``), the package's functions (``package``) and
+    the libraries' (``library``) called, the threads or processes started (``elsewhere``). Nothing is recorded inside
+    the ``allowed`` package classes or functions, nor inside :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
-        self.kernels: list[str] = []
-        self.package: list[str] = []
-        self.elsewhere: list[str] = []  # threads or processes the code tried to start
-        self.library: set[tuple[str, str]] = set()  # (function, module) of the Python libraries' code run
+        self.kernels, self.package, self.elsewhere, self.library = [], [], [], set()
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
         for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
@@ -154,10 +128,10 @@ class Trace(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
     def _on_call(self, frame, event, arg):
-        if self._trusted:
-            return None
         code = frame.f_code
-        if code.co_filename.startswith(_PACKAGE) and not code.co_filename.startswith(_LESSONS):
+        if self._trusted or code.co_filename.startswith(_LESSONS):
+            return None
+        if code.co_filename.startswith(_PACKAGE):
             if code in self._allowed:
                 self._trusted += 1
                 frame.f_trace_lines = False
@@ -165,36 +139,31 @@ class Trace(TorchDispatchMode):
             if code.co_qualname not in self.package:
                 self.package.append(code.co_qualname)
             return None
-        if code.co_filename.startswith(_LESSONS):
-            return None
         if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
             self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))
             return None
         return self._on_line  # the reader's own code: count its lines
 
     def _on_trusted_return(self, frame, event, arg):
-        if event == "return":
-            self._trusted -= 1
+        self._trusted -= event == "return"
         return self._on_trusted_return
 
     def _on_line(self, frame, event, arg):
-        if event == "line":
-            self.lines += 1
+        self.lines += event == "line"
         return self._on_line
 
     def __enter__(self):
         global _ACTIVE
-        self._previous, self._outer, _ACTIVE = sys.gettrace(), _ACTIVE, self
-        self._thread = _thread.get_ident()
+        self._previous, self._outer, _ACTIVE, self._thread = sys.gettrace(), _ACTIVE, self, _thread.get_ident()
         sys.settrace(self._on_call)
         self._functions.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
+        global _ACTIVE
         try:
             return super().__exit__(*exc)
         finally:
-            global _ACTIVE
             self._functions.__exit__(*exc)
             sys.settrace(self._previous)
             _ACTIVE = self._outer
@@ -217,8 +186,7 @@ def trusted():
 
 
 class _FunctionTrace(TorchFunctionMode):
-    """The torch functions called (``F.dropout``, ``torch.softmax``...), for kernels that decompose into
-    ordinary operators before the dispatch mode sees them."""
+    """The torch functions called, for those that decompose into other operators before the dispatch mode."""
 
     def __init__(self, trace: Trace):
         super().__init__()
@@ -229,24 +197,9 @@ class _FunctionTrace(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-# The namespaces an answer could patch to fool a comparison; snapshot before it runs, put back after.
+# The namespaces an answer could patch to fool a check; snapshot before it runs, put back after.
 _NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, _thread, threading, multiprocessing.process.BaseProcess)
-
-
-def _warm_up() -> None:
-    """Trace once before any snapshot: torch imports parts of itself on first use of a mode (torch._dynamo, which
-    wraps torch.manual_seed), and that is not the answer's doing."""
-    if not _WARM:
-        with Trace():
-            torch.ones(1).softmax(0)
-        _WARM.append(True)
-
-
-_WARM: list = []
-
-
-def _snapshot() -> list[dict]:
-    return [dict(vars(namespace)) for namespace in _NAMESPACES]
+_MISSING = object()
 
 
 def _restore(snapshot: list[dict]) -> list[str]:
@@ -256,24 +209,17 @@ def _restore(snapshot: list[dict]) -> list[str]:
         now = vars(namespace)
         for key in set(now) | set(before):
             value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
-                continue  # unchanged, or a submodule torch imported lazily
-            if key == "__slotnames__":
-                continue  # what copyreg caches on a class the first time one of its objects is pickled
+            if now.get(key, _MISSING) is value or key == "__slotnames__":  # copyreg caches that on a first pickle
+                continue
+            if value is _MISSING and isinstance(now[key], ModuleType):
+                continue  # a submodule torch imported lazily
             changed.append(f"{namespace.__name__}.{key}")
-            if value is _MISSING:
-                delattr(namespace, key)
-            else:
-                setattr(namespace, key, value)
+            setattr(namespace, key, value) if value is not _MISSING else delattr(namespace, key)
     return changed
 
 
-_MISSING = object()
-
-
 def plain(value):
-    """Tensors as plain, detached tensors (a subclass's own ``__torch_function__`` unwrapped, never run), inside
-    tuples and lists too; anything else as it is."""
+    """Tensors as plain, detached tensors (a subclass's ``__torch_function__`` never run), in tuples and lists too."""
     if isinstance(value, _Tensor):
         with _no_subclass():
             return _contiguous(_detach(_as_subclass(value, _Tensor)))
@@ -283,20 +229,17 @@ def plain(value):
 
 
 def not_answered(name: str) -> bool:
-    """Print the verdict for an exercise not tried yet: no hint, nothing about the answer."""
     print(f"{name}: {NOT_ANSWERED}")
     return False
 
 
 def not_yet(name: str, problem: str, hint: str) -> bool:
-    """Print the verdict for a wrong answer: what is wrong, then a hint that fits that mistake."""
     problem = " ".join(str(problem).split()).rstrip(". ")  # one line; an error's own full stop is not doubled
     print(f"{name}: not yet, {problem}. Hint: {hint}")
     return False
 
 
 def correct(name: str, detail: str = "") -> bool:
-    """Print the verdict for a right answer (``detail`` such as " on all 6 hidden cases")."""
     print(f"{name}: correct{detail}.")
     return True
 
@@ -333,46 +276,34 @@ def as_number(answer):
 
 
 def _kind(dtype: torch.dtype) -> str:
-    return (
-        "bool"
-        if dtype == torch.bool
-        else "float"
-        if dtype.is_floating_point
-        else "complex"
-        if dtype.is_complex
-        else "int"
-    )
+    return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "int"
 
 
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
     """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
-    numbers within ``atol``), or None when they agree. Types are compared before values; the reason names the part
-    that failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
+    numbers within ``atol``), or None when they agree: the type, the shape, the dtype, the entries (with the largest
+    difference), or which item."""
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
         if not isinstance(answer, _Tensor):
             return f"expected a tensor, got {type(answer).__name__}"
         if answer.shape != expected.shape:
             return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
-        if _kind(answer.dtype) != _kind(expected.dtype):
-            same = _equal(answer.double(), expected.double()) if "complex" not in (_kind(answer.dtype),) else False
-            converter = {"bool": "bool", "int": "long", "float": "float"}.get(_kind(expected.dtype), "to")
-            if same:
+        if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
+            if not answer.is_complex() and _equal(answer.double(), expected.double()):
+                converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
                 return (
                     f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
                     f"(convert with .{converter}())"
                 )
             return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
-        if expected.dtype == torch.bool or not expected.dtype.is_floating_point:
-            if not _equal(answer, expected):
-                wrong = int((answer != expected).sum())
-                return f"the shape is right but {wrong} of {expected.numel()} entries differ"
-            return None
+        if not expected.dtype.is_floating_point:
+            wrong = int((answer != expected).sum())
+            return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
         a, e = answer.double(), expected.double()
         if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
             return None
-        difference = (a - e).abs().nan_to_num(float("inf"))
-        difference = difference.masked_fill(a.isnan() & e.isnan(), 0.0)
+        difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
         where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
         index = f" at index {shape_str(where)}" if where else ""
         return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
@@ -391,21 +322,11 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
             return f"expected {len(expected)} items, got {len(answer)}"
         for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
             problem = compare(a, e, atol)
-            if problem is not None:
+            if problem is not None:  # a nested tuple names the whole path once
                 where = f"item {number} of {len(expected)}"
-                if problem.startswith("item "):  # a nested tuple names the whole path once
-                    return f"{where}, its {problem}"
-                return f"{where} is not right: {problem}"
+                return f"{where}, its {problem}" if problem.startswith("item ") else f"{where} is not right: {problem}"
         return None
     return None if answer == expected else "that is not it"
-
-
-def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
-    """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict; returns it."""
-    if answer is None:
-        return not_answered(name)
-    problem = compare(answer, expected, atol)
-    return correct(name) if problem is None else not_yet(name, problem, hint)
 
 
 @dataclass(frozen=True)
@@ -424,9 +345,9 @@ class Mistake:
         """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
         if self.matches is not None:
             return bool(self.matches(answer))
-        if self.item is not None:
+        if self.item is not None:  # the expected tuple with only this item changed
 
-            def only(value):  # the expected tuple with only this item changed
+            def only(value):
                 return (*expected[: self.item], value, *expected[self.item + 1 :])
 
             mine = only(answer[self.item])
@@ -436,8 +357,7 @@ class Mistake:
 
 
 def _copy(values: tuple) -> tuple:
-    """Deep copies of a case's arguments (tensors, modules), so that no two runs share an object."""
-    return tuple(copy.deepcopy(values))
+    return tuple(copy.deepcopy(values))  # no two runs share a tensor or a module
 
 
 def _one_line(error: BaseException) -> str:
@@ -447,31 +367,28 @@ def _one_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives;
-    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case.
+    """An exercise whose answer is a function, called on each hidden case and compared with what ``reference`` gives;
+    or, with ``value``, a value compared with what ``reference`` gives.
 
-    - ``cases()`` draws the hidden cases, tuples of arguments; ``describe(number, total, *case)`` names one in the
-      verdict. ``arguments(*case)`` gives what the answer is called with, when a case holds more (by default the
-      case). ``run(answer, *arguments)`` runs the answer when it is not simply called (fed block by block, say).
-    - ``convert(answer)`` turns an answer of another accepted form into the reference's, and raises
-      :class:`WrongFormError` for one of no accepted form. ``differ(answer, expected)`` says why the answer is
-      wrong, or None (by default :func:`compare` within ``atol``); both get plain tensors.
-    - ``hint`` is the general hint (the idea, and the lesson section to reread); ``mistakes(*case)`` lists the named
-      :class:`Mistake` s, tried in order when the answer is wrong.
-    - ``forbidden``: kernel names (see the ``*_KERNELS`` groups) the answer may not run; ``rule`` says, in words, what
-      the exercise asks instead. The package's code is forbidden too, except the classes and functions in
-      ``allowed``. ``loop_free()`` gives a small and a large case: the answer's operations may not grow from one to
-      the other.
-    - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases.
+    - ``cases(*given, **options)`` draws the hidden cases (tuples), from what the check cell passes after the answer;
+      ``describe(number, total, *case)`` names one; ``arguments(*case)`` is what the answer gets (by default the
+      case); ``run(answer, *arguments)`` runs it when it is not simply called.
+    - ``convert(answer)`` turns an answer of another accepted form into the reference's (or raises
+      :class:`WrongFormError`); ``differ(answer, expected)`` says why they differ (by default :func:`compare`).
+    - ``hint``: the idea and the lesson section to reread; ``mistakes(*case)``: the named :class:`Mistake` s, tried in
+      order when the answer is wrong.
+    - ``forbidden`` kernels (the ``*_KERNELS`` groups) and the package's code, except ``allowed``, are refused with
+      ``rule``; ``loop_free()`` gives a small and a large case, and the answer's steps may not grow between them.
+    - ``done``: the correct verdict's detail (``{n}``: the number of cases), or a function of the first case.
     """
 
     name: str
     reference: Callable[..., Any]
-    cases: Callable[[], Sequence[tuple]]
+    cases: Callable[..., Sequence[tuple]]
     hint: str
     describe: Callable[..., str] = lambda number, total, *case: ""
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
-    done: str = " on all {n} hidden cases"
+    done: str | Callable[..., str] = " on all {n} hidden cases"
     returned_none: str = "return the result"
     forbidden: frozenset = frozenset()
     rule: str = "the exercise asks you to write this yourself, from the operations the lesson shows"
@@ -485,33 +402,34 @@ class Exercise:
     differ: Callable[[Any, Any], str | None] | None = None
     value: bool = False
 
-    def check(self, candidate) -> bool:
+    def check(self, candidate, *given, **options) -> bool:
         """Judge ``candidate`` on every hidden case; print the verdict and return it. Never raises."""
         if candidate is None:
             return not_answered(self.name)
-        right = self.judge(candidate)
-        return bool(right) and correct(self.name, self.done.format(n=right))
+        cases = self.judge(candidate, *given, **options)
+        done = (self.done(*cases[0]) if callable(self.done) else self.done.format(n=len(cases))) if cases else ""
+        return bool(cases) and correct(self.name, done)
 
-    def judge(self, candidate) -> int:
-        """:meth:`check` without the "correct" line: the number of hidden cases when the answer is right on all of
-        them, else 0 after printing the "not yet" verdict."""
+    def judge(self, candidate, *given, **options) -> list[tuple]:
+        """:meth:`check` without the "correct" line: the hidden cases when the answer is right on all of them, else
+        an empty list after printing the "not yet" verdict."""
         try:
-            return self._judge(candidate)
+            cases = list(self.cases(*given, **options))
+            return cases if self._judge(candidate, cases) else []
         except Exception as error:  # a check must never raise, whatever the answer does
-            return not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+            not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+            return []
 
-    def _judge(self, candidate) -> int:
+    def _judge(self, candidate, cases: list[tuple]) -> int:
         if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
         differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
-        cases = list(self.cases())
         with torch.no_grad():  # every reference first, on copies the answer never sees
             references = [plain(self.reference(*_copy(case))) for case in cases]
         for number, (case, expected) in enumerate(zip(cases, references, strict=True), start=1):
             where = self.describe(number, len(cases), *case)
-            if self.value:
-                answer, problem, hint = candidate, None, ""
-            else:
+            answer, problem, hint = candidate, None, ""
+            if not self.value:
                 answer, problem, hint, _ = self._run(candidate, case, where)
             if problem is None and answer is None:
                 problem, hint = f"your function returned None {where}", self.returned_none
@@ -543,21 +461,20 @@ class Exercise:
                     return not_yet(self.name, problem, hint)
                 counts.append(trace.operations + trace.lines)
             if counts[1] > counts[0]:
-                return not_yet(
-                    self.name,
-                    f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one: it loops "
-                    "over the entries in Python",
-                    self.rule,
-                )
+                steps = f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one"
+                return not_yet(self.name, f"{steps}: it loops over the entries in Python", self.rule)
         return len(cases)
 
     def _run(self, candidate, case: tuple, where: str):
         """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
         nothing in the way it ran is wrong."""
-        _warm_up()
+        if not _WARM:  # torch imports parts of itself on a mode's first use (torch._dynamo wraps manual_seed)
+            with Trace():
+                torch.ones(1).softmax(0)
+            _WARM.append(True)
         given = _copy(self.arguments(*case) if self.arguments is not None else case)
         originals = [(i, arg.clone()) for i, arg in enumerate(given) if isinstance(arg, _Tensor)]
-        snapshot = _snapshot()
+        snapshot = [dict(vars(namespace)) for namespace in _NAMESPACES]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
@@ -570,26 +487,29 @@ class Exercise:
             problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
             hint = self.hint
         changed = _restore(snapshot)
+        forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
+        library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
         if changed:
             what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "how threads start"
-            return None, f"your code changes {what} ({changed[0]})", "leave torch and threading as they are", trace
-        if trace.elsewhere:
-            return None, f"your code starts {trace.elsewhere[0]} {where}", ELSEWHERE_HINT, trace
-        forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
-        if trace.package:  # even when it then failed: that is what the answer reached for
-            return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
-        if forbidden:
-            return None, f"your code runs PyTorch's {forbidden[0]} kernel {where}", self.rule, trace
-        library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
-        if library:
-            return None, f"your code runs {library[0]} {where}", self.rule, trace
-        if problem is not None:
-            return None, problem, hint, trace
-        for index, original in originals:
-            if not _same(plain(given[index]), original):
-                label = _argument_name(candidate, index)
-                return None, f"your function changed its input {label} in place {where}", self.in_place_hint, trace
-        return result, None, "", trace
+            problem, hint = f"your code changes {what} ({changed[0]})", "leave torch and threading as they are"
+        elif trace.elsewhere:
+            problem, hint = f"your code starts {trace.elsewhere[0]} {where}", ELSEWHERE_HINT
+        elif trace.package:  # even when it then failed: that is what the answer reached for
+            problem, hint = f"your code runs the package's {trace.package[0]} {where}", self.rule
+        elif forbidden or library:
+            what = f"PyTorch's {forbidden[0]} kernel" if forbidden else library[0]
+            problem, hint = f"your code runs {what} {where}", self.rule
+        if problem is None:
+            for index, original in originals:
+                if not _same(plain(given[index]), original):
+                    label = _argument_name(candidate, index)
+                    problem = f"your function changed its input {label} in place {where}"
+                    hint = self.in_place_hint
+                    break
+        return (result if problem is None else None), problem, hint, trace
+
+
+_WARM: list = []
 
 
 def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:
@@ -607,20 +527,3 @@ def _argument_name(candidate, index: int) -> str:
         return list(inspect.signature(candidate).parameters)[index]
     except (TypeError, ValueError, IndexError):
         return f"argument {index + 1}"
-
-
-def check_function(
-    name: str, candidate: Callable | None, reference: Callable, cases: Iterable[Sequence], hint: str, atol: float = 1e-4
-) -> bool:
-    """Call the reader's ``candidate`` and the checked ``reference`` on each case (a tuple of positional arguments)
-    and compare the results. Prints the verdict; returns it."""
-    cases = [tuple(case) for case in cases]
-    return Exercise(
-        name,
-        reference,
-        lambda: cases,
-        hint,
-        describe=lambda number, total, *case: f"on case {number} of {total}",
-        done=" on all {n} cases",
-        atol=atol,
-    ).check(candidate)
