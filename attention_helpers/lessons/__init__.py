@@ -303,6 +303,8 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
         a, e = answer.double(), expected.double()
         if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
             return None
+        if (a.isnan() & ~e.isnan()).any():
+            return "your output holds nan"
         difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
         where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
         index = f" at index {shape_str(where)}" if where else ""
