@@ -286,7 +286,8 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
         if not isinstance(answer, _Tensor):
-            return f"expected a tensor, got {type(answer).__name__}"
+            many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
+            return f"expected a tensor, got {type(answer).__name__}{many}"
         if answer.shape != expected.shape:
             return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
         if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
