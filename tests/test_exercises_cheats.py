@@ -4,11 +4,15 @@ compared here with computations written in this file (never with the checks' own
 
 import _thread
 import concurrent.futures
+import gc
+import inspect
 import math
 import multiprocessing
 import os
+import sys
 import threading
 import time
+import warnings
 
 import pytest
 import torch
@@ -708,3 +712,71 @@ FOOLED = [
 def test_what_a_fresh_attempt_to_fool_the_checks_found(check, answer, accepted, said, capsys):
     result, out = verdict(check, answer, capsys)
     assert result is accepted and said in out, out
+
+
+# --- the check's own frames and objects, where the references are ------------------------------------------------
+
+
+def _stolen(frame):
+    while frame is not None:
+        if "expected" in frame.f_locals:
+            return frame.f_locals["expected"]
+        frame = frame.f_back
+
+
+def _steal_with_getframe(*args):
+    return _stolen(sys._getframe(1))
+
+
+def _steal_with_inspect(*args):
+    return _stolen(inspect.currentframe())
+
+
+def _steal_from_a_traceback(*args):
+    try:
+        raise ValueError
+    except ValueError as error:
+        return _stolen(error.__traceback__.tb_frame)
+
+
+def _steal_from_a_generator(*args):
+    def running():
+        yield
+
+    generator = running()
+    next(generator)
+    return _stolen(generator.gi_frame.f_back)
+
+
+def _steal_from_the_garbage_collector(x, *args):
+    everything = gc.get_objects()
+    shape = (len(x), len(x))
+    return next(o for o in everything if isinstance(o, torch.Tensor) and o.shape == shape and o is not x)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_steal_with_getframe, "sys._getframe"),
+        (_steal_with_inspect, "sys._getframe"),
+        (_steal_from_a_traceback, "tb_frame"),
+        (_steal_from_a_generator, "gi_frame"),
+        (_steal_from_the_garbage_collector, "gc.get_objects"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+@pytest.mark.parametrize("check", [lesson01.exercise_1, lesson04.exercise_3], ids=["01.1", "04.3"])
+def test_an_answer_that_reads_the_checks_own_frames_or_objects_is_refused(check, answer, said, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is False and f"your code reads the check's own frames or objects ({said})" in out, out
+
+
+def test_library_code_that_looks_at_frames_is_not_the_readers(capsys):
+    def warns(x, dim=-1, temperature=1.0):  # warnings.warn and torch look at frames themselves
+        warnings.warn("a warning of the reader's", stacklevel=1)
+        return _stable_softmax(x, dim, temperature)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, out = verdict(lesson02.exercise_1, warns, capsys)
+    assert result is True and ": correct" in out, out

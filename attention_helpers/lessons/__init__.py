@@ -82,7 +82,7 @@ def _watched(start, what: str):
     def watched(*args, **kwargs):
         trace = _ACTIVE
         if trace is not None and not trace._trusted and _thread.get_ident() == trace._thread:
-            trace.elsewhere.append(what)
+            trace.elsewhere.append(f"starts {what}")
             raise RuntimeError(f"the check does not let your code start {what}")
         return start(*args, **kwargs)
 
@@ -95,7 +95,33 @@ _thread.start_new_thread = _thread.start_new = threading._start_new_thread = _wa
 )
 multiprocessing.process.BaseProcess.start = _watched(multiprocessing.process.BaseProcess.start, "a process")
 _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen")
-sys.addaudithook(lambda event, args: event.startswith(_PROCESS_EVENTS) and _watched(int, "a process")())
+# What hands out the check's frames or objects (where the references are): refused when the reader's code asks.
+_LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_objects"}
+_LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+_HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
+_IN_HOOK: list = []
+
+
+def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
+    if event.startswith(_PROCESS_EVENTS):
+        _watched(int, "a process")()
+    what = args[1] if event == "object.__getattr__" else event
+    trace = _ACTIVE
+    if what not in _LOOKING or _IN_HOOK or trace is None or trace._trusted or _thread.get_ident() != trace._thread:
+        return
+    _IN_HOOK.append(True)
+    try:
+        caller = sys._getframe(1)  # who called the audited function, through inspect or traceback
+        while caller.f_back is not None and caller.f_globals.get("__name__", "").startswith(_HANDS_OUT_FRAMES):
+            caller = caller.f_back
+        if not caller.f_code.co_filename.startswith((*_LIBRARY, _PACKAGE)):
+            trace.elsewhere.append(f"reads the check's own frames or objects ({what})")
+            raise RuntimeError(f"the check does not let your code use {what}")
+    finally:
+        _IN_HOOK.pop()
+
+
+sys.addaudithook(_audit)
 
 
 class Trace(TorchDispatchMode):
@@ -258,7 +284,7 @@ class WrongFormError(Exception):
         self.problem, self.hint = problem, hint
 
 
-ELSEWHERE_HINT = "compute the answer in your function itself, without threads or processes"
+ELSEWHERE_HINT = "compute the answer in your function itself, from its arguments, without threads or processes"
 IN_PLACE_HINT = (
     "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
     "x[...] = ...): the caller's tensor must stay as it was"
@@ -496,7 +522,7 @@ class Exercise:
             what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "how threads start"
             problem, hint = f"your code changes {what} ({changed[0]})", "leave torch and threading as they are"
         elif trace.elsewhere:
-            problem, hint = f"your code starts {trace.elsewhere[0]} {where}", ELSEWHERE_HINT
+            problem, hint = f"your code {trace.elsewhere[0]} {where}", ELSEWHERE_HINT
         elif trace.package:  # even when it then failed: that is what the answer reached for
             problem, hint = f"your code runs the package's {trace.package[0]} {where}", self.rule
         elif forbidden or library:
