@@ -3,6 +3,7 @@ with their own sentence, and right answers written in several ways are accepted.
 compared here with computations written in this file (never with the checks' own helpers)."""
 
 import _thread
+import builtins
 import concurrent.futures
 import gc
 import inspect
@@ -17,9 +18,11 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
 
 import attention_helpers as ah
 from attention_helpers.lessons import (
+    Exercise,
     lesson01,
     lesson02,
     lesson03,
@@ -624,7 +627,7 @@ def _unwatches_threads(x, dim=-1, temperature=1.0):
         (_thread_refused_then_done_here, "your code starts a thread"),
         (_softmax_in_a_forked_process, "your code starts a process"),
         (_runs_a_shell, "your code starts a process"),
-        (_unwatches_threads, "your code changes how threads start (threading._start_new_thread)"),
+        (_unwatches_threads, "your code changes Python or the checks (threading._start_new_thread)"),
     ],
     ids=lambda item: getattr(item, "__name__", None),
 )
@@ -780,3 +783,98 @@ def test_library_code_that_looks_at_frames_is_not_the_readers(capsys):
         warnings.simplefilter("ignore")
         result, out = verdict(lesson02.exercise_1, warns, capsys)
     assert result is True and ": correct" in out, out
+
+
+# --- switching off what the check watches, or patching Python or the checks themselves ---------------------------
+
+
+class _ModesOff:
+    """torch's own helper that pops the dispatch modes, and the guard that turns off the function modes."""
+
+    def __enter__(self):
+        self.functions = torch._C.DisableTorchFunction()
+        self.functions.__enter__()
+        self.modes = _disable_current_modes()
+        self.modes.__enter__()
+
+    def __exit__(self, *exc):
+        self.modes.__exit__(*exc)
+        self.functions.__exit__(*exc)
+
+
+class _DispatchOff:
+    def __enter__(self):
+        self.guard = torch._C._DisableTorchDispatch()
+        self.guard.__enter__()
+
+    def __exit__(self, *exc):
+        self.guard.__exit__(*exc)
+
+
+def _softmax_with_modes_off(x, dim=-1, temperature=1.0):
+    with _ModesOff():
+        return torch.softmax(x / temperature, dim)
+
+
+def _softmax_with_dispatch_off(x, dim=-1, temperature=1.0):
+    with _DispatchOff():
+        return torch.softmax(x / temperature, dim)
+
+
+def _softmax_with_the_modes_popped(x, dim=-1, temperature=1.0):
+    with _disable_current_modes():
+        return torch.softmax(x / temperature, dim)
+
+
+def _package_softmax_without_the_trace(x, dim=-1, temperature=1.0):
+    sys.settrace(None)
+    return ah.softmax_stable(x / temperature, dim)
+
+
+def _prints_correct(x, dim=-1, temperature=1.0):
+    original = builtins.print
+    builtins.print = lambda *args, **kwargs: original("Exercise 1: correct on all 7 hidden cases.")
+    return x
+
+
+def _judges_everything_right(x, dim=-1, temperature=1.0):
+    from attention_helpers import lessons
+
+    lessons.Exercise._judge = lambda self, candidate, cases: len(cases)
+    return x
+
+
+def _replaces_a_later_check(x, dim=-1, temperature=1.0):
+    lesson03.exercise_1 = lambda answer: print("Exercise 1: correct.") or True
+    return x
+
+
+def _exits(x, dim=-1, temperature=1.0):
+    sys.exit(3)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_softmax_with_modes_off, "your code switches off what the check watches (DisableTorchFunction.__enter__)"),
+        (_softmax_with_dispatch_off, "PyTorch's softmax kernel"),  # one watch off: the other still sees it
+        (_softmax_with_the_modes_popped, "switches off what the check watches (_disable_current_modes)"),
+        (_package_softmax_without_the_trace, "your code switches off what the check watches (sys.settrace)"),
+        (_prints_correct, "your code changes Python or the checks (builtins.print)"),
+        (_judges_everything_right, "your code changes Python or the checks (Exercise._judge)"),
+        (
+            _replaces_a_later_check,
+            "your code changes Python or the checks (attention_helpers.lessons.lesson03.exercise_1)",
+        ),
+        (_exits, "your code raised SystemExit"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+def test_an_answer_that_switches_off_the_watch_or_patches_the_checks_is_refused_and_undone(answer, said, capsys):
+    check_of_lesson_03, judge, printer = lesson03.exercise_1, Exercise._judge, builtins.print
+    result, out = verdict(lesson02.exercise_1, answer, capsys)
+    assert result is False and said in out, out
+    assert (lesson03.exercise_1, Exercise._judge, builtins.print) == (check_of_lesson_03, judge, printer), "put back"
+    assert sys.gettrace() is None and sys.getprofile() is None
+    wrong, out = verdict(lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: x, capsys)
+    assert wrong is False and ": not yet, " in out, "a later check still judges"

@@ -14,6 +14,7 @@ import. A check never raises. Hints name the mistake and the lesson section to r
 from __future__ import annotations
 
 import _thread
+import builtins
 import copy
 import inspect
 import multiprocessing.process
@@ -100,6 +101,16 @@ _LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprof
 _LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 _HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
 _IN_HOOK: list = []
+_SWITCHES, _LOOKS = "switches off what the check watches", "reads the check's own frames or objects"
+# What switches off the dispatch and function modes: torch's Python helpers, and its C functions and guards.
+_SWITCHES_OFF = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_disable_infra_mode"}
+_C_SWITCHES = {getattr(torch._C, name) for name in ("_pop_torch_dispatch_stack", "_pop_torch_function_stack")}
+_C_SWITCHES |= {torch._C._unset_dispatch_mode, torch._C._dispatch_tls_set_dispatch_key_excluded}
+_C_SWITCH_TYPES = (torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch, torch._C._DisablePythonDispatcher)
+
+
+def _is_readers(code) -> bool:
+    return not code.co_filename.startswith((*_LIBRARY, _PACKAGE))
 
 
 def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
@@ -114,8 +125,9 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
         caller = sys._getframe(1)  # who called the audited function, through inspect or traceback
         while caller.f_back is not None and caller.f_globals.get("__name__", "").startswith(_HANDS_OUT_FRAMES):
             caller = caller.f_back
-        if not caller.f_code.co_filename.startswith((*_LIBRARY, _PACKAGE)):
-            trace.elsewhere.append(f"reads the check's own frames or objects ({what})")
+        if _is_readers(caller.f_code):
+            looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
+            trace.elsewhere.append(f"{looked} ({what})")
             raise RuntimeError(f"the check does not let your code use {what}")
     finally:
         _IN_HOOK.pop()
@@ -167,8 +179,20 @@ class Trace(TorchDispatchMode):
             return None
         if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
             self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))
+            if code.co_name in _SWITCHES_OFF:
+                caller = frame.f_back  # through a context manager's wrappers
+                while caller is not None and caller.f_globals.get("__name__") in ("contextlib", "functools"):
+                    caller = caller.f_back
+                if caller is not None and _is_readers(caller.f_code):
+                    self.elsewhere.append(f"{_SWITCHES} ({code.co_name})")
             return None
         return self._on_line  # the reader's own code: count its lines
+
+    def _on_profile(self, frame, event, arg):  # C functions called by the reader's code
+        if event != "c_call" or self._trusted or not _is_readers(frame.f_code):
+            return
+        if arg in _C_SWITCHES or isinstance(getattr(arg, "__self__", None), _C_SWITCH_TYPES):
+            self.elsewhere.append(f"{_SWITCHES} ({getattr(arg, '__qualname__', arg)})")
 
     def _on_trusted_return(self, frame, event, arg):
         self._trusted -= event == "return"
@@ -181,7 +205,9 @@ class Trace(TorchDispatchMode):
     def __enter__(self):
         global _ACTIVE
         self._previous, self._outer, _ACTIVE, self._thread = sys.gettrace(), _ACTIVE, self, _thread.get_ident()
+        self._profile = sys.getprofile()
         sys.settrace(self._on_call)
+        sys.setprofile(self._on_profile)
         self._functions.__enter__()
         return super().__enter__()
 
@@ -192,6 +218,7 @@ class Trace(TorchDispatchMode):
         finally:
             self._functions.__exit__(*exc)
             sys.settrace(self._previous)
+            sys.setprofile(self._profile)
             _ACTIVE = self._outer
 
 
@@ -224,18 +251,34 @@ class _FunctionTrace(TorchFunctionMode):
 
 
 # The namespaces an answer could patch to fool a check; snapshot before it runs, put back after.
-_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, _thread, threading, multiprocessing.process.BaseProcess)
+_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
+_NAMESPACES += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
+_CHANGING = {
+    "__slotnames__",
+    "__warningregistry__",
+    "_",
+    "last_type",
+    "last_value",
+    "last_traceback",
+    "last_exc",
+}  # changed by Python itself
 
 
-def _restore(snapshot: list[dict]) -> list[str]:
+def _namespaces() -> list:
+    """The namespaces an answer could patch to fool a check: torch's, Python's, and the checks' own."""
+    checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
+    return [*_NAMESPACES, *checks, Exercise, Mistake, Trace, _FunctionTrace]
+
+
+def _restore(snapshot: list[tuple]) -> list[str]:
     """Put the namespaces back as ``snapshot`` holds them; return the names the answer had changed."""
     changed = []
-    for namespace, before in zip(_NAMESPACES, snapshot, strict=True):
+    for namespace, before in snapshot:
         now = vars(namespace)
         for key in set(now) | set(before):
             value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or key == "__slotnames__":  # copyreg caches that on a first pickle
+            if now.get(key, _MISSING) is value or key in _CHANGING:  # copyreg caches __slotnames__ on a first pickle
                 continue
             if value is _MISSING and isinstance(now[key], ModuleType):
                 continue  # a submodule torch imported lazily
@@ -503,7 +546,7 @@ class Exercise:
             _WARM.append(True)
         given = _copy(self.arguments(*case) if self.arguments is not None else case)
         originals = [(i, arg.clone()) for i, arg in enumerate(given) if isinstance(arg, _Tensor)]
-        snapshot = [dict(vars(namespace)) for namespace in _NAMESPACES]
+        snapshot = [(namespace, dict(vars(namespace))) for namespace in _namespaces()]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
@@ -511,7 +554,7 @@ class Exercise:
                 result = self.run(candidate, *given) if self.run is not None else candidate(*given)
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
-        except Exception as error:  # the reader's code: report any failure instead of a traceback
+        except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
             message = " ".join(str(error).split())
             problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
             hint = self.hint
@@ -519,8 +562,8 @@ class Exercise:
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
         library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
         if changed:
-            what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "how threads start"
-            problem, hint = f"your code changes {what} ({changed[0]})", "leave torch and threading as they are"
+            what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "Python or the checks"
+            problem, hint = f"your code changes {what} ({changed[0]})", "leave torch, Python and the checks as they are"
         elif trace.elsewhere:
             problem, hint = f"your code {trace.elsewhere[0]} {where}", ELSEWHERE_HINT
         elif trace.package:  # even when it then failed: that is what the answer reached for
