@@ -87,7 +87,7 @@ def _define(portable: dict):
     return namespace[portable["name"]]
 
 
-def _launch(rank_fn, world_size: int, answer) -> list:
+def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     """Run ``rank_fn`` on ``world_size`` ranks with the answer; the reports, or :class:`WrongFormError` when a rank
     failed, raised or timed out (a deadlock)."""
     portable = _portable(answer)
@@ -98,23 +98,33 @@ def _launch(rank_fn, world_size: int, answer) -> list:
         first_line = str(error).splitlines()[0]
         if "timed out" in first_line.lower() or "did not finish" in first_line:
             first_line = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
-        raise WrongFormError(f"the processes failed: {first_line}", DEADLOCK_HINT) from None
+        raise WrongFormError(f"the processes failed: {first_line}", hint) from None
     errors = {rank: report for rank, report in enumerate(reports) if isinstance(report, str)}
     timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
     if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
         raise WrongFormError(
-            f"rank {timed_out[0]} timed out: every rank waited in a blocking send or receive for another, a deadlock",
-            DEADLOCK_HINT,
+            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock",
+            hint,
         )
     for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
-        raise WrongFormError(f"your function raised on rank {rank}: {error}", GRADIENTS_HINT)
+        raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
     return reports
 
 
-DEADLOCK_HINT = (
-    "a blocking send waits for its receive: post every rank's receives and sends together, without waiting, then "
-    "wait for all of them (reread '3. Ring attention: a sequence split across processes')"
+RING_HINT = (
+    "each rank sends what it holds to the next rank and receives from the previous one, one hop around the ring; a "
+    "blocking send waits for its receive, so post every rank's receives and sends together, then wait for all of them "
+    "(reread '3. Ring attention: a sequence split across processes')"
 )
+_COLLECTIVES = "all_gather all_gather_into_tensor all_gather_object all_reduce all_to_all all_to_all_single broadcast"
+_COLLECTIVES += " broadcast_object_list gather reduce reduce_scatter reduce_scatter_tensor scatter"
+
+
+def _one_hop_only(name: str):
+    def refused(*args, **kwargs):
+        raise RuntimeError(f"ring_pass moves one hop with sends and receives between neighbours, not dist.{name}")
+
+    return refused
 
 
 def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
@@ -177,7 +187,7 @@ GRADIENTS = Exercise(
     "Exercise 1",
     reference=lambda world_size: _gradients(),
     cases=lambda: [(2,), (3,)],
-    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer),
+    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     mistakes=lambda world_size: [
@@ -216,6 +226,8 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
     """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
     blocks it held after each hop (-1 for blocks no rank started with), or the error as one line."""
     originals = [_blocks(other) for other in range(world_size)]
+    for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
+        setattr(dist, name, _one_hop_only(name))
     try:
         ring_pass = _define(portable)
         held, senders = originals[rank], []
@@ -257,11 +269,8 @@ RING = Exercise(
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
     ],
     cases=lambda: [(3,)],  # with 3 ranks the next rank is not the previous one
-    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer),
-    hint=(
-        "each rank sends what it holds to the next rank and receives from the previous one, around the ring, and "
-        "returns what it received (reread '3. Ring attention: a sequence split across processes')"
-    ),
+    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer, RING_HINT),
+    hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     done=": on 3 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
