@@ -878,3 +878,18 @@ def test_an_answer_that_switches_off_the_watch_or_patches_the_checks_is_refused_
     assert sys.gettrace() is None and sys.getprofile() is None
     wrong, out = verdict(lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: x, capsys)
     assert wrong is False and ": not yet, " in out, "a later check still judges"
+
+
+@pytest.mark.parametrize(
+    ("sentences", "said"),
+    [
+        (None, "sentences must be the lesson's list of sentences"),
+        ([1, 2, 3, 4, 5, 6], "sentences must be the lesson's list of sentences"),
+        ([], "sentences must be the lesson's list of sentences"),
+        (["The cat is sleeping on the carpet.", "Stocks fell today."], "holds the question itself"),
+    ],
+)
+def test_lesson_09_exercise_2_judges_odd_sentences_in_one_sentence(sentences, said, capsys):
+    result = lesson09.exercise_2(0, sentences)
+    out = capsys.readouterr().out
+    assert result is False and out.count("\n") == 1 and said in out, out

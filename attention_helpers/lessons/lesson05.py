@@ -261,7 +261,9 @@ EMPTY_ROWS = Exercise(
     "Exercise 2",
     reference=_expected_empty_rows,
     cases=lambda: _EMPTY_ROW_CASES,
-    hint="row i sees i + 1 weights; all of them are dropped with probability p ** (i + 1); add over the rows",
+    hint="a row is emptied only when every weight it can see is dropped, each on its own, and rows see different "
+    "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
+    "attention weights')",
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
     mistakes=lambda num_tokens, p: [
         Mistake(

@@ -421,7 +421,7 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
         convert=_two_losses,
         differ=lambda losses, expected: (
             None
-            if compare(losses, expected, atol=2e-3) is None
+            if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
             else "loss_after is not the held-out loss with every block converted"
         ),
         value=True,
