@@ -691,6 +691,29 @@ def _pickles_its_input_then_answers(x, W_qkv, W_out, num_heads, causal):
     return _fused_exp(x, W_qkv, W_out, num_heads, causal)
 
 
+_SEEN_BLOCKS: list = []
+
+
+def _update_from_every_block_so_far(running_max, running_sum, block):
+    """Not an online update: it keeps every block in a global and recomputes the maximum and sum from scratch."""
+    if torch.isneginf(running_max) and running_sum == 0:
+        _SEEN_BLOCKS.clear()
+    _SEEN_BLOCKS.append(block)
+    row = torch.cat(_SEEN_BLOCKS)
+    new_max = row.max()
+    return new_max, torch.exp(row - new_max).sum() if not torch.isneginf(new_max) else torch.tensor(0.0)
+
+
+def _kv_cache_of_the_inputs(attention, x_new, cache):
+    """Caches the inputs and projects all of them again at every step, with F.linear rather than the layers."""
+    inputs = x_new if cache is None else torch.cat([cache, x_new], 1)
+    q = _split(F.linear(x_new, attention.W_query.weight, attention.W_query.bias), attention.num_heads)
+    k = _split(F.linear(inputs, attention.W_key.weight, attention.W_key.bias), attention.num_heads)
+    v = _split(F.linear(inputs, attention.W_value.weight, attention.W_value.bias), attention.num_heads)
+    w = torch.softmax(q @ k.mT / math.sqrt(attention.head_dim), -1)
+    return attention.out_proj((w @ v).transpose(1, 2).flatten(2)), inputs
+
+
 FOOLED = [
     # (check, answer, accepted?, what the verdict must say)
     (lesson02.exercise_1, _scipy_softmax, False, "your code runs softmax from scipy"),
@@ -706,6 +729,8 @@ FOOLED = [
     (lesson04.exercise_3, lambda n, i, j: set(range(j, i - 1, -1)), True, "correct"),
     (lesson05.exercise_1, _dropout_exact_count, False, "the number dropped is exactly p times the number"),
     (lesson06.exercise_2, _pickles_its_input_then_answers, True, "correct"),
+    (lesson11.exercise_1, _update_from_every_block_so_far, False, "not yet"),
+    (lesson10.exercise_1, _kv_cache_of_the_inputs, False, "your cache holds the inputs"),
 ]
 
 

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator, plain
 
 _SEED = 10_01
 
@@ -124,6 +124,12 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
             if not isinstance(result, (tuple, list)) or len(result) != 2:
                 raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
             out, cache = result
+            if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
+                raise WrongFormError(
+                    f"your cache holds the inputs at step {t}, not their keys and values: every step then projects "
+                    "all the tokens again",
+                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
+                )
             if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
                 raise WrongFormError(
                     f"at step {t}, out: {compare(out, torch.zeros(x.shape[0], 1, layer.d_out))}", KV_HINT
@@ -133,6 +139,20 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
         for hook in hooks:
             hook.remove()
     return torch.cat(outputs, dim=1)
+
+
+def _leaves(cache) -> list:
+    """The tensors in a cache of tuples, lists and dicts."""
+    if isinstance(cache, torch.Tensor):
+        return [cache]
+    items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
+    return [leaf for item in items for leaf in _leaves(item)]
+
+
+def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
+    """Whether ``leaf`` is the inputs so far, or the first of them, ``(batch, tokens, d_in)``."""
+    leaf = plain(leaf)
+    return any(leaf.shape == seen.shape and torch.equal(leaf, seen) for seen in (inputs, inputs[:, :1]))
 
 
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:

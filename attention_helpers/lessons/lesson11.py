@@ -70,14 +70,18 @@ def _pair(result, step: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
-    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``; return the final (max, sum) and the running max
-    after every block."""
-    running_max, running_sum, maxima = torch.tensor(-_INF), torch.tensor(0.0), []
+    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
+    update keeps no state of its own between calls); return the final (max, sum) and the running max after every
+    block of ``row``."""
+    states = [(torch.tensor(-_INF), torch.tensor(0.0)), (torch.tensor(-_INF), torch.tensor(0.0))]
+    other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
-        result = update(running_max.clone(), running_sum.clone(), row[start : start + block_size].clone())
-        running_max, running_sum = _pair(plain(result), step)
-        maxima.append(running_max)
-    return running_max, running_sum, torch.stack(maxima)
+        for which, scores in enumerate((row, other)):
+            running_max, running_sum = states[which]
+            result = update(running_max.clone(), running_sum.clone(), scores[start : start + block_size].clone())
+            states[which] = _pair(plain(result), step)
+        maxima.append(states[0][0])
+    return *states[0], torch.stack(maxima)
 
 
 def _update(running_max, running_sum, block, rescale: str = "right"):
