@@ -203,10 +203,13 @@ def _row_list(answer) -> list[int]:
     except (TypeError, ValueError, RuntimeError):
         rows = None
     integers = rows is not None and all(isinstance(r, numbers.Integral) and not isinstance(r, bool) for r in rows)
-    if isinstance(answer, (str, dict)) or not integers:
-        got = type(answer).__name__ if rows is None else ", ".join(sorted({type(r).__name__ for r in rows}))
+    if not isinstance(answer, (list, tuple, torch.Tensor)) or not integers:
+        kinds = sorted({type(r).__name__ for r in rows or ()})
+        got = ", ".join(kinds) if isinstance(answer, (list, tuple, torch.Tensor)) and kinds else type(answer).__name__
         raise WrongFormError(f"expected a list of row indices (ints), got {got}", SWAP_HINT)
-    return sorted(int(r) for r in rows)
+    if rows != sorted(rows):
+        raise WrongFormError("the rows are not in increasing order", "list the rows in increasing order")
+    return [int(r) for r in rows]
 
 
 # ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
