@@ -1,11 +1,6 @@
-"""Checks for lesson 05 (dropout): the reader's own dropout function, and the expected number of attention
-rows that dropout empties.
-
-The reader's dropout draws its masks from torch's global generator; the check seeds it inside
-``torch.random.fork_rng``, so the verdict repeats and the reader's own random state is left as it was.
-Dropout is judged by properties that hold for every mask (each entry is 0 or ``x / (1 - p)``, a fraction
-near ``p`` dropped, a new mask at each call), never by one particular mask, which differs across platforms.
-"""
+"""Lesson 05's checks: dropout, judged by properties that hold for every mask (each entry 0 or ``x / (1 - p)``, a
+fraction near ``p`` dropped independently, a new mask at each call, torch's seed repeating it), never by one mask;
+and the expected number of causal attention rows dropout empties."""
 
 from __future__ import annotations
 
@@ -193,7 +188,8 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
     ]
 
 
-DROPOUT = Exercise(
+# ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda *case: case,
     cases=_dropout_cases,
@@ -206,11 +202,7 @@ DROPOUT = Exercise(
     differ=_dropout_differs,
     forbidden=DROPOUT_KERNELS,
     rule=DROPOUT_RULE,
-)
-
-
-# ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
-exercise_1 = DROPOUT.check
+).check
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:
@@ -257,7 +249,8 @@ _EMPTY_ROW_MISTAKES = (
 )
 
 
-EMPTY_ROWS = Exercise(
+# ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=_expected_empty_rows,
     cases=lambda: _EMPTY_ROW_CASES,
@@ -276,8 +269,4 @@ EMPTY_ROWS = Exercise(
     returned_none="return a float",
     convert=as_number,
     atol=1e-5,  # a float32 sum is right to about 1e-7 of it; every named mistake is off by far more
-)
-
-
-# ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
-exercise_2 = EMPTY_ROWS.check
+).check

@@ -1,9 +1,5 @@
-"""Checks for lesson 10's exercises (a GPT-style decoder).
-
-- Exercise 1: ``kv_step(attention, x_new, cache)``, a KV cache for one causal attention layer written by the
-  reader, fed hidden sequences one token at a time and compared with the layer run on the whole sequence.
-- Exercise 2: ``my_top_k(logits, k)``, run on hidden logits and compared with ``top_k_filter``.
-"""
+"""Lesson 10's checks: a KV cache for one causal attention layer, fed hidden sequences one token at a time and
+compared with the layer on the whole sequence, and a top-k filter."""
 
 from __future__ import annotations
 
@@ -180,7 +176,10 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
     ]
 
 
-KV_STEP = Exercise(
+# ``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``, ``x_new``
+# ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
+# d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda layer, x: layer(x),  # (batch, num_tokens, d_out): the uncached causal layer
     cases=_attention_cases,
@@ -193,13 +192,7 @@ KV_STEP = Exercise(
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
     rule=KV_RULE,
     allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
-)
-
-
-# ``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``, ``x_new``
-# ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
-# d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
-exercise_1 = KV_STEP.check
+).check
 
 
 def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
@@ -254,7 +247,8 @@ def _top_k_mistakes(logits, k):
     ]
 
 
-TOP_K = Exercise(
+# ``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=top_k_filter,
     cases=_top_k_cases,
@@ -265,8 +259,4 @@ TOP_K = Exercise(
     mistakes=_top_k_mistakes,
     returned_none="return the filtered logits",
     rule="the exercise asks you to write the filter yourself, not to call the package's top_k_filter",
-)
-
-
-# ``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``.
-exercise_2 = TOP_K.check
+).check

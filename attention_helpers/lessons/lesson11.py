@@ -1,12 +1,5 @@
-"""Checks for lesson 11's exercises (attention at scale).
-
-- Exercise 1: ``update(running_max, running_sum, block)``, the online-softmax step; the check streams hidden
-  rows through it block by block (``-inf`` entries, a block of only ``-inf``, scores large enough to overflow
-  ``exp``) and compares the softmax it gives with ``torch.softmax``.
-- Exercise 2: ``to_grouped(attention, num_kv_heads)``, which turns a trained attention layer into a
-  grouped-query one by averaging its key and value heads, run on hidden layers; and the held-out loss of a
-  small trained GPT before and after converting every layer, which the check recomputes.
-"""
+"""Lesson 11's checks: the online-softmax update, streamed over hidden rows block by block (``-inf`` blocks, scores
+that overflow ``exp``), and a conversion to grouped-query attention with the held-out losses before and after."""
 
 from __future__ import annotations
 
@@ -170,7 +163,9 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     ]
 
 
-ONLINE_SOFTMAX = Exercise(
+# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
+# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda row, block_size: (row, _stream(_reference_update, row, block_size)),
     cases=_rows,
@@ -184,12 +179,7 @@ ONLINE_SOFTMAX = Exercise(
     returned_none="return the pair (running_max, running_sum)",
     differ=_softmax_differs,
     rule="the exercise asks you to write the update yourself, not to call the package's online softmax",
-)
-
-
-# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
-# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
-exercise_1 = ONLINE_SOFTMAX.check
+).check
 
 
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------

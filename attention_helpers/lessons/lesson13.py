@@ -1,15 +1,7 @@
-"""Checks for lesson 13's exercises (attention across processes).
-
-The reader's function runs on real ranks. A function defined in a notebook cell cannot be imported by a new
-process, so the check sends its source text with what it uses from its module: the modules it names under any
-alias (``import torch.distributed as tdist``), the functions defined next to it (sent as source too) and plain
-values; each rank defines them again, with ``torch``, ``dist`` (``torch.distributed``), ``F`` and ``math`` in scope.
-
-- Exercise 1: ``average_gradients(model)``, the all-reduce that ``DistributedDataParallel`` does, called on 2 and on
-  3 ranks after each computed the gradients of its share of a hidden batch; they must equal the whole batch's.
-- Exercise 2: ``ring_pass(k_block, v_block)``, one hop of the ring on 3 ranks, ``world_size - 1`` hops: every rank
-  must get the blocks of the rank before it, hop after hop, without a deadlock.
-"""
+"""Lesson 13's checks: the reader's function runs on real ranks. A function defined in a notebook cell cannot be
+imported by a new process, so the check sends its source with what it uses from its module (modules under any alias,
+the functions defined next to it, plain values); each rank defines them again, with ``torch``, ``dist``, ``F`` and
+``math`` in scope."""
 
 from __future__ import annotations
 
@@ -183,7 +175,9 @@ GRADIENTS_HINT = (
     "processes in place, and the mean divides by the number of ranks, whatever it is (reread '2. Data parallel')"
 )
 
-GRADIENTS = Exercise(
+# ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
+# ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda world_size: _gradients(),
     cases=lambda: [(2,), (3,)],
@@ -209,11 +203,7 @@ GRADIENTS = Exercise(
     ],
     done=": on 2 and 3 ranks, every gradient equals the whole batch's",
     differ=_gradients_differ,
-)
-
-# ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
-# ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
-exercise_1 = GRADIENTS.check
+).check
 
 
 def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -263,7 +253,9 @@ def _ring_differs(reports, expected) -> str | None:
     return None
 
 
-RING = Exercise(
+# ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
+# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda world_size: [
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
@@ -274,8 +266,4 @@ RING = Exercise(
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     done=": on 3 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
-)
-
-# ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
-# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
-exercise_2 = RING.check
+).check
