@@ -924,3 +924,16 @@ def test_lesson_09_exercise_2_judges_odd_sentences_in_one_sentence(sentences, sa
     result = lesson09.exercise_2(0, sentences)
     out = capsys.readouterr().out
     assert result is False and out.count("\n") == 1 and said in out, out
+
+
+_POOL_STARTED_BEFORE = concurrent.futures.ThreadPoolExecutor(1)
+_POOL_STARTED_BEFORE.submit(int).result()  # its worker thread runs before any check
+
+
+def _softmax_in_a_pool_started_before(x, dim=-1, temperature=1.0):
+    return _POOL_STARTED_BEFORE.submit(torch.softmax, x / temperature, dim).result()
+
+
+def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
+    result, out = verdict(lesson02.exercise_1, _softmax_in_a_pool_started_before, capsys)
+    assert result is False and "your code hands work to another thread or process (concurrent.futures" in out, out

@@ -101,6 +101,13 @@ _LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprof
 _LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 _HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
 _IN_HOOK: list = []
+_HANDS_WORK_ON = (
+    "threading",
+    "queue",
+    "concurrent.futures",
+    "multiprocessing",
+    "asyncio",
+)  # to threads started earlier
 _SWITCHES, _LOOKS = "switches off what the check watches", "reads the check's own frames or objects"
 # What switches off the dispatch and function modes: torch's Python helpers, and its C functions and guards.
 _SWITCHES_OFF = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_disable_infra_mode"}
@@ -178,7 +185,10 @@ class Trace(TorchDispatchMode):
                 self.package.append(code.co_qualname)
             return None
         if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
-            self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))
+            self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))  # (function, module)
+            module = frame.f_globals.get("__name__", "?")
+            if module.startswith(_HANDS_WORK_ON) and frame.f_back is not None and _is_readers(frame.f_back.f_code):
+                self.elsewhere.append(f"hands work to another thread or process ({module}'s {code.co_name})")
             if code.co_name in _SWITCHES_OFF:
                 caller = frame.f_back  # through a context manager's wrappers
                 while caller is not None and caller.f_globals.get("__name__") in ("contextlib", "functools"):
@@ -565,7 +575,8 @@ class Exercise:
             what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "Python or the checks"
             problem, hint = f"your code changes {what} ({changed[0]})", "leave torch, Python and the checks as they are"
         elif trace.elsewhere:
-            problem, hint = f"your code {trace.elsewhere[0]} {where}", ELSEWHERE_HINT
+            first = min(trace.elsewhere, key=lambda what: not what.startswith("starts"))  # the thread, not its setup
+            problem, hint = f"your code {first} {where}", ELSEWHERE_HINT
         elif trace.package:  # even when it then failed: that is what the answer reached for
             problem, hint = f"your code runs the package's {trace.package[0]} {where}", self.rule
         elif forbidden or library:
