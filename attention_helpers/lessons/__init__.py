@@ -101,23 +101,18 @@ _LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprof
 _LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 _HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
 _IN_HOOK: list = []
-_HANDS_WORK_ON = (
-    "threading",
-    "queue",
-    "concurrent.futures",
-    "multiprocessing",
-    "asyncio",
-)  # to threads started earlier
+# Python's ways to hand work to a thread or process started earlier, and what switches off the dispatch and function
+# modes: torch's Python helpers, its C functions and its guards.
+_HANDS_WORK_ON = ("threading", "queue", "concurrent.futures", "multiprocessing", "asyncio")
 _SWITCHES, _LOOKS = "switches off what the check watches", "reads the check's own frames or objects"
-# What switches off the dispatch and function modes: torch's Python helpers, and its C functions and guards.
 _SWITCHES_OFF = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_disable_infra_mode"}
-_C_SWITCHES = {getattr(torch._C, name) for name in ("_pop_torch_dispatch_stack", "_pop_torch_function_stack")}
-_C_SWITCHES |= {torch._C._unset_dispatch_mode, torch._C._dispatch_tls_set_dispatch_key_excluded}
+_C_SWITCHES = {torch._C._pop_torch_dispatch_stack, torch._C._pop_torch_function_stack, torch._C._unset_dispatch_mode}
+_C_SWITCHES.add(torch._C._dispatch_tls_set_dispatch_key_excluded)
 _C_SWITCH_TYPES = (torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch, torch._C._DisablePythonDispatcher)
 
 
 def _is_readers(code) -> bool:
-    return not code.co_filename.startswith((*_LIBRARY, _PACKAGE))
+    return not code.co_filename.startswith((*_LIBRARY, _PACKAGE, "<frozen "))
 
 
 def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
