@@ -42,15 +42,8 @@ def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)
     large = _hidden_tensor(generator, 6, 101, 97)
-    return [
-        (large, 0.3, True, 1),
-        (large, 0.75, True, 2),
-        (large, 0.5, True, 3),
-        (small, 0.2, True, 4),
-        (small, 0.4, False, 5),
-        (small, 0.0, True, 6),
-        (small, 1.0, True, 7),
-    ]
+    training = [(large, 0.3, True, 1), (large, 0.75, True, 2), (large, 0.5, True, 3), (small, 0.2, True, 4)]
+    return [*training, (small, 0.4, False, 5), (small, 0.0, True, 6), (small, 1.0, True, 7)]
 
 
 def _describe_dropout(number, total, x, p, training, seed) -> str:

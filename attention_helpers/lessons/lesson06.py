@@ -187,13 +187,8 @@ _FUSED_MISTAKES = (
 )
 
 # (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes
-_FUSED_CASES = (
-    (2, 7, 5, 12, 3, True),
-    (1, 5, 6, 8, 2, False),
-    (3, 9, 4, 6, 3, True),
-    (1, 3, 7, 10, 5, False),
-    (1, 1, 3, 4, 2, True),
-)
+_FUSED_CASES = ((2, 7, 5, 12, 3, True), (1, 5, 6, 8, 2, False), (3, 9, 4, 6, 3, True), (1, 3, 7, 10, 5, False))
+_FUSED_CASES += ((1, 1, 3, 4, 2, True),)
 
 
 def _fused_inputs(generator, batch, num_tokens, d_in, d_out):

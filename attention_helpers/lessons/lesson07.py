@@ -20,12 +20,7 @@ def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
 
 
 # (lengths, num_tokens): a full row, an all-padding row, a batch of 1, odd lengths; never the lesson's [6, 4, 2]
-_PADDING_CASES = (
-    ([7, 3, 5, 1], 7),
-    ([1, 5, 0, 3, 5], 5),
-    ([3], 7),
-    ([9, 2], 9),
-)
+_PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9))
 
 
 # (wrong mask from the right one and the inputs, what it means, hint)
@@ -166,11 +161,7 @@ exercise_2 = Exercise(
 
 
 # (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
-_BLOCK_CASES = (
-    (1, 7, 12, 3, 20),
-    (2, 5, 8, 2, 16),
-    (3, 1, 6, 1, 10),
-)
+_BLOCK_CASES = ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
 
 
 def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
