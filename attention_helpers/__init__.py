@@ -53,7 +53,6 @@ _DEFINED_IN = {
     ),
     "gpt": ("GPT", "GPTBlock", "GPTConfig"),
     "interop": ("from_torch", "to_torch"),
-    "lessons": ("check_answer", "check_function"),
     "lessons.parameters": ("ParameterError", "check_parameter"),
     "pretrained": (
         "BertEmbeddings",

@@ -4,12 +4,25 @@ import pytest
 import torch
 
 import attention_helpers as ah
+from attention_helpers.lessons import Exercise
+
+
+def check_answer(name, answer, expected, hint):
+    """A value exercise whose reference is ``expected``."""
+    return Exercise(name, lambda: expected, lambda: [()], hint, done="", value=True).check(answer)
+
+
+def check_function(name, candidate, reference, cases, hint):
+    """A function exercise on the given cases, named by their number."""
+    cases = [tuple(case) for case in cases]
+    describe = lambda number, total, *case: f"on case {number} of {total}"  # noqa: E731
+    return Exercise(name, reference, lambda: cases, hint, describe=describe, done=" on all {n} cases").check(candidate)
 
 
 def test_unanswered_exercise_gives_nothing_away(capsys):
-    assert ah.check_answer("Exercise 1", None, torch.ones(2), hint="use ones") is False
+    assert check_answer("Exercise 1", None, torch.ones(2), hint="use ones") is False
     assert capsys.readouterr().out == "Exercise 1: Not answered yet (the answer is still None).\n"
-    assert ah.check_function("Exercise 2", None, ah.softmax_stable, [], hint="h") is False
+    assert check_function("Exercise 2", None, ah.softmax_stable, [], hint="h") is False
     assert capsys.readouterr().out == "Exercise 2: Not answered yet (the answer is still None).\n"
 
 
@@ -53,7 +66,7 @@ def test_unanswered_exercise_gives_nothing_away(capsys):
     ],
 )
 def test_answers_are_judged_with_a_reason(capsys, answer, expected, verdict, reason):
-    assert ah.check_answer("Q", answer, expected, hint="h") is verdict
+    assert check_answer("Q", answer, expected, hint="h") is verdict
     out = capsys.readouterr().out
     assert reason in out and out.startswith("Q: ")
     assert ("Hint: h" in out) is not verdict
@@ -61,13 +74,13 @@ def test_answers_are_judged_with_a_reason(capsys, answer, expected, verdict, rea
 
 def test_function_check_runs_every_case_and_reports_failures(capsys):
     cases = [(torch.randn(3, 5),), (torch.randn(2, 4) * 1000,)]
-    assert ah.check_function("softmax", lambda x: torch.softmax(x, -1), ah.softmax_stable, cases, hint="h")
+    assert check_function("softmax", lambda x: torch.softmax(x, -1), ah.softmax_stable, cases, hint="h")
     assert "correct on all 2 cases" in capsys.readouterr().out
     # the naive softmax passes small scores but overflows on the second case
     naive = lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)  # noqa: E731
-    assert not ah.check_function("softmax", naive, ah.softmax_stable, cases, hint="subtract the max")
+    assert not check_function("softmax", naive, ah.softmax_stable, cases, hint="subtract the max")
     assert "case 2 of 2" in capsys.readouterr().out
-    assert not ah.check_function("softmax", lambda x: x.softmax(dim=0), ah.softmax_stable, cases, hint="h")
+    assert not check_function("softmax", lambda x: x.softmax(dim=0), ah.softmax_stable, cases, hint="h")
     assert "case 1 of 2" in capsys.readouterr().out
 
 
@@ -75,9 +88,9 @@ def test_function_check_reports_an_exception_instead_of_raising(capsys):
     def broken(x):
         return x @ x  # (3, 5) @ (3, 5) cannot be multiplied
 
-    assert not ah.check_function("f", broken, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    assert not check_function("f", broken, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     assert "raised RuntimeError" in capsys.readouterr().out
-    assert not ah.check_function("f", 3, ah.softmax_stable, [], hint="h")  # a check never raises
+    assert not check_function("f", 3, ah.softmax_stable, [], hint="h")  # a check never raises
     assert "expected a function, got int" in capsys.readouterr().out
 
 
@@ -177,7 +190,7 @@ def test_an_error_message_ending_with_a_full_stop_is_not_doubled(capsys):
     def raises(x):
         raise ValueError("something broke.")
 
-    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    assert not check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     out = capsys.readouterr().out
     assert "something broke. Hint: h" in out and ".." not in out, out
 
@@ -245,7 +258,7 @@ def test_an_answer_that_changes_its_input_in_place_is_rejected_by_name(capsys):
         scores.sub_(scores.amax(-1, keepdim=True)).exp_()
         return scores / scores.sum(-1, keepdim=True)
 
-    assert not ah.check_function("f", softmax_in_place, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    assert not check_function("f", softmax_in_place, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     out = capsys.readouterr().out
     assert out.startswith("f: not yet, your function changed its input scores in place on case 1 of 1.")
     assert "Hint: build a new tensor" in out
@@ -275,7 +288,7 @@ def test_an_error_message_gives_one_line_without_a_doubled_full_stop(message, ca
     def raises(x):
         raise ValueError(message)
 
-    assert not ah.check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
+    assert not check_function("f", raises, ah.softmax_stable, [(torch.randn(3, 5),)], hint="h")
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and ".." not in out and ":." not in out and out.endswith(". Hint: h\n"), out
 
@@ -347,7 +360,8 @@ def _declared_exercises():
     return [
         (number, exercise)
         for number in range(1, 14)
-        for exercise in vars(_lesson(number)).values()
+        for value in vars(_lesson(number)).values()
+        for exercise in [getattr(value, "__self__", value)]  # ``exercise_1 = Exercise(...).check``, or the Exercise
         if isinstance(exercise, Exercise)
     ]
 
@@ -451,5 +465,5 @@ def test_the_exercise_runner_uses_the_exercises_own_comparison_and_run(capsys):
 
 def test_judge_prints_only_a_wrong_verdict(capsys):
     exercise = _doubling_exercise()
-    assert exercise.judge(lambda x: x + x) == 2 and capsys.readouterr().out == ""
-    assert exercise.judge(lambda x: 3 * x) == 0 and capsys.readouterr().out.startswith("E: not yet, ")
+    assert len(exercise.judge(lambda x: x + x)) == 2 and capsys.readouterr().out == ""
+    assert exercise.judge(lambda x: 3 * x) == [] and capsys.readouterr().out.startswith("E: not yet, ")

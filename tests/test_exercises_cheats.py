@@ -2,14 +2,27 @@
 with their own sentence, and right answers written in several ways are accepted. The references the checks use are
 compared here with computations written in this file (never with the checks' own helpers)."""
 
+import _thread
+import builtins
+import concurrent.futures
+import gc
+import inspect
 import math
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
 
 import attention_helpers as ah
 from attention_helpers.lessons import (
+    Exercise,
     lesson01,
     lesson02,
     lesson03,
@@ -552,3 +565,375 @@ def test_lesson_10_hidden_cases_have_several_heads_and_a_single_head_cache_fails
 def test_lesson_05_cases_use_several_seeds():
     seeds = {seed for x, p, training, seed in lesson05._dropout_cases() if training and 0 < p < 1 and x.numel() > 1000}
     assert len(seeds) >= 3
+
+
+# --- work sent to another thread or process, where the trace cannot see it ------------------------------------
+
+
+def _softmax_in_a_thread(x, dim=-1, temperature=1.0):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.softmax(x / temperature, dim)))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def _softmax_in_a_pool(x, dim=-1, temperature=1.0):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(torch.softmax, x / temperature, dim).result()
+
+
+def _softmax_low_level_thread(x, dim=-1, temperature=1.0):
+    out = []
+    _thread.start_new_thread(lambda: out.append(torch.softmax(x / temperature, dim)), ())
+    while not out:
+        time.sleep(0.001)
+    return out[0]
+
+
+def _stable_softmax(x, dim, temperature):
+    e = torch.exp(x / temperature - (x / temperature).amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _thread_refused_then_done_here(x, dim=-1, temperature=1.0):
+    try:
+        return _softmax_in_a_thread(x, dim, temperature)
+    except RuntimeError:  # the refusal swallowed: the answer must still be refused
+        return _stable_softmax(x, dim, temperature)
+
+
+def _softmax_in_a_forked_process(x, dim=-1, temperature=1.0):
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(torch.softmax, (x / temperature, dim))
+
+
+def _runs_a_shell(x, dim=-1, temperature=1.0):
+    os.system("true")
+    return _stable_softmax(x, dim, temperature)
+
+
+def _unwatches_threads(x, dim=-1, temperature=1.0):
+    threading._start_new_thread = _thread.allocate_lock  # any other callable
+    return _stable_softmax(x, dim, temperature)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_softmax_in_a_thread, "your code starts a thread"),
+        (_softmax_in_a_pool, "your code starts a thread"),
+        (_softmax_low_level_thread, "your code starts a thread"),
+        (_thread_refused_then_done_here, "your code starts a thread"),
+        (_softmax_in_a_forked_process, "your code starts a process"),
+        (_runs_a_shell, "your code starts a process"),
+        (_unwatches_threads, "your code changes Python or the checks (threading._start_new_thread)"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+def test_work_sent_to_another_thread_or_process_is_refused(answer, said, capsys):
+    start = threading._start_new_thread
+    result, out = verdict(lesson02.exercise_1, answer, capsys)
+    assert result is False and said in out, out
+    assert threading._start_new_thread is start, "put back as it was"
+    assert "softmax" not in out.split("Hint:")[1], "the hint does not name the shortcut"
+
+
+def test_threads_and_processes_still_start_outside_a_check_and_in_the_checks_own_code(capsys):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.ones(2).softmax(0)))
+    worker.start()
+    worker.join()
+    assert torch.equal(out[0], torch.full((2,), 0.5))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: 3).result() == 3
+    assert os.system("true") == 0
+    right = RIGHT[(2, 1)][0]
+    assert lesson02.exercise_1(right) is True  # the check itself may use threads (torch's, lesson 13's ranks)
+    assert ": correct" in capsys.readouterr().out
+
+
+# --- the fresh attempt to fool the checks (i40_fool_report.md): each false verdict it found -----------------------
+
+
+def _scipy_softmax(x, dim=-1, temperature=1.0):
+    import scipy.special
+
+    return torch.from_numpy(scipy.special.softmax((x / temperature).numpy(), axis=dim))
+
+
+def _scipy_attention(x, wq, wk, wv):
+    import scipy.special
+
+    scores = (x @ wq) @ (x @ wk).transpose(-2, -1) / wk.shape[1] ** 0.5
+    return torch.from_numpy(scipy.special.softmax(scores.numpy(), axis=-1)) @ (x @ wv)
+
+
+def _dropout_exact_count(x, p, training=True):
+    """Drops exactly round(p * n) entries, chosen at random: the count never varies, as it must for independent
+    entries."""
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return torch.zeros_like(x)
+    dropped = torch.randperm(x.numel())[: round(p * x.numel())]
+    keep = torch.ones(x.numel())
+    keep[dropped] = 0
+    return x * keep.view_as(x) / (1 - p)
+
+
+def _pickles_its_input_then_answers(x, W_qkv, W_out, num_heads, causal):
+    import io
+    import pickle
+
+    pickle.dump(x, io.BytesIO())
+    torch.save(x, io.BytesIO())
+    return _fused_exp(x, W_qkv, W_out, num_heads, causal)
+
+
+_SEEN_BLOCKS: list = []
+
+
+def _update_from_every_block_so_far(running_max, running_sum, block):
+    """Not an online update: it keeps every block in a global and recomputes the maximum and sum from scratch."""
+    if torch.isneginf(running_max) and running_sum == 0:
+        _SEEN_BLOCKS.clear()
+    _SEEN_BLOCKS.append(block)
+    row = torch.cat(_SEEN_BLOCKS)
+    new_max = row.max()
+    return new_max, torch.exp(row - new_max).sum() if not torch.isneginf(new_max) else torch.tensor(0.0)
+
+
+def _kv_cache_of_the_inputs(attention, x_new, cache):
+    """Caches the inputs and projects all of them again at every step, with F.linear rather than the layers."""
+    inputs = x_new if cache is None else torch.cat([cache, x_new], 1)
+    q = _split(F.linear(x_new, attention.W_query.weight, attention.W_query.bias), attention.num_heads)
+    k = _split(F.linear(inputs, attention.W_key.weight, attention.W_key.bias), attention.num_heads)
+    v = _split(F.linear(inputs, attention.W_value.weight, attention.W_value.bias), attention.num_heads)
+    w = torch.softmax(q @ k.mT / math.sqrt(attention.head_dim), -1)
+    return attention.out_proj((w @ v).transpose(1, 2).flatten(2)), inputs
+
+
+FOOLED = [
+    # (check, answer, accepted?, what the verdict must say)
+    (lesson02.exercise_1, _scipy_softmax, False, "your code runs softmax from scipy"),
+    (lesson03.exercise_1, _scipy_attention, True, "correct"),  # 03.1 lets the softmax be anyone's
+    (lesson02.exercise_3, ("Same", " Sharper", "flatter "), True, "correct"),
+    (
+        lesson03.exercise_2,
+        lambda d_k, std: (std**2 * float(ah.random_dot_products(d_k, 20_000).std()),) * 2,
+        True,
+        "correct",
+    ),
+    (lesson04.exercise_3, lambda n, i, j: [float(r) for r in range(i, j + 1)], False, "row indices (ints), got float"),
+    (
+        lesson04.exercise_3,
+        lambda n, i, j: set(range(i, j + 1)),
+        False,
+        "expected a list of row indices (ints), got set",
+    ),
+    (lesson04.exercise_3, lambda n, i, j: list(range(j, i - 1, -1)), False, "not in increasing order"),
+    (lesson05.exercise_1, _dropout_exact_count, False, "the number dropped is exactly p times the number"),
+    (lesson06.exercise_2, _pickles_its_input_then_answers, True, "correct"),
+    (lesson11.exercise_1, _update_from_every_block_so_far, False, "not yet"),
+    (lesson10.exercise_1, _kv_cache_of_the_inputs, False, "your cache holds the inputs"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "answer", "accepted", "said"), FOOLED, ids=lambda item: getattr(item, "__name__", None)
+)
+def test_what_a_fresh_attempt_to_fool_the_checks_found(check, answer, accepted, said, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is accepted and said in out, out
+
+
+# --- the check's own frames and objects, where the references are ------------------------------------------------
+
+
+def _stolen(frame):
+    while frame is not None:
+        if "expected" in frame.f_locals:
+            return frame.f_locals["expected"]
+        frame = frame.f_back
+
+
+def _steal_with_getframe(*args):
+    return _stolen(sys._getframe(1))
+
+
+def _steal_with_inspect(*args):
+    return _stolen(inspect.currentframe())
+
+
+def _steal_from_a_traceback(*args):
+    try:
+        raise ValueError
+    except ValueError as error:
+        return _stolen(error.__traceback__.tb_frame)
+
+
+def _steal_from_a_generator(*args):
+    def running():
+        yield
+
+    generator = running()
+    next(generator)
+    return _stolen(generator.gi_frame.f_back)
+
+
+def _steal_from_the_garbage_collector(x, *args):
+    everything = gc.get_objects()
+    shape = (len(x), len(x))
+    return next(o for o in everything if isinstance(o, torch.Tensor) and o.shape == shape and o is not x)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_steal_with_getframe, "sys._getframe"),
+        (_steal_with_inspect, "sys._getframe"),
+        (_steal_from_a_traceback, "tb_frame"),
+        (_steal_from_a_generator, "gi_frame"),
+        (_steal_from_the_garbage_collector, "gc.get_objects"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+@pytest.mark.parametrize("check", [lesson01.exercise_1, lesson04.exercise_3], ids=["01.1", "04.3"])
+def test_an_answer_that_reads_the_checks_own_frames_or_objects_is_refused(check, answer, said, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is False and f"your code reads the check's own frames or objects ({said})" in out, out
+
+
+def test_library_code_that_looks_at_frames_is_not_the_readers(capsys):
+    def warns(x, dim=-1, temperature=1.0):  # warnings.warn and torch look at frames themselves
+        warnings.warn("a warning of the reader's", stacklevel=1)
+        return _stable_softmax(x, dim, temperature)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, out = verdict(lesson02.exercise_1, warns, capsys)
+    assert result is True and ": correct" in out, out
+
+
+# --- switching off what the check watches, or patching Python or the checks themselves ---------------------------
+
+
+class _ModesOff:
+    """torch's own helper that pops the dispatch modes, and the guard that turns off the function modes."""
+
+    def __enter__(self):
+        self.functions = torch._C.DisableTorchFunction()
+        self.functions.__enter__()
+        self.modes = _disable_current_modes()
+        self.modes.__enter__()
+
+    def __exit__(self, *exc):
+        self.modes.__exit__(*exc)
+        self.functions.__exit__(*exc)
+
+
+class _DispatchOff:
+    def __enter__(self):
+        self.guard = torch._C._DisableTorchDispatch()
+        self.guard.__enter__()
+
+    def __exit__(self, *exc):
+        self.guard.__exit__(*exc)
+
+
+def _softmax_with_modes_off(x, dim=-1, temperature=1.0):
+    with _ModesOff():
+        return torch.softmax(x / temperature, dim)
+
+
+def _softmax_with_dispatch_off(x, dim=-1, temperature=1.0):
+    with _DispatchOff():
+        return torch.softmax(x / temperature, dim)
+
+
+def _softmax_with_the_modes_popped(x, dim=-1, temperature=1.0):
+    with _disable_current_modes():
+        return torch.softmax(x / temperature, dim)
+
+
+def _package_softmax_without_the_trace(x, dim=-1, temperature=1.0):
+    sys.settrace(None)
+    return ah.softmax_stable(x / temperature, dim)
+
+
+def _prints_correct(x, dim=-1, temperature=1.0):
+    original = builtins.print
+    builtins.print = lambda *args, **kwargs: original("Exercise 1: correct on all 7 hidden cases.")
+    return x
+
+
+def _judges_everything_right(x, dim=-1, temperature=1.0):
+    from attention_helpers import lessons
+
+    lessons.Exercise._judge = lambda self, candidate, cases: len(cases)
+    return x
+
+
+def _replaces_a_later_check(x, dim=-1, temperature=1.0):
+    lesson03.exercise_1 = lambda answer: print("Exercise 1: correct.") or True
+    return x
+
+
+def _exits(x, dim=-1, temperature=1.0):
+    sys.exit(3)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_softmax_with_modes_off, "your code switches off what the check watches (DisableTorchFunction.__enter__)"),
+        (_softmax_with_dispatch_off, "PyTorch's softmax kernel"),  # one watch off: the other still sees it
+        (_softmax_with_the_modes_popped, "switches off what the check watches (_disable_current_modes)"),
+        (_package_softmax_without_the_trace, "your code switches off what the check watches (sys.settrace)"),
+        (_prints_correct, "your code changes Python or the checks (builtins.print)"),
+        (_judges_everything_right, "your code changes Python or the checks (Exercise._judge)"),
+        (
+            _replaces_a_later_check,
+            "your code changes Python or the checks (attention_helpers.lessons.lesson03.exercise_1)",
+        ),
+        (_exits, "your code raised SystemExit"),
+    ],
+    ids=lambda item: getattr(item, "__name__", None),
+)
+def test_an_answer_that_switches_off_the_watch_or_patches_the_checks_is_refused_and_undone(answer, said, capsys):
+    check_of_lesson_03, judge, printer = lesson03.exercise_1, Exercise._judge, builtins.print
+    result, out = verdict(lesson02.exercise_1, answer, capsys)
+    assert result is False and said in out, out
+    assert (lesson03.exercise_1, Exercise._judge, builtins.print) == (check_of_lesson_03, judge, printer), "put back"
+    assert sys.gettrace() is None and sys.getprofile() is None
+    wrong, out = verdict(lesson02.exercise_1, lambda x, dim=-1, temperature=1.0: x, capsys)
+    assert wrong is False and ": not yet, " in out, "a later check still judges"
+
+
+@pytest.mark.parametrize(
+    ("sentences", "said"),
+    [
+        (None, "sentences must be the lesson's list of sentences"),
+        ([1, 2, 3, 4, 5, 6], "sentences must be the lesson's list of sentences"),
+        ([], "sentences must be the lesson's list of sentences"),
+        (["The cat is sleeping on the carpet.", "Stocks fell today."], "holds the question itself"),
+    ],
+)
+def test_lesson_09_exercise_2_judges_odd_sentences_in_one_sentence(sentences, said, capsys):
+    result = lesson09.exercise_2(0, sentences)
+    out = capsys.readouterr().out
+    assert result is False and out.count("\n") == 1 and said in out, out
+
+
+_POOL_STARTED_BEFORE = concurrent.futures.ThreadPoolExecutor(1)
+_POOL_STARTED_BEFORE.submit(int).result()  # its worker thread runs before any check
+
+
+def _softmax_in_a_pool_started_before(x, dim=-1, temperature=1.0):
+    return _POOL_STARTED_BEFORE.submit(torch.softmax, x / temperature, dim).result()
+
+
+def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
+    result, out = verdict(lesson02.exercise_1, _softmax_in_a_pool_started_before, capsys)
+    assert result is False and "your code hands work to another thread or process (concurrent.futures" in out, out

@@ -167,3 +167,11 @@ def test_a_running_maximum_that_stops_at_the_first_finite_block_is_rejected(caps
 
     ok, out = verdict(capsys, checks.exercise_1, first_finite_maximum)
     assert not ok and "running_max is" in out and "not the largest score seen so far" in out, out
+
+
+def test_losses_copied_from_a_printout_to_two_decimals_are_accepted(capsys):
+    model, held_out_ids, before, after = small_model_and_losses()
+    assert abs(after - before) > 0.05, "the grouping must change the loss for the test to mean anything"
+    rounded = (round(before, 2), round(after, 2))
+    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, rounded, model, held_out_ids, 2)
+    assert ok and out.startswith("Exercise 2: correct"), out

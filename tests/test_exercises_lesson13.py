@@ -130,3 +130,30 @@ def test_ring_pass(capsys, monkeypatch):
     ):
         ok, out = verdict(capsys, checks.exercise_2, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out, out
+
+
+def ring_by_all_gather(k_block, v_block):
+    """Every rank gathers every block at once and keeps the previous rank's: the right blocks, but not one hop."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    keys, values = (
+        [torch.empty_like(k_block) for _ in range(world_size)],
+        [torch.empty_like(v_block) for _ in range(world_size)],
+    )
+    dist.all_gather(keys, k_block.contiguous())
+    dist.all_gather(values, v_block.contiguous())
+    return keys[(rank - 1) % world_size], values[(rank - 1) % world_size]
+
+
+def ring_of_the_wrong_arity(k_block):
+    return k_block
+
+
+def test_ring_pass_refuses_a_collective_and_gives_its_own_hint_when_the_answer_raises(capsys):
+    for wrong, reason in (
+        (ring_by_all_gather, "not dist.all_gather"),
+        (ring_of_the_wrong_arity, "your function raised on rank"),
+    ):
+        ok, out = verdict(capsys, checks.exercise_2, wrong)
+        assert not ok and reason in out, out
+        hint = out.split("Hint: ")[1]
+        assert "next rank" in hint and "gradient" not in hint, "the ring's hint, not the data-parallel one"

@@ -1,37 +1,27 @@
-"""What the lessons need apart from the model code: their exercise checks and their parameter checks.
+"""The lessons' exercise checks (``lessonNN``) and parameter checks (``parameters``).
 
-``parameters`` checks a notebook's ``parameters`` cell. ``lessonNN`` holds lesson NN's exercise checks. Every check
-prints exactly one line, in one of three forms, and returns ``True`` or ``False``:
-
-- before an attempt: ``<name>: Not answered yet (the answer is still None).`` and nothing else;
-- after a wrong attempt: ``<name>: not yet, <what is wrong>. Hint: <hint>``;
-- when right: ``<name>: correct<detail>.``
-
-An exercise is described, not programmed: an :class:`Exercise` holds the reference, the hidden cases, the hint and
-the named :class:`Mistake` s, and :meth:`Exercise.check` runs every exercise the same way:
-
-1. the references of every hidden case are computed first, on copies the answer never sees;
-2. the answer runs on copies of its own, under a :class:`Trace` that records the PyTorch kernels that actually
-   execute (a dispatch mode sees the ATen operator under every alias) and the package's functions it runs;
-   an answer that runs one of the exercise's ``forbidden`` kernels, or the package's own version of what the
-   exercise asks for, is refused with the exercise's ``rule``; with ``loop_free``, an answer whose number of
-   operations grows with the input size is refused too;
-3. an answer that changes its inputs in place, or torch itself (``torch.allclose = ...``), is refused, and torch
-   is put back as it was;
-4. the answer and the reference are compared as plain tensors (subclasses unwrapped, detached), types before
-   values, with functions bound when this module is imported.
-
-A check never raises: whatever the answer is or does, the verdict is one line. Hints name the mistake and the idea
-that fixes it, and the lesson section that shows it; the worked answers live in ``solutions/`` only.
+A check prints one line and returns whether the answer is right: ``<name>: Not answered yet (the answer is still
+None).``, ``<name>: not yet, <what is wrong>. Hint: <hint>`` or ``<name>: correct<detail>.`` Every exercise is an
+:class:`Exercise`, judged by :meth:`Exercise.check` the same way: the references first, on copies the answer never
+sees; the answer on copies of its own, under a :class:`Trace` of the kernels that actually run (under any alias), of
+the package's and libraries' functions it calls and of the threads or processes it starts; answers that run a
+``forbidden`` kernel, loop in Python where ``loop_free`` asks not to, change their inputs or torch itself, are
+refused; then answer and reference are compared as plain tensors, types before values, with functions bound at
+import. A check never raises. Hints name the mistake and the lesson section to reread; worked answers live in
+``solutions/`` only.
 """
 
 from __future__ import annotations
 
+import _thread
+import builtins
 import copy
 import inspect
+import multiprocessing.process
 import numbers
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,9 +67,7 @@ NORM_KERNELS = _names(
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LESSONS = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_LIBRARY = tuple(
-    {os.path.dirname(os.path.dirname(os.path.abspath(module.__file__))) + os.sep for module in (torch, os)}
-)
+_LIBRARY = tuple({os.path.dirname(os.path.dirname(os.path.abspath(m.__file__))) + os.sep for m in (torch, os)})
 
 
 def _kernel_name(func) -> str:
@@ -88,16 +76,77 @@ def _kernel_name(func) -> str:
     return name.split(".")[0]
 
 
+def _watched(start, what: str):
+    """``start`` (a thread's or a process's), refused while an answer runs: dispatch modes and trace functions see
+    only the thread that calls the answer."""
+
+    def watched(*args, **kwargs):
+        trace = _ACTIVE
+        if trace is not None and not trace._trusted and _thread.get_ident() == trace._thread:
+            trace.elsewhere.append(f"starts {what}")
+            raise RuntimeError(f"the check does not let your code start {what}")
+        return start(*args, **kwargs)
+
+    return watched
+
+
+# Bound when this module is imported; an answer that rebinds them is caught by the snapshot of their namespaces.
+_thread.start_new_thread = _thread.start_new = threading._start_new_thread = _watched(
+    _thread.start_new_thread, "a thread"
+)
+multiprocessing.process.BaseProcess.start = _watched(multiprocessing.process.BaseProcess.start, "a process")
+_PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen")
+# What hands out the check's frames or objects (where the references are): refused when the reader's code asks.
+_LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_objects"}
+_LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+_HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
+_IN_HOOK: list = []
+# Python's ways to hand work to a thread or process started earlier, and what switches off the dispatch and function
+# modes: torch's Python helpers, its C functions and its guards.
+_HANDS_WORK_ON = ("threading", "queue", "concurrent.futures", "multiprocessing", "asyncio")
+_SWITCHES, _LOOKS = "switches off what the check watches", "reads the check's own frames or objects"
+_SWITCHES_OFF = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_disable_infra_mode"}
+_C_SWITCHES = {torch._C._pop_torch_dispatch_stack, torch._C._pop_torch_function_stack, torch._C._unset_dispatch_mode}
+_C_SWITCHES.add(torch._C._dispatch_tls_set_dispatch_key_excluded)
+_C_SWITCH_TYPES = (torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch, torch._C._DisablePythonDispatcher)
+
+
+def _is_readers(code) -> bool:
+    return not code.co_filename.startswith((*_LIBRARY, _PACKAGE, "<frozen "))
+
+
+def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
+    if event.startswith(_PROCESS_EVENTS):
+        _watched(int, "a process")()
+    what = args[1] if event == "object.__getattr__" else event
+    trace = _ACTIVE
+    if what not in _LOOKING or _IN_HOOK or trace is None or trace._trusted or _thread.get_ident() != trace._thread:
+        return
+    _IN_HOOK.append(True)
+    try:
+        caller = sys._getframe(1)  # who called the audited function, through inspect or traceback
+        while caller.f_back is not None and caller.f_globals.get("__name__", "").startswith(_HANDS_OUT_FRAMES):
+            caller = caller.f_back
+        if _is_readers(caller.f_code):
+            looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
+            trace.elsewhere.append(f"{looked} ({what})")
+            raise RuntimeError(f"the check does not let your code use {what}")
+    finally:
+        _IN_HOOK.pop()
+
+
+sys.addaudithook(_audit)
+
+
 class Trace(TorchDispatchMode):
     """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
-    (``operations``), the lines of the reader's own Python run (``lines``, which a Python loop makes grow) and the
-    package's functions called (``package``). Code of the ``allowed`` package classes or functions, and package
-    code called by the lessons' own checks, is trusted: nothing inside it is recorded."""
+    (``operations``), the lines of the reader's own code run (``lines``), the package's functions (``package``) and
+    the libraries' (``library``) called, the threads or processes started (``elsewhere``). Nothing is recorded inside
+    the ``allowed`` package classes or functions, nor inside :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
-        self.kernels: list[str] = []
-        self.package: list[str] = []
+        self.kernels, self.package, self.elsewhere, self.library = [], [], [], set()
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
         for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
@@ -119,10 +168,10 @@ class Trace(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
     def _on_call(self, frame, event, arg):
-        if self._trusted:
-            return None
         code = frame.f_code
-        if code.co_filename.startswith(_PACKAGE) and not code.co_filename.startswith(_LESSONS):
+        if self._trusted or code.co_filename.startswith(_LESSONS):
+            return None
+        if code.co_filename.startswith(_PACKAGE):
             if code in self._allowed or _is_lookup(code):
                 self._trusted += 1
                 frame.f_trace_lines = False
@@ -130,34 +179,51 @@ class Trace(TorchDispatchMode):
             if code.co_qualname not in self.package:
                 self.package.append(code.co_qualname)
             return None
-        if code.co_filename.startswith(_LIBRARY) or code.co_filename.startswith(_LESSONS):
+        if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
+            self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))  # (function, module)
+            module = frame.f_globals.get("__name__", "?")
+            if module.startswith(_HANDS_WORK_ON) and frame.f_back is not None and _is_readers(frame.f_back.f_code):
+                self.elsewhere.append(f"hands work to another thread or process ({module}'s {code.co_name})")
+            if code.co_name in _SWITCHES_OFF:
+                caller = frame.f_back  # through a context manager's wrappers
+                while caller is not None and caller.f_globals.get("__name__") in ("contextlib", "functools"):
+                    caller = caller.f_back
+                if caller is not None and _is_readers(caller.f_code):
+                    self.elsewhere.append(f"{_SWITCHES} ({code.co_name})")
             return None
         return self._on_line  # the reader's own code: count its lines
 
+    def _on_profile(self, frame, event, arg):  # C functions called by the reader's code
+        if event != "c_call" or self._trusted or not _is_readers(frame.f_code):
+            return
+        if arg in _C_SWITCHES or isinstance(getattr(arg, "__self__", None), _C_SWITCH_TYPES):
+            self.elsewhere.append(f"{_SWITCHES} ({getattr(arg, '__qualname__', arg)})")
+
     def _on_trusted_return(self, frame, event, arg):
-        if event == "return":
-            self._trusted -= 1
+        self._trusted -= event == "return"
         return self._on_trusted_return
 
     def _on_line(self, frame, event, arg):
-        if event == "line":
-            self.lines += 1
+        self.lines += event == "line"
         return self._on_line
 
     def __enter__(self):
         global _ACTIVE
-        self._previous, self._outer, _ACTIVE = sys.gettrace(), _ACTIVE, self
+        self._previous, self._outer, _ACTIVE, self._thread = sys.gettrace(), _ACTIVE, self, _thread.get_ident()
+        self._profile = sys.getprofile()
         sys.settrace(self._on_call)
+        sys.setprofile(self._on_profile)
         self._functions.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
+        global _ACTIVE
         try:
             return super().__exit__(*exc)
         finally:
-            global _ACTIVE
             self._functions.__exit__(*exc)
             sys.settrace(self._previous)
+            sys.setprofile(self._profile)
             _ACTIVE = self._outer
 
 
@@ -186,8 +252,7 @@ def trusted():
 
 
 class _FunctionTrace(TorchFunctionMode):
-    """The torch functions called (``F.dropout``, ``torch.softmax``...), for kernels that decompose into
-    ordinary operators before the dispatch mode sees them."""
+    """The torch functions called, for those that decompose into other operators before the dispatch mode."""
 
     def __init__(self, trace: Trace):
         super().__init__()
@@ -198,49 +263,45 @@ class _FunctionTrace(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-# The namespaces an answer could patch to fool a comparison; snapshot before it runs, put back after.
-_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module)
+# The namespaces an answer could patch to fool a check; snapshot before it runs, put back after.
+_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
+_NAMESPACES += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
+_MISSING = object()
+_CHANGING = {
+    "__slotnames__",
+    "__warningregistry__",
+    "_",
+    "last_type",
+    "last_value",
+    "last_traceback",
+    "last_exc",
+}  # changed by Python itself
 
 
-def _warm_up() -> None:
-    """Trace once before any snapshot: torch imports parts of itself on first use of a mode (torch._dynamo, which
-    wraps torch.manual_seed), and that is not the answer's doing."""
-    if not _WARM:
-        with Trace():
-            torch.ones(1).softmax(0)
-        _WARM.append(True)
+def _namespaces() -> list:
+    """The namespaces an answer could patch to fool a check: torch's, Python's, and the checks' own."""
+    checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
+    return [*_NAMESPACES, *checks, Exercise, Mistake, Trace, _FunctionTrace]
 
 
-_WARM: list = []
-
-
-def _snapshot() -> list[dict]:
-    return [dict(vars(namespace)) for namespace in _NAMESPACES]
-
-
-def _restore(snapshot: list[dict]) -> list[str]:
+def _restore(snapshot: list[tuple]) -> list[str]:
     """Put the namespaces back as ``snapshot`` holds them; return the names the answer had changed."""
     changed = []
-    for namespace, before in zip(_NAMESPACES, snapshot, strict=True):
+    for namespace, before in snapshot:
         now = vars(namespace)
         for key in set(now) | set(before):
             value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or (value is _MISSING and isinstance(now[key], ModuleType)):
-                continue  # unchanged, or a submodule torch imported lazily
-            changed.append(f"{getattr(namespace, '__name__', 'torch')}.{key}")
-            if value is _MISSING:
-                delattr(namespace, key)
-            else:
-                setattr(namespace, key, value)
+            if now.get(key, _MISSING) is value or key in _CHANGING:  # copyreg caches __slotnames__ on a first pickle
+                continue
+            if value is _MISSING and isinstance(now[key], ModuleType):
+                continue  # a submodule torch imported lazily
+            changed.append(f"{namespace.__name__}.{key}")
+            setattr(namespace, key, value) if value is not _MISSING else delattr(namespace, key)
     return changed
 
 
-_MISSING = object()
-
-
 def plain(value):
-    """Tensors as plain, detached tensors (a subclass's own ``__torch_function__`` unwrapped, never run), inside
-    tuples and lists too; anything else as it is."""
+    """Tensors as plain, detached tensors (a subclass's ``__torch_function__`` never run), in tuples and lists too."""
     if isinstance(value, _Tensor):
         with _no_subclass():
             return _contiguous(_detach(_as_subclass(value, _Tensor)))
@@ -250,20 +311,17 @@ def plain(value):
 
 
 def not_answered(name: str) -> bool:
-    """Print the verdict for an exercise not tried yet: no hint, nothing about the answer."""
     print(f"{name}: {NOT_ANSWERED}")
     return False
 
 
 def not_yet(name: str, problem: str, hint: str) -> bool:
-    """Print the verdict for a wrong answer: what is wrong, then a hint that fits that mistake."""
     problem = " ".join(str(problem).split()).rstrip(". ")  # one line; an error's own full stop is not doubled
     print(f"{name}: not yet, {problem}. Hint: {hint}")
     return False
 
 
 def correct(name: str, detail: str = "") -> bool:
-    """Print the verdict for a right answer (``detail`` such as " on all 6 hidden cases")."""
     print(f"{name}: correct{detail}.")
     return True
 
@@ -282,6 +340,7 @@ class WrongFormError(Exception):
         self.problem, self.hint = problem, hint
 
 
+ELSEWHERE_HINT = "compute the answer in your function itself, from its arguments, without threads or processes"
 IN_PLACE_HINT = (
     "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
     "x[...] = ...): the caller's tensor must stay as it was"
@@ -299,46 +358,37 @@ def as_number(answer):
 
 
 def _kind(dtype: torch.dtype) -> str:
-    return (
-        "bool"
-        if dtype == torch.bool
-        else "float"
-        if dtype.is_floating_point
-        else "complex"
-        if dtype.is_complex
-        else "int"
-    )
+    return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "int"
 
 
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
     """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
-    numbers within ``atol``), or None when they agree. Types are compared before values; the reason names the part
-    that failed: the type, the shape, the dtype, the entries (with the largest difference), or which item."""
+    numbers within ``atol``), or None when they agree: the type, the shape, the dtype, the entries (with the largest
+    difference), or which item."""
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
         if not isinstance(answer, _Tensor):
-            return f"expected a tensor, got {type(answer).__name__}"
+            many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
+            return f"expected a tensor, got {type(answer).__name__}{many}"
         if answer.shape != expected.shape:
             return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
-        if _kind(answer.dtype) != _kind(expected.dtype):
-            same = _equal(answer.double(), expected.double()) if "complex" not in (_kind(answer.dtype),) else False
-            converter = {"bool": "bool", "int": "long", "float": "float"}.get(_kind(expected.dtype), "to")
-            if same:
+        if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
+            if not answer.is_complex() and _equal(answer.double(), expected.double()):
+                converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
                 return (
                     f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
                     f"(convert with .{converter}())"
                 )
             return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
-        if expected.dtype == torch.bool or not expected.dtype.is_floating_point:
-            if not _equal(answer, expected):
-                wrong = int((answer != expected).sum())
-                return f"the shape is right but {wrong} of {expected.numel()} entries differ"
-            return None
+        if not expected.dtype.is_floating_point:
+            wrong = int((answer != expected).sum())
+            return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
         a, e = answer.double(), expected.double()
         if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
             return None
-        difference = (a - e).abs().nan_to_num(float("inf"))
-        difference = difference.masked_fill(a.isnan() & e.isnan(), 0.0)
+        if (a.isnan() & ~e.isnan()).any():
+            return "your output holds nan"
+        difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
         where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
         index = f" at index {shape_str(where)}" if where else ""
         return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
@@ -357,21 +407,11 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
             return f"expected {len(expected)} items, got {len(answer)}"
         for number, (a, e) in enumerate(zip(answer, expected, strict=True), start=1):
             problem = compare(a, e, atol)
-            if problem is not None:
+            if problem is not None:  # a nested tuple names the whole path once
                 where = f"item {number} of {len(expected)}"
-                if problem.startswith("item "):  # a nested tuple names the whole path once
-                    return f"{where}, its {problem}"
-                return f"{where} is not right: {problem}"
+                return f"{where}, its {problem}" if problem.startswith("item ") else f"{where} is not right: {problem}"
         return None
     return None if answer == expected else "that is not it"
-
-
-def check_answer(name: str, answer, expected, hint: str, atol: float = 1e-4) -> bool:
-    """Compare an exercise's ``answer`` with ``expected`` (see :func:`compare`). Prints the verdict; returns it."""
-    if answer is None:
-        return not_answered(name)
-    problem = compare(answer, expected, atol)
-    return correct(name) if problem is None else not_yet(name, problem, hint)
 
 
 @dataclass(frozen=True)
@@ -390,9 +430,9 @@ class Mistake:
         """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
         if self.matches is not None:
             return bool(self.matches(answer))
-        if self.item is not None:
+        if self.item is not None:  # the expected tuple with only this item changed
 
-            def only(value):  # the expected tuple with only this item changed
+            def only(value):
                 return (*expected[: self.item], value, *expected[self.item + 1 :])
 
             mine = only(answer[self.item])
@@ -402,8 +442,7 @@ class Mistake:
 
 
 def _copy(values: tuple) -> tuple:
-    """Deep copies of a case's arguments (tensors, modules), so that no two runs share an object."""
-    return tuple(copy.deepcopy(values))
+    return tuple(copy.deepcopy(values))  # no two runs share a tensor or a module
 
 
 def _one_line(error: BaseException) -> str:
@@ -413,31 +452,28 @@ def _one_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function: called on each hidden case, it must give what ``reference`` gives;
-    or, with ``value``, an answer that is a value, compared with what ``reference`` gives on each case.
+    """An exercise whose answer is a function, called on each hidden case and compared with what ``reference`` gives;
+    or, with ``value``, a value compared with what ``reference`` gives.
 
-    - ``cases()`` draws the hidden cases, tuples of arguments; ``describe(number, total, *case)`` names one in the
-      verdict. ``arguments(*case)`` gives what the answer is called with, when a case holds more (by default the
-      case). ``run(answer, *arguments)`` runs the answer when it is not simply called (fed block by block, say).
-    - ``convert(answer)`` turns an answer of another accepted form into the reference's, and raises
-      :class:`WrongFormError` for one of no accepted form. ``differ(answer, expected)`` says why the answer is
-      wrong, or None (by default :func:`compare` within ``atol``); both get plain tensors.
-    - ``hint`` is the general hint (the idea, and the lesson section to reread); ``mistakes(*case)`` lists the named
-      :class:`Mistake` s, tried in order when the answer is wrong.
-    - ``forbidden``: kernel names (see the ``*_KERNELS`` groups) the answer may not run; ``rule`` says, in words, what
-      the exercise asks instead. The package's code is forbidden too, except the classes and functions in
-      ``allowed``. ``loop_free()`` gives a small and a large case: the answer's operations may not grow from one to
-      the other.
-    - ``done`` is the correct verdict's detail, with ``{n}`` the number of cases.
+    - ``cases(*given, **options)`` draws the hidden cases (tuples), from what the check cell passes after the answer;
+      ``describe(number, total, *case)`` names one; ``arguments(*case)`` is what the answer gets (by default the
+      case); ``run(answer, *arguments)`` runs it when it is not simply called.
+    - ``convert(answer)`` turns an answer of another accepted form into the reference's (or raises
+      :class:`WrongFormError`); ``differ(answer, expected)`` says why they differ (by default :func:`compare`).
+    - ``hint``: the idea and the lesson section to reread; ``mistakes(*case)``: the named :class:`Mistake` s, tried in
+      order when the answer is wrong.
+    - ``forbidden`` kernels (the ``*_KERNELS`` groups) and the package's code, except ``allowed``, are refused with
+      ``rule``; ``loop_free()`` gives a small and a large case, and the answer's steps may not grow between them.
+    - ``done``: the correct verdict's detail (``{n}``: the number of cases), or a function of the first case.
     """
 
     name: str
     reference: Callable[..., Any]
-    cases: Callable[[], Sequence[tuple]]
+    cases: Callable[..., Sequence[tuple]]
     hint: str
     describe: Callable[..., str] = lambda number, total, *case: ""
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
-    done: str = " on all {n} hidden cases"
+    done: str | Callable[..., str] = " on all {n} hidden cases"
     returned_none: str = "return the result"
     forbidden: frozenset = frozenset()
     rule: str = "the exercise asks you to write this yourself, from the operations the lesson shows"
@@ -451,33 +487,34 @@ class Exercise:
     differ: Callable[[Any, Any], str | None] | None = None
     value: bool = False
 
-    def check(self, candidate) -> bool:
+    def check(self, candidate, *given, **options) -> bool:
         """Judge ``candidate`` on every hidden case; print the verdict and return it. Never raises."""
         if candidate is None:
             return not_answered(self.name)
-        right = self.judge(candidate)
-        return bool(right) and correct(self.name, self.done.format(n=right))
+        cases = self.judge(candidate, *given, **options)
+        done = (self.done(*cases[0]) if callable(self.done) else self.done.format(n=len(cases))) if cases else ""
+        return bool(cases) and correct(self.name, done)
 
-    def judge(self, candidate) -> int:
-        """:meth:`check` without the "correct" line: the number of hidden cases when the answer is right on all of
-        them, else 0 after printing the "not yet" verdict."""
+    def judge(self, candidate, *given, **options) -> list[tuple]:
+        """:meth:`check` without the "correct" line: the hidden cases when the answer is right on all of them, else
+        an empty list after printing the "not yet" verdict."""
         try:
-            return self._judge(candidate)
+            cases = list(self.cases(*given, **options))
+            return cases if self._judge(candidate, cases) else []
         except Exception as error:  # a check must never raise, whatever the answer does
-            return not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+            not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+            return []
 
-    def _judge(self, candidate) -> int:
+    def _judge(self, candidate, cases: list[tuple]) -> int:
         if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
         differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
-        cases = list(self.cases())
         with torch.no_grad():  # every reference first, on copies the answer never sees
             references = [plain(self.reference(*_copy(case))) for case in cases]
         for number, (case, expected) in enumerate(zip(cases, references, strict=True), start=1):
             where = self.describe(number, len(cases), *case)
-            if self.value:
-                answer, problem, hint = candidate, None, ""
-            else:
+            answer, problem, hint = candidate, None, ""
+            if not self.value:
                 answer, problem, hint, _ = self._run(candidate, case, where)
             if problem is None and answer is None:
                 problem, hint = f"your function returned None {where}", self.returned_none
@@ -509,21 +546,20 @@ class Exercise:
                     return not_yet(self.name, problem, hint)
                 counts.append(trace.operations + trace.lines)
             if counts[1] > counts[0]:
-                return not_yet(
-                    self.name,
-                    f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one: it loops "
-                    "over the entries in Python",
-                    self.rule,
-                )
+                steps = f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one"
+                return not_yet(self.name, f"{steps}: it loops over the entries in Python", self.rule)
         return len(cases)
 
     def _run(self, candidate, case: tuple, where: str):
         """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
         nothing in the way it ran is wrong."""
-        _warm_up()
+        if not _WARM:  # torch imports parts of itself on a mode's first use (torch._dynamo wraps manual_seed)
+            with Trace():
+                torch.ones(1).softmax(0)
+            _WARM.append(True)
         given = _copy(self.arguments(*case) if self.arguments is not None else case)
         originals = [(i, arg.clone()) for i, arg in enumerate(given) if isinstance(arg, _Tensor)]
-        snapshot = _snapshot()
+        snapshot = [(namespace, dict(vars(namespace))) for namespace in _namespaces()]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
@@ -531,25 +567,35 @@ class Exercise:
                 result = self.run(candidate, *given) if self.run is not None else candidate(*given)
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
-        except Exception as error:  # the reader's code: report any failure instead of a traceback
+        except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
             message = " ".join(str(error).split())
             problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
             hint = self.hint
         changed = _restore(snapshot)
-        if changed:
-            return None, f"your code changes torch itself ({changed[0]})", "leave torch as it is", trace
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
-        if trace.package:  # even when it then failed: that is what the answer reached for
-            return None, f"your code runs the package's {trace.package[0]} {where}", self.rule, trace
-        if forbidden:
-            return None, f"your code runs PyTorch's {forbidden[0]} kernel {where}", self.rule, trace
-        if problem is not None:
-            return None, problem, hint, trace
-        for index, original in originals:
-            if not _same(plain(given[index]), original):
-                label = _argument_name(candidate, index)
-                return None, f"your function changed its input {label} in place {where}", self.in_place_hint, trace
-        return result, None, "", trace
+        library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
+        if changed:
+            what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "Python or the checks"
+            problem, hint = f"your code changes {what} ({changed[0]})", "leave torch, Python and the checks as they are"
+        elif trace.elsewhere:
+            first = min(trace.elsewhere, key=lambda what: not what.startswith("starts"))  # the thread, not its setup
+            problem, hint = f"your code {first} {where}", ELSEWHERE_HINT
+        elif trace.package:  # even when it then failed: that is what the answer reached for
+            problem, hint = f"your code runs the package's {trace.package[0]} {where}", self.rule
+        elif forbidden or library:
+            what = f"PyTorch's {forbidden[0]} kernel" if forbidden else library[0]
+            problem, hint = f"your code runs {what} {where}", self.rule
+        if problem is None:
+            for index, original in originals:
+                if not _same(plain(given[index]), original):
+                    label = _argument_name(candidate, index)
+                    problem = f"your function changed its input {label} in place {where}"
+                    hint = self.in_place_hint
+                    break
+        return (result if problem is None else None), problem, hint, trace
+
+
+_WARM: list = []
 
 
 def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:
@@ -567,20 +613,3 @@ def _argument_name(candidate, index: int) -> str:
         return list(inspect.signature(candidate).parameters)[index]
     except (TypeError, ValueError, IndexError):
         return f"argument {index + 1}"
-
-
-def check_function(
-    name: str, candidate: Callable | None, reference: Callable, cases: Iterable[Sequence], hint: str, atol: float = 1e-4
-) -> bool:
-    """Call the reader's ``candidate`` and the checked ``reference`` on each case (a tuple of positional arguments)
-    and compare the results. Prints the verdict; returns it."""
-    cases = [tuple(case) for case in cases]
-    return Exercise(
-        name,
-        reference,
-        lambda: cases,
-        hint,
-        describe=lambda number, total, *case: f"on case {number} of {total}",
-        done=" on all {n} cases",
-        atol=atol,
-    ).check(candidate)

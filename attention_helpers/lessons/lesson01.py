@@ -1,10 +1,6 @@
-"""Checks for lesson 01 (embeddings and dot products): the reader's matrix of cosine similarities, each token's
-most similar other token, and what scaling every embedding does to dot products and cosines.
-
-The references come from PyTorch's ``cosine_similarity``; the hidden inputs are random ``(num_tokens, d)``
-tensors with odd ``num_tokens != d`` and rows of very different lengths, so that ranking by dot product and by
-cosine disagree.
-"""
+"""Lesson 01's checks: a matrix of cosine similarities, each token's most similar other token, and what scaling
+every embedding does to dot products and cosines (hidden rows of very different lengths, so that ranking by dot
+product and by cosine disagree)."""
 
 from __future__ import annotations
 
@@ -15,20 +11,6 @@ from .._checks import shape_str
 from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 101
-
-COSINE_HINT = (
-    "the cosine of two rows is their dot product divided by both of their lengths: once every row is divided by its "
-    "own length, one matrix product gives every pair (reread 'Scores for every pair')"
-)
-COSINE_RULE = (
-    "the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of rows "
-    "at once (reread 'Scores for every pair')"
-)
-NEAREST_HINT = (
-    "rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out of "
-    "the running before picking each row's best (reread 'Exercise 1')"
-)
-
 IN_PLACE_HINT = "the caller's embeddings must stay as they were: build new tensors rather than writing into x"
 
 
@@ -42,15 +24,13 @@ def _hidden_inputs(generator: torch.Generator) -> list[torch.Tensor]:
     inputs = []
     for n, d in ((7, 4), (5, 9), (11, 3), (1, 5)):
         directions = torch.randn(n, d, generator=generator)
-        lengths = 0.2 + 5 * torch.rand(n, 1, generator=generator)
-        inputs.append(directions / directions.norm(dim=-1, keepdim=True) * lengths)
+        inputs.append(F.normalize(directions, dim=-1) * (0.2 + 5 * torch.rand(n, 1, generator=generator)))
     return inputs
 
 
 def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one hidden input."""
-    lengths = x.norm(dim=-1, keepdim=True)
-    d = x.shape[1]
+    lengths, d = x.norm(dim=-1, keepdim=True), x.shape[1]
+    by_column = x / x.norm(dim=0, keepdim=True)
     return [
         Mistake(
             lambda answer: f"your matrix has shape {shape_str(answer.shape)}, one row and column per coordinate",
@@ -71,43 +51,37 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake(
             "you divided by the length of each column (dim=0)",
             "a token's length is the norm of its row, taken along the last dimension",
-            (x / x.norm(dim=0, keepdim=True)) @ (x / x.norm(dim=0, keepdim=True)).T,
+            by_column @ by_column.T,
         ),
     ]
 
 
-COSINE = Exercise(
+# ``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities, without a loop.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=cosine_matrix_reference,
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED))],
-    hint=COSINE_HINT,
+    hint="the cosine of two rows is their dot product divided by both of their lengths: once every row is divided by "
+    "its own length, one matrix product gives every pair (reread 'Scores for every pair')",
     describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_cosine_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return the matrix",
     in_place_hint=IN_PLACE_HINT,
-    rule=COSINE_RULE,
+    rule="the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of "
+    "rows at once (reread 'Scores for every pair')",
     loop_free=lambda: [(torch.randn(n, 4, generator=hidden_generator(SEED + 9)),) for n in (3, 40)],
-)
-
-
-# ``cosine_matrix(x)``: ``(num_tokens, d)`` -> ``(num_tokens, num_tokens)`` cosine similarities.
-exercise_1 = COSINE.check
+).check
 
 
 def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
-    """``(num_tokens,)`` index of each row's most similar *other* row by cosine similarity (loops, the obvious
-    way); needs ``num_tokens >= 2``."""
+    """``(num_tokens,)`` index of each row's most similar *other* row (loops, the obvious way)."""
     cosines = cosine_matrix_reference(x)
-    best = []
-    for i in range(len(x)):
-        others = [j for j in range(len(x)) if j != i]
-        best.append(max(others, key=lambda j: cosines[i, j].item()))
-    return torch.tensor(best)
+    others = [[j for j in range(len(x)) if j != i] for i in range(len(x))]
+    return torch.tensor([max(row, key=lambda j, i=i: cosines[i, j].item()) for i, row in enumerate(others)])
 
 
 def _as_indices(answer) -> torch.Tensor:
-    """The answer as a tensor of int64 indices; :class:`WrongFormError` for floats, bools or no indices at all."""
     try:
         indices = torch.as_tensor(answer)
     except (TypeError, ValueError, RuntimeError):
@@ -115,14 +89,12 @@ def _as_indices(answer) -> torch.Tensor:
     if indices is None or indices.is_floating_point() or indices.dtype == torch.bool:
         got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
         raise WrongFormError(
-            f"expected integer indices, got {got}",
-            "return the indices themselves, as a tensor (or a list) of integers",
+            f"expected integer indices, got {got}", "return the indices themselves, as a tensor (or a list) of integers"
         )
     return indices.long()
 
 
 def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 2 on one hidden input."""
     return [
         Mistake(
             lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
@@ -147,38 +119,33 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
     ]
 
 
-def _wrong_indices(answer: torch.Tensor, expected: torch.Tensor) -> str | None:
-    if answer.shape != expected.shape:
-        return f"expected {len(expected)} indices, got shape {shape_str(answer.shape)}"
-    wrong = int((answer != expected).sum())
-    return f"{wrong} of {len(expected)} indices are wrong" if wrong else None
-
-
-NEAREST = Exercise(
+# ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=most_similar_reference,
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2],
-    hint=NEAREST_HINT,
+    hint="rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out "
+    "of the running before picking each row's best (reread 'Exercise 1')",
     describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_nearest_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return one index per token",
     in_place_hint=IN_PLACE_HINT,
     convert=_as_indices,
-    differ=_wrong_indices,
-)
-
-
-# ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
-exercise_2 = NEAREST.check
-
+    differ=lambda answer, expected: (
+        f"expected {len(expected)} indices, got shape {shape_str(answer.shape)}"
+        if answer.shape != expected.shape
+        else f"{int((answer != expected).sum())} of {len(expected)} indices are wrong"
+        if (answer != expected).any()
+        else None
+    ),
+).check
 
 SCALE_HINT = "a · b adds the products a_k b_k, and each of them gets a factor c from a and one from b"
 
 
 def _scale_factors_reference(c: float) -> tuple[float, float]:
-    """(the mean factor by which the dot products change, the one for the cosines), measured on a hidden input
-    whose every embedding is multiplied by ``c``."""
+    """(the mean factor by which the dot products change, the cosines') when every hidden embedding is times ``c``."""
     x = _hidden_inputs(hidden_generator(SEED + 2))[0].double()
     dots = ((c * x) @ (c * x).T / (x @ x.T)).mean().item()
     return dots, (cosine_matrix_reference(c * x) / cosine_matrix_reference(x)).mean().item()
@@ -193,8 +160,6 @@ def _two_numbers(answer) -> tuple[float, float]:
 
 
 def _scale_mistakes(c: float) -> list[Mistake]:
-    """The named mistakes of exercise 3 for the factor ``c``: the dot products' factor (item 0) first, then the
-    cosines'."""
     dots, cosines = _scale_factors_reference(c)
     return [
         Mistake("the dot products do not change by c", SCALE_HINT, c, item=0),
@@ -213,7 +178,9 @@ def _scale_mistakes(c: float) -> list[Mistake]:
     ]
 
 
-SCALE = Exercise(
+# ``scale_factors(c)`` -> (the factor by which every dot product changes, the one for every cosine) when every
+# embedding is multiplied by ``c != 0``; judged by the experiment.
+exercise_3 = Exercise(
     "Exercise 3",
     reference=_scale_factors_reference,
     cases=lambda: [(c,) for c in (3.0, 0.5, -2.0, -1.0)],
@@ -224,9 +191,4 @@ SCALE = Exercise(
     returned_none="return a pair of numbers",
     convert=_two_numbers,
     atol=1e-6,
-)
-
-
-# ``scale_factors(c)`` -> (the factor by which every dot product changes, the factor by which every cosine similarity
-# changes) when every embedding is multiplied by the number ``c != 0``. Judged by the experiment.
-exercise_3 = SCALE.check
+).check

@@ -1,8 +1,5 @@
-"""Checks for lesson 02 (softmax and context vectors): the reader's stable softmax with a temperature, context
-vectors for a batch of sequences, and a prediction about shifted and scaled scores.
-
-References: the package's :func:`~attention_helpers.functional.softmax_stable`, on hidden scores of several
-shapes that overflow ``exp`` (scores in the hundreds), hold ``-inf`` entries, and have one row far below another.
+"""Lesson 02's checks: a stable softmax with a temperature, context vectors for a batch, and a prediction about
+shifted and scaled scores (hidden scores that overflow ``exp``, hold ``-inf``, and have one row far below another).
 """
 
 from __future__ import annotations
@@ -14,20 +11,6 @@ from ..functional import softmax_stable
 from . import ATTENTION_KERNELS, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
-
-SOFTMAX_HINT = (
-    "divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
-    "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')"
-)
-SOFTMAX_RULE = (
-    "the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
-    "PyTorch's (reread 'Softmax')"
-)
-CONTEXT_HINT = (
-    "within each sequence: the dot products of every pair of tokens, a softmax over the keys for each query, then "
-    "each query's weighted sum of the token vectors; the transpose must swap only the last two axes of a batch "
-    "(reread 'All six context vectors at once')"
-)
 ATTENTION_RULE = (
     "the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
     "attention (reread 'All six context vectors at once')"
@@ -41,23 +24,14 @@ def _softmax_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, int, 
     with_inf = 4 * torch.randn(3, 9, generator=generator)
     with_inf[0, 2] = with_inf[2, 5] = with_inf[2, 0] = float("-inf")
     cube = 50 * torch.randn(2, 5, 3, generator=generator)
-    return [
-        (big, -1, 1.0),
-        (big, 0, 1.0),
-        (with_inf, -1, 1.0),
-        (big, -1, 0.5),
-        (with_inf, 1, 3.0),
-        (cube, 1, 2.0),
-        (cube, -1, 0.25),
-    ]
+    cases = [(big, -1, 1.0), (big, 0, 1.0), (with_inf, -1, 1.0), (big, -1, 0.5), (with_inf, 1, 3.0), (cube, 1, 2.0)]
+    return [*cases, (cube, -1, 0.25)]
 
 
 def _softmax_mistakes(x, dim, temperature):
-    """The named mistakes of exercise 1 on one hidden case."""
     scaled = x / temperature
-    global_shift = torch.exp(scaled - scaled.max())
+    global_shift, naive = torch.exp(scaled - scaled.max()), torch.exp(scaled)
     other_dim = 0 if dim in (-1, x.dim() - 1) else -1
-    naive = torch.exp(scaled)
     return [
         Mistake(
             "your output holds nan: exp of a large score overflows to inf, and inf / inf is nan",
@@ -89,43 +63,29 @@ def _softmax_mistakes(x, dim, temperature):
             "divide by the sum of the exponentials along dim",
             torch.exp(scaled - scaled.amax(dim=dim, keepdim=True)),
         ),
-        Mistake(  # the expected weights hold no nan here
-            "your output holds nan",
-            SOFTMAX_HINT,
-            matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
-        ),
     ]
 
 
-SOFTMAX = Exercise(
+# ``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda x, dim, temperature: softmax_stable(x / temperature, dim),
     cases=lambda: _softmax_cases(hidden_generator(SEED)),
-    hint=SOFTMAX_HINT,
+    hint="divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
+    "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')",
     describe=lambda number, total, x, dim, temperature: (
         f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
     ),
     mistakes=_softmax_mistakes,
     returned_none="return the weights",
     forbidden=SOFTMAX_KERNELS | ATTENTION_KERNELS,
-    rule=SOFTMAX_RULE,
+    rule="the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
+    "PyTorch's (reread 'Softmax')",
     atol=1e-5,
-)
-
-
-# ``my_softmax(x, dim, temperature)``: softmax(x / temperature) along ``dim``, stable for large scores.
-exercise_1 = SOFTMAX.check
-
-
-def context_vectors_reference(x: torch.Tensor) -> torch.Tensor:
-    """``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``: each token's weighted mix of all tokens, with
-    dot-product scores and a softmax over the keys."""
-    weights = softmax_stable(x @ x.transpose(-2, -1), dim=-1)
-    return weights @ x
+).check
 
 
 def _context_mistakes(x):
-    """The named mistakes of exercise 2 on one hidden batch."""
     scores = x @ x.transpose(-2, -1)
     return [
         Mistake(
@@ -153,51 +113,50 @@ def _context_mistakes(x):
     ]
 
 
-CONTEXT = Exercise(
+# ``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``.
+exercise_2 = Exercise(
     "Exercise 2",
-    reference=context_vectors_reference,
+    reference=lambda x: softmax_stable(x @ x.transpose(-2, -1), dim=-1) @ x,
     cases=lambda: [
-        (torch.randn(b, n, d, generator=generator),)
+        (torch.randn(shape, generator=generator),)
         for generator in [hidden_generator(SEED + 1)]
-        for b, n, d in ((1, 7, 4), (3, 5, 2), (2, 9, 5))
+        for shape in ((1, 7, 4), (3, 5, 2), (2, 9, 5))
     ],
-    hint=CONTEXT_HINT,
+    hint="within each sequence: the dot products of every pair of tokens, a softmax over the keys for each query, "
+    "then each query's weighted sum of the token vectors; the transpose must swap only the last two axes of a batch "
+    "(reread 'All six context vectors at once')",
     describe=lambda number, total, x: f"on a hidden batch of shape {shape_str(x.shape)}",
     mistakes=_context_mistakes,
     done=" on all {n} hidden batches",
     returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
     rule=ATTENTION_RULE,
-)
-
-
-# ``context_vectors(x)``: ``(batch, num_tokens, d)`` -> ``(batch, num_tokens, d)``.
-exercise_2 = CONTEXT.check
-
-
-def _describe(new: torch.Tensor, old: torch.Tensor) -> str:
-    if torch.allclose(new, old, atol=1e-6):
-        return "same"
-    return "sharper" if new.max() > old.max() else "flatter"
+).check
 
 
 def _predictions_reference() -> tuple[str, str, str]:
     """What scores + 10, scores * 10 and scores / 10 do to the weights of hidden scores, by experiment."""
     scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
     weights = softmax_stable(scores)
-    return tuple(_describe(softmax_stable(changed), weights) for changed in (scores + 10, scores * 10, scores / 10))
 
+    def describe(new):
+        return (
+            "same" if torch.allclose(new, weights, atol=1e-6) else "sharper" if new.max() > weights.max() else "flatter"
+        )
 
-_WORDS = ("same", "sharper", "flatter")
+    return tuple(describe(softmax_stable(changed)) for changed in (scores + 10, scores * 10, scores / 10))
 
 
 def _three_words(answer) -> tuple:
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or any(a not in _WORDS for a in answer):
+    words = ("same", "sharper", "flatter")
+    if isinstance(answer, (tuple, list)):
+        answer = tuple(a.strip().lower() if isinstance(a, str) else a for a in answer)
+    if not isinstance(answer, tuple) or len(answer) != 3 or any(a not in words for a in answer):
         raise WrongFormError(
-            f"expected a tuple of three words, each one of {', '.join(_WORDS)}; got {answer!r}",
+            f"expected a tuple of three words, each one of {', '.join(words)}; got {answer!r}",
             'for example ("flatter", "same", "sharper")',
         )
-    return tuple(answer)
+    return answer
 
 
 # (what changes the scores, hint) for each of the three predictions
@@ -206,33 +165,22 @@ _CHANGES = (
         "adding 10 to every score",
         "softmax only sees the differences between scores: exp(x + 10) = exp(x) * exp(10), and the factor cancels",
     ),
-    (
-        "multiplying every score by 10",
-        "multiplying by 10 is a temperature of 0.1: every difference between scores grows tenfold",
-    ),
-    (
-        "dividing every score by 10",
-        "dividing by 10 is a temperature of 10: every difference between scores shrinks tenfold",
-    ),
+    ("multiplying every score by 10", "multiplying by 10 is a temperature of 0.1: every difference grows tenfold"),
+    ("dividing every score by 10", "dividing by 10 is a temperature of 10: every difference shrinks tenfold"),
 )
 
-PREDICTIONS = Exercise(
+# ``answer``: three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10, judged by
+# running the experiment on hidden scores.
+exercise_3 = Exercise(
     "Exercise 3",
     reference=_predictions_reference,
     cases=lambda: [()],
     hint="softmax only sees the differences between scores; a factor on every score acts as a temperature",
     mistakes=lambda: [
-        Mistake(
-            lambda answer, i=item, change=change: f'{change} does not make the weights "{answer[i]}"', hint, item=item
-        )
-        for item, (change, hint) in enumerate(_CHANGES)
+        Mistake(lambda answer, i=i, change=change: f'{change} does not make the weights "{answer[i]}"', hint, item=i)
+        for i, (change, hint) in enumerate(_CHANGES)
     ],
     done="",
     convert=_three_words,
     value=True,
-)
-
-
-# ``answer``: a tuple of three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10,
-# judged by running the experiment on hidden scores.
-exercise_3 = PREDICTIONS.check
+).check

@@ -1,10 +1,6 @@
-"""Checks for lesson 03 (trainable query, key and value): the reader's scaled dot-product self-attention from
-three weight matrices, and a formula for the spread of ``q · k`` and the temperature that undoes it.
-
-The reference attention is the package's tested
-:func:`~attention_helpers.functional.attention_with_weights`. Hidden inputs have ``d_in``, the key width
-``d_k`` and the value width ``d_v`` all different, odd numbers of tokens, and a batch of 1 and of 3.
-"""
+"""Lesson 03's checks: scaled dot-product self-attention from three weight matrices (hidden inputs with d_in, d_k
+and d_v all different, odd lengths, batches of 1 and 3), and the spread of ``q · k`` with the temperature that undoes
+it."""
 
 from __future__ import annotations
 
@@ -18,18 +14,8 @@ from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, compare, hid
 
 SEED = 303
 
-ATTENTION_HINT = (
-    "project the inputs into queries, keys and values; score every query against every key; scale by the square "
-    "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')"
-)
-ATTENTION_RULE = (
-    "the exercise asks you to compute the scores, softmax and weighted sum of the values yourself, not to call a "
-    "ready-made attention (reread 'A self-attention module')"
-)
-
 
 def _attention_cases(generator: torch.Generator):
-    """(x, W_query, W_key, W_value): d_in = 5, d_k = 4, d_v = 3; a single sequence, a batch of 1, a batch of 3."""
     d_in, d_k, d_v = 5, 4, 3
     cases = []
     for shape in ((7, d_in), (1, 9, d_in), (3, 5, d_in)):
@@ -40,7 +26,6 @@ def _attention_cases(generator: torch.Generator):
 
 
 def _mistakes(x, W_query, W_key, W_value):
-    """The named mistakes of exercise 1 on one hidden input."""
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
     scores = queries @ keys.transpose(-2, -1)
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
@@ -49,11 +34,6 @@ def _mistakes(x, W_query, W_key, W_value):
         return torch.softmax(scaled_scores, dim=dim) @ by
 
     return [
-        Mistake(
-            "your function returned a pair",
-            "return only the context vectors",
-            matches=lambda answer: isinstance(answer, tuple) and len(answer) == 2,
-        ),
         Mistake(
             "your output has the input's width: you mixed the inputs, not the values",
             "the weights mix the values, the inputs projected by W_value, not the inputs themselves",
@@ -84,11 +64,13 @@ def _mistakes(x, W_query, W_key, W_value):
     ]
 
 
-SELF_ATTENTION = Exercise(
+# ``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda x, W_query, W_key, W_value: attention_with_weights(x @ W_query, x @ W_key, x @ W_value)[0],
     cases=lambda: _attention_cases(hidden_generator(SEED)),
-    hint=ATTENTION_HINT,
+    hint="project the inputs into queries, keys and values; score every query against every key; scale by the square "
+    "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')",
     describe=lambda number, total, x, *weights: (
         f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
     ),
@@ -96,16 +78,12 @@ SELF_ATTENTION = Exercise(
     done=" on all {n} hidden inputs, one of them a batch of 1",
     returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
-    rule=ATTENTION_RULE,
-)
-
-
-# ``self_attention(x, W_query, W_key, W_value)``: ``(..., num_tokens, d_in)`` -> ``(..., num_tokens, d_v)``.
-exercise_1 = SELF_ATTENTION.check
+    rule="the exercise asks you to compute the scores, softmax and weighted sum of the values yourself, not to call "
+    "a ready-made attention (reread 'A self-attention module')",
+).check
 
 
 def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
-    """The standard deviation of 20,000 dot products of random queries and keys whose entries have spread std."""
     return std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item()
 
 
@@ -116,7 +94,6 @@ SPREAD_HINT = (
 
 
 def _spread_cases() -> list[tuple[int, float, float]]:
-    """(d_k, std, the measured spread of q · k) for hidden widths and spreads."""
     generator = hidden_generator(SEED + 1)
     widths_and_spreads = ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
     return [(d_k, std, _measured_spread(d_k, std, generator)) for d_k, std in widths_and_spreads]
@@ -132,12 +109,11 @@ def _spread_pair(answer) -> tuple[float, float]:
 
 
 def _within_measurement(answer: tuple[float, float], expected: tuple[float, float]) -> str | None:
-    """Both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)."""
+    # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
     return compare(answer, expected, atol=0.05 * expected[0])
 
 
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
-    """The named mistakes of exercise 2 for one width and spread: the spread's (item 0) first, then T's."""
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
         Mistake(
@@ -164,7 +140,10 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     ]
 
 
-SPREAD = Exercise(
+# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that brings the
+# spread of ``q · k / T`` back to 1) for ``d_k`` independent entries of mean 0 and spread ``std``; judged against a
+# measurement on random vectors.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda d_k, std, measured: (measured, measured),
     cases=_spread_cases,
@@ -176,10 +155,5 @@ SPREAD = Exercise(
     returned_none="return a pair (spread, T)",
     convert=_spread_pair,
     differ=_within_measurement,
-)
-
-
-# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that brings the
-# spread of ``q · k / T`` back to 1), for queries and keys of ``d_k`` independent entries with mean 0 and standard
-# deviation ``std``. Judged against a measurement on random vectors.
-exercise_2 = SPREAD.check
+    allowed=(random_dot_products,),  # a measurement with the lesson's sampler is an answer too
+).check

@@ -1,12 +1,9 @@
-"""Checks for lesson 04 (causal attention): the reader's sliding-window mask, and attention that uses it.
-
-A sliding window of width ``w`` lets token ``i`` see itself and the ``w - 1`` tokens before it: keys
-``i - w + 1 .. i``. The reference mask is written here with plain loops, straight from that sentence, and the
-reference attention is the package's tested :func:`~attention_helpers.functional.attention_with_weights`
-with that mask. Hidden inputs have odd lengths, a batch of 1, and ``d_k != d_v``.
-"""
+"""Lesson 04's checks: a sliding-window mask (token ``i`` sees keys ``i - w + 1 .. i``), attention that uses it
+(hidden inputs of odd lengths, a batch of 1, ``d_k != d_v``), and which rows change when two tokens swap."""
 
 from __future__ import annotations
+
+import numbers
 
 import torch
 
@@ -20,28 +17,15 @@ MASK_HINT = (
     "a key is hidden from a query when it lies in the query's future, or more than window - 1 positions before it "
     "(reread 'Method B: fill the hidden scores with -inf, then softmax')"
 )
-ATTENTION_HINT = (
-    "scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then the "
-    "weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')"
-)
-ATTENTION_RULE = (
-    "the exercise asks you to compute the scores, mask, softmax and weighted sum yourself, not to call a "
-    "ready-made attention (reread 'Method B')"
-)
 
 
 def window_mask_loops(num_tokens: int, window: int) -> torch.Tensor:
     """The reference: ``(num_tokens, num_tokens)`` bool, True where key j is hidden from query i."""
-    mask = torch.zeros(num_tokens, num_tokens, dtype=torch.bool)
-    for i in range(num_tokens):  # query
-        for j in range(num_tokens):  # key
-            sees = i - window + 1 <= j <= i  # itself and the window - 1 tokens before it
-            mask[i, j] = not sees
-    return mask
+    # query i sees key j when j is itself or one of the window - 1 tokens before it
+    return torch.tensor([[not i - window + 1 <= j <= i for j in range(num_tokens)] for i in range(num_tokens)])
 
 
 def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
-    """(num_tokens, window) pairs: odd lengths; windows of 1, 2, a middle one, the length, and beyond it."""
     cases = []
     for _ in range(2):
         n = 2 * int(torch.randint(3, 7, (1,), generator=generator)) + 1  # 7 to 13, odd
@@ -51,47 +35,37 @@ def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
 
 
 def _mask_mistakes(n: int, window: int) -> list[Mistake]:
-    """The named mistakes of exercise 1 for ``n`` tokens and a window of ``window``."""
     expected = window_mask_loops(n, window)
     keys = f"{window} key{'s' if window > 1 else ''}"
 
     def equal_as_bool(wrong):
         return lambda answer: torch.equal(answer.detach().bool(), wrong) and not torch.equal(wrong, expected)
 
+    too = "each token sees itself and the window - 1 tokens before it, window keys in all: count the diagonals again"
     variants = [
         (
             ~expected,
             "your mask is True where a key may be seen",
             "True must mark the keys to hide (as in ah.causal_mask)",
         ),
-        (
-            causal_mask(n),
-            "your mask hides only the future",
-            "also hide the keys more than window - 1 positions back",
-        ),
+        (causal_mask(n), "your mask hides only the future", "also hide the keys more than window - 1 positions back"),
         (
             expected & expected.T,
             "your mask lets a token see later tokens",
             "the future must stay hidden: True wherever j > i",
         ),
         (expected.T, "your mask is transposed (rows must be queries, columns keys)", MASK_HINT),
-    ]
-    for off, size in ((1, "wide"), (-1, "narrow")):
-        if window + off >= 1:
-            variants.append(
-                (
-                    window_mask_loops(n, window + off),
-                    f"your window is one token too {size} (each token should see {keys})",
-                    "each token sees itself and the window - 1 tokens before it, window keys in all: count the "
-                    "diagonals again",
-                )
+        *[
+            (
+                window_mask_loops(n, window + off),
+                f"your window is one token too {size} (each token should see {keys})",
+                too,
             )
+            for off, size in ((1, "wide"), (-1, "narrow"))
+            if window + off >= 1
+        ],
+    ]
     return [
-        Mistake(
-            lambda answer: f"expected a tensor, got {type(answer).__name__}",
-            "return a torch tensor",
-            matches=lambda answer: not isinstance(answer, torch.Tensor),
-        ),
         Mistake(
             lambda answer: f"your mask has shape {shape_str(answer.shape)}, expected {shape_str(expected.shape)}",
             "one row per query and one column per key",
@@ -99,16 +73,15 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
         ),
         *(Mistake(problem, hint, matches=equal_as_bool(wrong)) for wrong, problem, hint in variants),
         Mistake(
-            lambda answer: (
-                f"the values are right but the dtype is {answer.dtype}, expected torch.bool (convert with .bool())"
-            ),
+            lambda answer: f"the values are right but the dtype is {answer.dtype}, expected torch.bool",
             "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()",
             matches=lambda answer: answer.dtype != torch.bool and torch.equal(answer.detach().bool(), expected),
         ),
     ]
 
 
-WINDOW_MASK = Exercise(
+# ``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=window_mask_loops,
     cases=lambda: _mask_cases(hidden_generator(SEED)),
@@ -117,16 +90,10 @@ WINDOW_MASK = Exercise(
     mistakes=_mask_mistakes,
     done=" for {n} hidden lengths and windows, from 1 to beyond the length",
     returned_none="return the mask",
-)
-
-
-# ``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden.
-exercise_1 = WINDOW_MASK.check
+).check
 
 
 def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-    """(queries, keys, values, window): batch sizes 1 and 3, odd lengths, d_k != d_v, scores large enough
-    that scaling and masking show."""
     cases = []
     for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8)):
         d_k, d_v = 6, 5
@@ -142,17 +109,11 @@ def _reference_attention(queries, keys, values, mask):
 
 
 def _wrong_attentions(queries, keys, values, window):
-    """The named mistakes of exercise 2 on one hidden case."""
     n, d_k = queries.shape[-2], queries.shape[-1]
     mask = window_mask_loops(n, window)
     scores = queries @ keys.transpose(-2, -1)
     weights_after = torch.softmax(scores / d_k**0.5, dim=-1).masked_fill(mask, 0.0)
     return [
-        Mistake(
-            "your function returned a pair",
-            "return only the context vectors",
-            matches=lambda answer: isinstance(answer, tuple) and len(answer) == 2,
-        ),
         Mistake(
             "your output holds nan",
             "a row of only -inf scores gives nan: check that every token sees at least itself",
@@ -191,25 +152,24 @@ def _wrong_attentions(queries, keys, values, window):
     ]
 
 
-WINDOWED_ATTENTION = Exercise(
+# ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda queries, keys, values, window: _reference_attention(
         queries, keys, values, window_mask_loops(queries.shape[-2], window)
     ),
     cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
-    hint=ATTENTION_HINT,
+    hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
+    "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
     describe=lambda number, total, queries, keys, values, window: (
         f"on hidden case {number} (batch {values.shape[0]}, {values.shape[1]} tokens, window {window})"
     ),
     mistakes=_wrong_attentions,
     returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
-    rule=ATTENTION_RULE,
-)
-
-
-# ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
-exercise_2 = WINDOWED_ATTENTION.check
+    rule="the exercise asks you to compute the scores, mask, softmax and weighted sum yourself, not to call a "
+    "ready-made attention (reread 'Method B')",
+).check
 
 
 SWAP_HINT = (
@@ -239,12 +199,22 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
 
 def _row_list(answer) -> list[int]:
     try:
-        return sorted(int(r) for r in answer)
-    except (TypeError, ValueError):
-        raise WrongFormError(f"expected a list of row indices, got {type(answer).__name__}", SWAP_HINT) from None
+        rows = [r.item() if isinstance(r, torch.Tensor) else r for r in answer]
+    except (TypeError, ValueError, RuntimeError):
+        rows = None
+    integers = rows is not None and all(isinstance(r, numbers.Integral) and not isinstance(r, bool) for r in rows)
+    if not isinstance(answer, (list, tuple, torch.Tensor)) or not integers:
+        kinds = sorted({type(r).__name__ for r in rows or ()})
+        got = ", ".join(kinds) if isinstance(answer, (list, tuple, torch.Tensor)) and kinds else type(answer).__name__
+        raise WrongFormError(f"expected a list of row indices (ints), got {got}", SWAP_HINT)
+    if rows != sorted(rows):
+        raise WrongFormError("the rows are not in increasing order", "list the rows in increasing order")
+    return [int(r) for r in rows]
 
 
-SWAP = Exercise(
+# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
+# places. Judged against the experiment, run on a random ``CausalAttention``.
+exercise_3 = Exercise(
     "Exercise 3",
     reference=lambda n, i, j, rows: rows,
     cases=_swap_cases,
@@ -268,9 +238,4 @@ SWAP = Exercise(
     returned_none="return a list of row indices",
     convert=_row_list,
     differ=lambda answer, expected: None if answer == expected else "that is not the list of rows that change",
-)
-
-
-# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
-# places. Judged against the experiment, run on a random ``CausalAttention``.
-exercise_3 = SWAP.check
+).check

@@ -1,11 +1,6 @@
-"""Checks for lesson 05 (dropout): the reader's own dropout function, and the expected number of attention
-rows that dropout empties.
-
-The reader's dropout draws its masks from torch's global generator; the check seeds it inside
-``torch.random.fork_rng``, so the verdict repeats and the reader's own random state is left as it was.
-Dropout is judged by properties that hold for every mask (each entry is 0 or ``x / (1 - p)``, a fraction
-near ``p`` dropped, a new mask at each call), never by one particular mask, which differs across platforms.
-"""
+"""Lesson 05's checks: dropout, judged by properties that hold for every mask (each entry 0 or ``x / (1 - p)``, a
+fraction near ``p`` dropped independently, a new mask at each call, torch's seed repeating it), never by one mask;
+and the expected number of causal attention rows dropout empties."""
 
 from __future__ import annotations
 
@@ -47,15 +42,8 @@ def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)
     large = _hidden_tensor(generator, 6, 101, 97)
-    return [
-        (large, 0.3, True, 1),
-        (large, 0.75, True, 2),
-        (large, 0.5, True, 3),
-        (small, 0.2, True, 4),
-        (small, 0.4, False, 5),
-        (small, 0.0, True, 6),
-        (small, 1.0, True, 7),
-    ]
+    training = [(large, 0.3, True, 1), (large, 0.75, True, 2), (large, 0.5, True, 3), (small, 0.2, True, 4)]
+    return [*training, (small, 0.4, False, 5), (small, 0.0, True, 6), (small, 1.0, True, 7)]
 
 
 def _describe_dropout(number, total, x, p, training, seed) -> str:
@@ -116,6 +104,9 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
                 return f"the entries are not dropped independently: {together} share their drops"
             if abs(fraction - p) > _band(p, x.numel()):
                 return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%}"
+        counts = dropped[:2].flatten(1).sum(dim=1).tolist()  # two independent calls
+        if all(abs(count - p * x.numel()) <= 1 for count in counts):
+            return "the number dropped is exactly p times the number of entries at every call: it is fixed, not random"
     kept = ~dropped
     if not torch.allclose(outs[kept], x.expand_as(outs)[kept] / (1 - p), rtol=1e-5, atol=1e-6):
         return "a surviving entry is not x / (1 - p)"
@@ -190,7 +181,8 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
     ]
 
 
-DROPOUT = Exercise(
+# ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda *case: case,
     cases=_dropout_cases,
@@ -203,11 +195,7 @@ DROPOUT = Exercise(
     differ=_dropout_differs,
     forbidden=DROPOUT_KERNELS,
     rule=DROPOUT_RULE,
-)
-
-
-# ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
-exercise_1 = DROPOUT.check
+).check
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:
@@ -254,11 +242,14 @@ _EMPTY_ROW_MISTAKES = (
 )
 
 
-EMPTY_ROWS = Exercise(
+# ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=_expected_empty_rows,
     cases=lambda: _EMPTY_ROW_CASES,
-    hint="row i sees i + 1 weights; all of them are dropped with probability p ** (i + 1); add over the rows",
+    hint="a row is emptied only when every weight it can see is dropped, each on its own, and rows see different "
+    "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
+    "attention weights')",
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
     mistakes=lambda num_tokens, p: [
         Mistake(
@@ -271,8 +262,4 @@ EMPTY_ROWS = Exercise(
     returned_none="return a float",
     convert=as_number,
     atol=1e-5,  # a float32 sum is right to about 1e-7 of it; every named mistake is off by far more
-)
-
-
-# ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
-exercise_2 = EMPTY_ROWS.check
+).check

@@ -1,6 +1,5 @@
-"""Checks for lesson 06 (multi-head attention): predicting the shapes inside the layer, and multi-head
-attention written from one fused query/key/value weight, compared with the package's ``MultiHeadAttention``
-given the same weights."""
+"""Lesson 06's checks: the shapes inside the multi-head layer, and multi-head attention from one fused
+query/key/value weight, compared with the package's ``MultiHeadAttention`` given the same weights."""
 
 from __future__ import annotations
 
@@ -18,13 +17,10 @@ SEED = 606
 
 def _shapes_reference() -> tuple:
     """What exercise 1 asks about, measured on the package's layer."""
-    generator = hidden_generator(SEED)
     mha = MultiHeadAttention(3, 12, 5, 0.0, num_heads=3).eval()
-    x = torch.randn(2, 5, 3, generator=generator)
-    with torch.no_grad():
-        queries = mha.split_heads(mha.W_query(x))
-        out, weights = mha(x, return_weights=True)
-    return mha.head_dim, tuple(queries.shape), tuple(weights.shape), tuple(out.shape)
+    x = torch.randn(2, 5, 3, generator=hidden_generator(SEED))
+    out, weights = mha(x, return_weights=True)
+    return mha.head_dim, tuple(mha.split_heads(mha.W_query(x)).shape), tuple(weights.shape), tuple(out.shape)
 
 
 _SHAPE_ITEMS = ("head_dim", "the queries' shape", "the weights' shape", "the output's shape")
@@ -39,12 +35,7 @@ _SHAPE_MISTAKES = (
         "the queries' heads come after the tokens",
         "once split, the heads are moved in front of the tokens",
     ),
-    (
-        1,
-        (2, 3, 5, 12),
-        "each head's queries are not d_out wide",
-        "each head gets a slice of head_dim columns",
-    ),
+    (1, (2, 3, 5, 12), "each head's queries are not d_out wide", "each head gets a slice of head_dim columns"),
     (
         2,
         (2, 3, 5, 4),
@@ -63,12 +54,7 @@ _SHAPE_MISTAKES = (
         "the output is not one head wide",
         "the heads are merged back side by side, num_heads * head_dim = d_out, and out_proj keeps d_out",
     ),
-    (
-        3,
-        (2, 3, 5, 4),
-        "the output still has a head axis",
-        "the heads are merged back into (batch, num_tokens, d_out) before out_proj",
-    ),
+    (3, (2, 3, 5, 4), "the output still has a head axis", "the heads are merged back into (batch, num_tokens, d_out)"),
 )
 
 
@@ -80,13 +66,12 @@ def _shapes_differ(answer, expected) -> str | None:
     """Name the first wrong item by what it is ("the output's shape (2, 5, 3) is not right")."""
     if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
         return compare(answer, expected, 0)
-    for name, item, right in zip(_SHAPE_ITEMS, answer, expected, strict=True):
-        if compare(_as_shape(item), right, 0) is not None:
-            return f"{name} {_as_shape(item)} is not right"
-    return None
+    wrong = [f"{name} {_as_shape(a)} is not right" for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True)]
+    return next((w for w, a, e in zip(wrong, answer, expected, strict=True) if compare(_as_shape(a), e, 0)), None)
 
 
-SHAPES = Exercise(
+# ``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=_shapes_reference,
     cases=lambda: [()],
@@ -96,74 +81,48 @@ SHAPES = Exercise(
         Mistake(
             f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}",
             hint,
-            matches=lambda answer, index=index, wrong=wrong: (
-                isinstance(answer, (tuple, list)) and len(answer) == 4 and _as_shape(answer[index]) == wrong
-            ),
+            matches=lambda answer, index=index, wrong=wrong: _as_shape(answer[index]) == wrong and len(answer) == 4,
         )
         for index, wrong, meaning, hint in _SHAPE_MISTAKES
     ],
     done="",
     value=True,
     differ=_shapes_differ,
-)
+).check
 
 
-# ``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer.
-exercise_1 = SHAPES.check
-
-
-def _multi_head(
-    x: torch.Tensor,
-    W_qkv: torch.Tensor,
-    W_out: torch.Tensor,
-    num_heads: int,
-    causal: bool,
-    *,
-    split: str = "transpose",
-    merge: str = "transpose",
-    scale: str = "head_dim",
-    mask: str = "causal",
-    out_projection: bool = True,
-    softmax_dim: int = -1,
-    out_transposed: bool = True,
-) -> torch.Tensor:
-    """Fused-weight multi-head attention, right by default; each keyword reproduces one plausible mistake.
-    Only used to name a mistake: the right answer comes from the package's MultiHeadAttention."""
+def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale="head_dim", mask="causal", **slip):
+    """Fused-weight multi-head attention, right by default; each keyword reproduces one plausible mistake (to name
+    it: the right answer comes from the package's MultiHeadAttention)."""
     batch, num_tokens, _ = x.shape
     d_out = W_out.shape[0]
     head_dim = d_out // num_heads
     qkv = x @ W_qkv.T  # (batch, num_tokens, 3 * d_out)
     if split == "interleaved":  # rows read head by head: [q0, k0, v0, q1, ...]
-        qkv = qkv.view(batch, num_tokens, num_heads, 3 * head_dim).transpose(1, 2)
-        queries, keys, values = qkv.chunk(3, dim=-1)
+        queries, keys, values = qkv.view(batch, num_tokens, num_heads, 3 * head_dim).transpose(1, 2).chunk(3, dim=-1)
     elif split == "view_only":  # cut straight into (batch, num_heads, num_tokens, head_dim): no transpose
         queries, keys, values = (t.reshape(batch, num_heads, num_tokens, head_dim) for t in qkv.chunk(3, dim=-1))
     else:
-        queries, keys, values = (
-            t.view(batch, num_tokens, num_heads, head_dim).transpose(1, 2) for t in qkv.chunk(3, dim=-1)
-        )
+        queries, keys, values = (t.unflatten(-1, (num_heads, head_dim)).transpose(1, 2) for t in qkv.chunk(3, -1))
     attn_scores = queries @ keys.transpose(-2, -1)  # (batch, num_heads, num_tokens, num_tokens)
     if (mask == "causal" and causal) or mask == "always":
         attn_scores = attn_scores.masked_fill(causal_mask(num_tokens), -torch.inf)
     elif mask == "diagonal" and causal:  # the query's own key hidden too (a finite fill, so row 0 is not nan)
-        hide = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool))
+        hide = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu()
         attn_scores = attn_scores.masked_fill(hide, torch.finfo(attn_scores.dtype).min)
     divisor = {"head_dim": head_dim**0.5, "d_out": d_out**0.5, "none": 1.0}[scale]
-    attn_weights = torch.softmax(attn_scores / divisor, dim=softmax_dim)
-    context_vec = attn_weights @ values  # (batch, num_heads, num_tokens, head_dim)
-    if merge == "reshape_only":
-        context_vec = context_vec.reshape(batch, num_tokens, d_out)
-    else:
-        context_vec = context_vec.transpose(1, 2).reshape(batch, num_tokens, d_out)
-    if not out_projection:
+    context_vec = torch.softmax(attn_scores / divisor, dim=slip.get("softmax_dim", -1)) @ values
+    if merge != "reshape_only":  # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, ...)
+        context_vec = context_vec.transpose(1, 2)
+    context_vec = context_vec.reshape(batch, num_tokens, d_out)
+    if slip.get("no_out_projection"):
         return context_vec
-    return context_vec @ (W_out.T if out_transposed else W_out)
+    return context_vec @ (W_out if slip.get("out_not_transposed") else W_out.T)
 
 
 MERGE_HINT = (
-    "move the head axis back next to head_dim before merging: a reshape straight from (batch, num_heads, "
-    "num_tokens, head_dim) reads the numbers head by head, so one output row mixes several tokens of one head "
-    "(reread 'A common mistake: merging the heads without the transpose')"
+    "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move them "
+    "back before merging (reread 'A common mistake: merging the heads without the transpose')"
 )
 
 # (keywords of _multi_head, what the answer matches, hint)
@@ -172,7 +131,8 @@ _FUSED_MISTAKES = (
         {"merge": "reshape_only"},
         "your output is what you get by reshaping (batch, num_heads, num_tokens, head_dim) straight to "
         "(batch, num_tokens, d_out), without moving the head axis back",
-        MERGE_HINT,
+        "move the head axis back next to head_dim before merging: a reshape straight from (batch, num_heads, "
+        "num_tokens, head_dim) reads the numbers head by head, so one output row mixes several tokens of one head",
     ),
     (
         {"scale": "none"},
@@ -192,8 +152,7 @@ _FUSED_MISTAKES = (
     (
         {"split": "interleaved"},
         "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
-        "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first, "
-        "then split each into heads",
+        "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first",
     ),
     (
         {"mask": "never"},
@@ -211,7 +170,7 @@ _FUSED_MISTAKES = (
         "hide only the keys after the query, never the query's own key",
     ),
     (
-        {"out_projection": False},
+        {"no_out_projection": True},
         "the heads' merged output is not projected by W_out",
         "finish with the output projection W_out, which mixes the heads",
     ),
@@ -221,61 +180,32 @@ _FUSED_MISTAKES = (
         "take the softmax over the keys (dim=-1), so that each query's weights sum to 1",
     ),
     (
-        {"out_transposed": False},
+        {"out_not_transposed": True},
         "the output projection is x @ W_out instead of x @ W_out.T",
         "W_out is stored like nn.Linear's weight, (out_features, in_features): it needs transposing",
     ),
 )
 
-FUSED_RULE = (
-    "the exercise asks for the heads written out with plain tensor operations, not a ready-made attention (the "
-    "package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split into "
-    "heads'"
-)
-
-FUSED_HINT = (
-    "one projection gives queries, keys and values side by side; cut it into the three, split each into heads with "
-    "the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over the keys, mix "
-    "the values, then move the heads back next to head_dim before merging and projecting (reread 'One projection, "
-    "split into heads')"
-)
-
 # (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes
-_FUSED_CASES = (
-    (2, 7, 5, 12, 3, True),
-    (1, 5, 6, 8, 2, False),
-    (3, 9, 4, 6, 3, True),
-    (1, 3, 7, 10, 5, False),
-    (1, 1, 3, 4, 2, True),
-)
+_FUSED_CASES = ((2, 7, 5, 12, 3, True), (1, 5, 6, 8, 2, False), (3, 9, 4, 6, 3, True), (1, 3, 7, 10, 5, False))
+_FUSED_CASES += ((1, 1, 3, 4, 2, True),)
 
 
 def _fused_inputs(generator, batch, num_tokens, d_in, d_out):
     x = torch.randn(batch, num_tokens, d_in, generator=generator)
     W_qkv = torch.randn(3 * d_out, d_in, generator=generator)  # scores large enough to tell scalings apart
-    W_out = torch.randn(d_out, d_out, generator=generator) / d_out**0.5
-    return x, W_qkv, W_out
+    return x, W_qkv, torch.randn(d_out, d_out, generator=generator) / d_out**0.5
 
 
 def _fused_reference(x, W_qkv, W_out, num_heads, causal):
     """The package's layer with the same weights: [W_query; W_key; W_value] = W_qkv, out_proj = W_out."""
     _, num_tokens, d_in = x.shape
-    d_out = W_out.shape[0]
-    mha = MultiHeadAttention(d_in, d_out, num_tokens, 0.0, num_heads, causal=causal, proj_bias=False).eval()
+    mha = MultiHeadAttention(d_in, W_out.shape[0], num_tokens, 0.0, num_heads, causal=causal, proj_bias=False)
     with torch.no_grad():
         for layer, weight in zip((mha.W_query, mha.W_key, mha.W_value), W_qkv.chunk(3), strict=True):
             layer.weight.copy_(weight)
         mha.out_proj.weight.copy_(W_out)
-        return mha(x)
-
-
-def _fused_cases() -> list[tuple]:
-    """(x, W_qkv, W_out, num_heads, causal) for each of the hidden shapes."""
-    generator = hidden_generator(SEED)
-    return [
-        (*_fused_inputs(generator, batch, num_tokens, d_in, d_out), num_heads, causal)
-        for batch, num_tokens, d_in, d_out, num_heads, causal in _FUSED_CASES
-    ]
+        return mha.eval()(x)
 
 
 def _fused_mistakes(fused_attention, x, W_qkv, W_out, num_heads, causal) -> list[Mistake]:
@@ -286,47 +216,53 @@ def _fused_mistakes(fused_attention, x, W_qkv, W_out, num_heads, causal) -> list
             "your output holds nan",
             "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the query, never "
             "the query itself",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
+            matches=lambda answer: bool(answer.isnan().any()),
         ),
         *(Mistake(meaning, hint, _multi_head(*args, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
         Mistake(
             "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
-            "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move "
-            "them back before merging (reread 'A common mistake: merging the heads without the transpose')",
+            MERGE_HINT,
             matches=lambda answer: not _equivariant(fused_attention, args),
         ),
     ]
 
 
-FUSED = Exercise(
+_FUSED = Exercise(
     "Exercise 2",
     reference=_fused_reference,
-    cases=_fused_cases,
-    hint=FUSED_HINT,
+    cases=lambda: [
+        (*_fused_inputs(generator, *sizes[:4]), *sizes[4:])
+        for generator in [hidden_generator(SEED)]
+        for sizes in _FUSED_CASES
+    ],
+    hint="one projection gives queries, keys and values side by side; cut it into the three, split each into heads "
+    "with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over the keys, "
+    "mix the values, then move the heads back next to head_dim before merging and projecting (reread 'One "
+    "projection, split into heads')",
     describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
         f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
         f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
     ),
     forbidden=ATTENTION_KERNELS,
-    rule=FUSED_RULE,
+    rule="the exercise asks for the heads written out with plain tensor operations, not a ready-made attention (the "
+    "package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split into "
+    "heads'",
 )
 
 
 def exercise_2(fused_attention) -> bool:
     """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs."""
     mistakes = functools.partial(_fused_mistakes, fused_attention)  # the last mistake runs the answer again
-    return dataclasses.replace(FUSED, mistakes=mistakes).check(fused_attention)
+    return dataclasses.replace(_FUSED, mistakes=mistakes).check(fused_attention)
 
 
 def _equivariant(fused_attention, args) -> bool:
     """Without a mask, permuting the tokens must permute the output rows the same way."""
     x, W_qkv, W_out, num_heads, _ = args
-    rest = (W_qkv, W_out, num_heads, False)
     perm = torch.roll(torch.arange(x.shape[1]), 1)  # every token moves one place
-    with torch.no_grad():
-        try:
-            shuffled_first = fused_attention(x[:, perm], *rest)
-            shuffled_after = fused_attention(x, *rest)[:, perm]
-        except Exception:  # the reader's code; its failure is reported by the main comparison
-            return True
+    try:
+        shuffled_first = fused_attention(x[:, perm], W_qkv, W_out, num_heads, False)
+        shuffled_after = fused_attention(x, W_qkv, W_out, num_heads, False)[:, perm]
+    except Exception:  # the reader's code; its failure is reported by the main comparison
+        return True
     return compare(shuffled_first, shuffled_after, atol=1e-4) is None

@@ -1,6 +1,5 @@
-"""Checks for lesson 07 (transformer encoder): a padding mask without a loop, LayerNorm with ``torch.var``, and
-a pre-LN encoder layer assembled from the package's parts, compared with PyTorch's
-``nn.TransformerEncoderLayer(norm_first=True)`` holding the same weights."""
+"""Lesson 07's checks: a padding mask without a loop, LayerNorm with ``torch.var``, and a pre-LN encoder layer from
+the package's parts, compared with ``nn.TransformerEncoderLayer(norm_first=True)`` holding the same weights."""
 
 from __future__ import annotations
 
@@ -16,30 +15,13 @@ SEED = 707
 
 
 def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
-    """The slow, obvious reference: True where position t of sequence b is padding (t >= lengths[b])."""
-    mask = torch.zeros(len(lengths), num_tokens, dtype=torch.bool)
-    for b, length in enumerate(lengths.tolist()):
-        for t in range(num_tokens):
-            mask[b, t] = t >= length
-    return mask
+    """True where position t of sequence b is padding (t >= lengths[b]), the slow, obvious way."""
+    return torch.tensor([[t >= length for t in range(num_tokens)] for length in lengths.tolist()], dtype=torch.bool)
 
 
 # (lengths, num_tokens): a full row, an all-padding row, a batch of 1, odd lengths; never the lesson's [6, 4, 2]
-_PADDING_CASES = (
-    ([7, 3, 5, 1], 7),
-    ([1, 5, 0, 3, 5], 5),
-    ([3], 7),
-    ([9, 2], 9),
-)
+_PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9))
 
-PADDING_HINT = (
-    "position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
-    "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')"
-)
-PADDING_RULE = (
-    "the exercise asks for the mask without a Python loop: one comparison, broadcast over the batch and the "
-    "positions, builds it at once (reread '7. Padding')"
-)
 
 # (wrong mask from the right one and the inputs, what it means, hint)
 _PADDING_MISTAKES = (
@@ -66,11 +48,13 @@ _PADDING_MISTAKES = (
 )
 
 
-PADDING_MASK = Exercise(
+# ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=_padding_mask_loop,
     cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
-    hint=PADDING_HINT,
+    hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
+    "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
     describe=lambda number, total, lengths, num_tokens: (
         f"on case {number} of {total} (lengths {lengths.tolist()}, num_tokens {num_tokens})"
     ),
@@ -78,13 +62,10 @@ PADDING_MASK = Exercise(
         Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
         for wrong, meaning, hint in _PADDING_MISTAKES
     ],
-    rule=PADDING_RULE,
+    rule="the exercise asks for the mask without a Python loop: one comparison, broadcast over the batch and the "
+    "positions, builds it at once (reread '7. Padding')",
     loop_free=lambda: [(torch.tensor(lengths), n) for lengths, n in (([2, 1], 3), ([30, 7, 19, 1, 25, 12], 31))],
-)
-
-
-# ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
-exercise_1 = PADDING_MASK.check
+).check
 
 
 def _layer_norm_cases() -> list[tuple]:
@@ -158,13 +139,8 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
-LAYER_NORM_RULE = (
-    "the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation of "
-    "PyTorch's (layer_norm, group_norm, batch_norm...) or the package's (reread '1. Layer normalisation')"
-)
-
-
-LAYER_NORM = Exercise(
+# ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=_reference_layer_norm,
     cases=_layer_norm_cases,
@@ -179,30 +155,13 @@ LAYER_NORM = Exercise(
         Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
     ],
     forbidden=NORM_KERNELS,
-    rule=LAYER_NORM_RULE,
-)
-
-
-# ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
-exercise_2 = LAYER_NORM.check
+    rule="the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation "
+    "of PyTorch's (layer_norm, group_norm, batch_norm...) or the package's (reread '1. Layer normalisation')",
+).check
 
 
 # (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
-_BLOCK_CASES = (
-    (1, 7, 12, 3, 20),
-    (2, 5, 8, 2, 16),
-    (3, 1, 6, 1, 10),
-)
-
-BLOCK_HINT = (
-    "pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention first "
-    "then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One encoder "
-    "layer: post-LN and pre-LN')"
-)
-BLOCK_RULE = (
-    "the exercise asks you to assemble the layer from the package's parts (ah.MultiHeadAttention, ah.LayerNorm, "
-    "ah.FeedForward), not to run PyTorch's layer, its attention or its LayerNorm, nor the package's EncoderLayer"
-)
+_BLOCK_CASES = ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
 
 
 def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
@@ -238,30 +197,17 @@ def _parts(torch_layer: nn.TransformerEncoderLayer, num_tokens: int) -> dict:
     }
 
 
-def _pre_ln_block(
-    parts: dict,
-    x,
-    *,
-    post_ln=False,
-    residuals=(True, True),
-    residual_normalised=False,
-    swap_norms=False,
-    causal=False,
-    norms="copied",
-):
-    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake).
-    ``norms``: "copied" (right), "norm1" (norm1 used twice), "norm2" (norm2 used twice), "fresh" (new LayerNorms,
-    torch_layer's weights not copied)."""
-    attention = parts["causal_attention" if causal else "attention"]
-    norm1, norm2 = (parts["norm2"], parts["norm1"]) if swap_norms else (parts["norm1"], parts["norm2"])
-    if norms != "copied":
-        norm1 = norm2 = parts["fresh_norm" if norms == "fresh" else norms]
-    for sublayer, norm, residual in ((attention, norm1, residuals[0]), (parts["ffn"], norm2, residuals[1])):
-        if post_ln:
+def _pre_ln_block(parts: dict, x, *, residuals=(True, True), norms=("norm1", "norm2"), **wiring):
+    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake):
+    ``norms`` names the two LayerNorms ("fresh": new ones, torch_layer's weights not copied)."""
+    attention = parts["causal_attention" if wiring.get("causal") else "attention"]
+    for sublayer, norm, residual in zip((attention, parts["ffn"]), norms, residuals, strict=True):
+        norm = parts["fresh_norm" if norm == "fresh" else norm]
+        if wiring.get("post_ln"):
             x = norm(x + sublayer(x))
         else:
             h = norm(x)
-            x = ((h if residual_normalised else x) + sublayer(h)) if residual else sublayer(h)
+            x = ((h if wiring.get("residual_normalised") else x) + sublayer(h)) if residual else sublayer(h)
     return x
 
 
@@ -293,22 +239,17 @@ _BLOCK_MISTAKES = (
         "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
     ),
     (
-        {"swap_norms": True},
+        {"norms": ("norm2", "norm1")},
         "norm1 and norm2 are swapped",
-        "norm1 (torch_layer.norm1) goes before the attention, norm2 before the feed-forward network",
+        "norm1 goes before the attention, norm2 before the feed-forward",
     ),
     (
-        {"norms": "norm1"},
+        {"norms": ("norm1", "norm1")},
         "norm1 is used before both sublayers",
         "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the feed-forward network",
     ),
     (
-        {"norms": "norm2"},
-        "norm2 is used before both sublayers",
-        "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the feed-forward network",
-    ),
-    (
-        {"norms": "fresh"},
+        {"norms": ("fresh", "fresh")},
         "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
         "copy torch_layer's two LayerNorms too: the from_torch constructors copy a part's parameters",
     ),
@@ -354,13 +295,16 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
     return answer
 
 
-BLOCK = Exercise(
+# ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
+exercise_3 = Exercise(
     "Exercise 3",
     reference=lambda torch_layer, x, expected, parts: expected,
     cases=_block_cases,
     arguments=lambda torch_layer, x, expected, parts: (torch_layer, x),
     run=_build_and_run,
-    hint=BLOCK_HINT,
+    hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
+    "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
+    "encoder layer: post-LN and pre-LN')",
     describe=lambda number, total, torch_layer, x, expected, parts: (
         f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_model {x.shape[2]}, "
         f"{torch_layer.self_attn.num_heads} heads, ffn_hidden {torch_layer.linear1.out_features})"
@@ -371,10 +315,7 @@ BLOCK = Exercise(
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",
     returned_none="return the block",
     forbidden=ATTENTION_KERNELS | NORM_KERNELS,
-    rule=BLOCK_RULE,
+    rule="the exercise asks you to assemble the layer from the package's parts (ah.MultiHeadAttention, ah.LayerNorm, "
+    "ah.FeedForward), not to run PyTorch's layer, its attention or its LayerNorm, nor the package's EncoderLayer",
     allowed=(MultiHeadAttention, LayerNorm, FeedForward),
-)
-
-
-# ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
-exercise_3 = BLOCK.check
+).check

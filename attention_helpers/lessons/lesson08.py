@@ -1,9 +1,5 @@
-"""Checks for lesson 08's exercises (training a transformer on a CPU).
-
-- Exercise 1: ``rotate_targets(inputs)``, the targets of the *rotate* task, run on hidden batches of digits.
-- Exercise 2: the held-out accuracy of the reverse model with a causal mask in every attention layer, which
-  the reader measures; the check trains the same configuration itself and accepts a band around its result.
-"""
+"""Lesson 08's checks: the targets of the *rotate* task, and the held-out accuracy of the reverse model with a
+causal mask in every layer, which the check trains itself (a band around its result)."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ _SEED = 8_01
 
 
 def _rotate_cases() -> list[torch.Tensor]:
-    """Hidden digit batches ``(batch, num_tokens)``: a batch of one, odd lengths, a single column."""
     generator = hidden_generator(_SEED)
     return [torch.randint(0, 10, shape, generator=generator) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
 
@@ -35,7 +30,8 @@ _ROTATE_MISTAKES = (
     ("the inputs came back unchanged", lambda x: x),
 )
 
-ROTATE = Exercise(
+# ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
     cases=lambda: [(inputs,) for inputs in _rotate_cases()],
@@ -49,11 +45,7 @@ ROTATE = Exercise(
     loop_free=lambda: [
         (torch.randint(0, 10, shape, generator=hidden_generator(_SEED + 9)),) for shape in ((2, 3), (30, 40))
     ],
-)
-
-
-# ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
-exercise_1 = ROTATE.check
+).check
 
 
 def _causal_reverse_accuracy(
@@ -79,18 +71,8 @@ def _causal_reverse_accuracy(
 
 
 # The lesson's configuration, where the accuracies below were measured: the keywords of exercise_2 after seed.
-LESSON_CONFIGURATION = dict(
-    num_tokens=10,
-    num_train=10_000,
-    num_heldout=1_000,
-    d_model=32,
-    num_heads=2,
-    num_layers=2,
-    ffn_hidden=64,
-    num_steps=200,
-    batch_size=64,
-    lr=3e-3,
-)
+LESSON_CONFIGURATION = dict(num_tokens=10, num_train=10_000, num_heldout=1_000, d_model=32, num_heads=2, num_layers=2)
+LESSON_CONFIGURATION |= dict(ffn_hidden=64, num_steps=200, batch_size=64, lr=3e-3)
 
 # Accuracies the check can explain with the lesson's configuration: ((lowest, highest), what such an accuracy
 # means, hint), tried in this order
@@ -128,58 +110,35 @@ def _accuracy(answer) -> float:
     return float(answer)
 
 
-def exercise_2(
-    answer,
-    *,
-    seed: int,
-    num_tokens: int = 10,
-    num_train: int = 10_000,
-    num_heldout: int = 1_000,
-    d_model: int = 32,
-    num_heads: int = 2,
-    num_layers: int = 2,
-    ffn_hidden: int = 64,
-    num_steps: int = 200,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    band: float = 0.04,
-) -> bool:
-    """``answer``: the held-out accuracy (a fraction) of the reverse model trained with a causal mask.
+def _configuration(*, seed: int, band: float = 0.04, **changes) -> list[tuple]:
+    """The one case: (seed, the configuration the check cell passes, the band around the check's accuracy)."""
+    unknown = set(changes) - set(LESSON_CONFIGURATION)
+    if unknown:
+        raise TypeError(f"exercise_2 takes no parameter {sorted(unknown)[0]!r}")
+    return [(seed, {**LESSON_CONFIGURATION, **changes}, band)]
 
-    The check trains the same configuration itself and accepts ``answer`` within ``band`` of its own
-    result: wide enough for a model built in another order or trained on another CPU, narrow enough to
-    tell it from the model without a mask (about 1.0) and from one without positions (about 0.3). The notebook
-    passes every value of its parameters cell, so a reader who changes one is judged against that configuration;
-    the accuracies of other models are named only for the lesson's own configuration, where they were measured."""
-    configuration = dict(
-        num_tokens=num_tokens,
-        num_train=num_train,
-        num_heldout=num_heldout,
-        d_model=d_model,
-        num_heads=num_heads,
-        num_layers=num_layers,
-        ffn_hidden=ffn_hidden,
-        num_steps=num_steps,
-        batch_size=batch_size,
-        lr=lr,
-    )
-    named = _ACCURACY_MISTAKES if configuration == LESSON_CONFIGURATION else ()
-    return Exercise(
-        "Exercise 2",
-        reference=lambda: _causal_reverse_accuracy(seed, *configuration.values()),
-        cases=lambda: [()],
-        hint="build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same "
-        "that the check cell passes, and measure on the held-out set with ah.evaluate",
-        mistakes=lambda: [
-            Mistake(problem, hint, matches=lambda accuracy, low=low, high=high: low <= accuracy <= high)
-            for (low, high), problem, hint in named
-        ],
-        done=": the model gets right the positions whose digit it can see (the second half) and guesses the others",
-        convert=_accuracy,
-        differ=lambda accuracy, expected: (
-            None
-            if abs(accuracy - expected) <= band
-            else "that is outside the range the check measured for this configuration"
-        ),
-        value=True,
-    ).check(answer)
+
+# ``answer``: the held-out accuracy (a fraction) of the reverse model trained with a causal mask, judged against the
+# check's own training of the configuration the check cell passes (``seed=`` and the parameters cell's values), within
+# ``band``: wide enough for a model built in another order or on another CPU, narrow enough to tell it from the model
+# without a mask (about 1.0) and without positions (about 0.3). Other models' accuracies are named only for the
+# lesson's own configuration, where they were measured.
+exercise_2 = Exercise(
+    "Exercise 2",
+    reference=lambda seed, configuration, band: (_causal_reverse_accuracy(seed, *configuration.values()), band),
+    cases=_configuration,
+    hint="build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same that the "
+    "check cell passes, and measure on the held-out set with ah.evaluate",
+    mistakes=lambda seed, configuration, band: [
+        Mistake(problem, hint, matches=lambda accuracy, low=low, high=high: low <= accuracy <= high)
+        for (low, high), problem, hint in (_ACCURACY_MISTAKES if configuration == LESSON_CONFIGURATION else ())
+    ],
+    done=": the model gets right the positions whose digit it can see (the second half) and guesses the others",
+    convert=_accuracy,
+    differ=lambda accuracy, expected: (
+        None
+        if abs(accuracy - expected[0]) <= expected[1]
+        else "that is outside the range the check measured for this configuration"
+    ),
+    value=True,
+).check

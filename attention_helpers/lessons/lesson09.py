@@ -1,9 +1,5 @@
-"""Checks for lesson 09's exercises (real pretrained weights in the series' encoder).
-
-- Exercise 1: ``my_mean_pool(token_embeddings, attention_mask)``, run on the token vectors all-MiniLM-L6-v2
-  gives for hidden padded batches, and compared with each sentence's vector computed alone (no padding).
-- Exercise 2: which sentence of a list is nearest in meaning to a new one.
-"""
+"""Lesson 09's checks: mean pooling over the real tokens (all-MiniLM-L6-v2's token vectors for hidden padded
+batches, compared with each sentence encoded alone), and which sentence is nearest in meaning to a new one."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import Exercise, Mistake, WrongFormError, compare, hidden_generator, not_answered
+from . import Exercise, Mistake, WrongFormError, compare, hidden_generator
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -96,7 +92,9 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
     ]
 
 
-MEAN_POOL = Exercise(
+# ``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's ``(batch,
+# num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda token_embeddings, attention_mask, expected: expected,
     cases=lambda: [(token_embeddings, mask, expected) for mask, token_embeddings, expected in _hidden_cases()],
@@ -108,12 +106,7 @@ MEAN_POOL = Exercise(
     done=" on all {n} hidden batches, equal to each sentence encoded alone",
     returned_none="return the mean vectors, (batch, 384)",
     rule="the exercise asks you to write the mean pooling yourself, not to call the package's",
-)
-
-
-# ``my_mean_pool(token_embeddings, attention_mask)``: ``(batch, num_tokens, d)`` vectors and the tokenizer's ``(batch,
-# num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens.
-exercise_1 = MEAN_POOL.check
+).check
 
 
 def _index(answer, num_sentences: int) -> int:
@@ -129,38 +122,50 @@ def _index(answer, num_sentences: int) -> int:
     return int(answer)
 
 
+def _index_differs(answer, expected: tuple[int, int]) -> str | None:
+    nearest, num_sentences = expected
+    try:
+        index = _index(answer, num_sentences)
+    except WrongFormError as wrong:
+        return f"{wrong.problem} ({wrong.hint})"
+    return None if index == nearest else f"sentence {index} is not the nearest"
+
+
 def _shares_a_word(sentence: str) -> list[str]:
     """The words, other than the commonest, that ``sentence`` shares with :data:`QUESTION`."""
     question_words = set(QUESTION.lower().strip(".").split())
     return sorted(question_words & set(sentence.lower().strip(".?!").split()) - {"the", "a", "is", "on"})
 
 
-def exercise_2(answer, sentences) -> bool:
-    """``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`."""
-    if answer is None:
-        return not_answered("Exercise 2")  # before the model encodes anything
+def _nearest(sentences) -> list[tuple]:
+    """The one case: (sentences, the index nearest to QUESTION, its cosine similarity)."""
+    if not isinstance(sentences, (list, tuple)) or len(sentences) < 2 or not all(isinstance(s, str) for s in sentences):
+        raise TypeError("sentences must be the lesson's list of sentences")
+    if QUESTION in sentences:
+        raise TypeError("sentences holds the question itself, which is always nearest to itself")
     vectors = _model().encode(list(sentences) + [QUESTION])  # length 1 each: dot product = cosine similarity
     similarities = vectors[:-1] @ vectors[-1]
     nearest = int(similarities.argmax())
-    done = f": {sentences[nearest]!r}, cosine similarity {similarities[nearest]:.2f}"
-    return Exercise(
-        "Exercise 2",
-        reference=lambda: nearest,
-        cases=lambda: [()],
-        hint="encode the sentences and the question; the largest cosine similarity is the nearest (reread '5. What "
-        "a sentence encoder is for')",
-        mistakes=lambda: [
-            Mistake(
-                lambda index: (
-                    f"sentence {index} shares the word {_shares_a_word(sentences[index])[0]!r}, but it is "
-                    "not the nearest"
-                ),
-                "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
-                matches=lambda index: bool(_shares_a_word(sentences[index])),
-            )
-        ],
-        done=done.replace("{", "{{").replace("}", "}}"),
-        convert=lambda answer: _index(answer, len(sentences)),
-        differ=lambda index, nearest: None if index == nearest else f"sentence {index} is not the nearest",
-        value=True,
-    ).check(answer)
+    return [(tuple(sentences), nearest, float(similarities[nearest]))]
+
+
+# ``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`.
+exercise_2 = Exercise(
+    "Exercise 2",
+    reference=lambda sentences, nearest, similarity: (nearest, len(sentences)),
+    cases=_nearest,
+    hint="encode the sentences and the question; the largest cosine similarity is the nearest (reread '5. What a "
+    "sentence encoder is for')",
+    mistakes=lambda sentences, nearest, similarity: [
+        Mistake(
+            lambda index: (
+                f"sentence {index} shares the word {_shares_a_word(sentences[index])[0]!r}, but it is not the nearest"
+            ),
+            "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
+            matches=lambda index: bool(_shares_a_word(sentences[index])),
+        )
+    ],
+    done=lambda sentences, nearest, similarity: f": {sentences[nearest]!r}, cosine similarity {similarity:.2f}",
+    differ=_index_differs,
+    value=True,
+).check

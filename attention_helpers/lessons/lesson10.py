@@ -1,9 +1,5 @@
-"""Checks for lesson 10's exercises (a GPT-style decoder).
-
-- Exercise 1: ``kv_step(attention, x_new, cache)``, a KV cache for one causal attention layer written by the
-  reader, fed hidden sequences one token at a time and compared with the layer run on the whole sequence.
-- Exercise 2: ``my_top_k(logits, k)``, run on hidden logits and compared with ``top_k_filter``.
-"""
+"""Lesson 10's checks: a KV cache for one causal attention layer, fed hidden sequences one token at a time and
+compared with the layer on the whole sequence, and a top-k filter."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator, plain
 
 _SEED = 10_01
 
@@ -124,6 +120,12 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
             if not isinstance(result, (tuple, list)) or len(result) != 2:
                 raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
             out, cache = result
+            if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
+                raise WrongFormError(
+                    f"your cache holds the inputs at step {t}, not their keys and values: every step then projects "
+                    "all the tokens again",
+                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
+                )
             if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
                 raise WrongFormError(
                     f"at step {t}, out: {compare(out, torch.zeros(x.shape[0], 1, layer.d_out))}", KV_HINT
@@ -133,6 +135,20 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
         for hook in hooks:
             hook.remove()
     return torch.cat(outputs, dim=1)
+
+
+def _leaves(cache) -> list:
+    """The tensors in a cache of tuples, lists and dicts."""
+    if isinstance(cache, torch.Tensor):
+        return [cache]
+    items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
+    return [leaf for item in items for leaf in _leaves(item)]
+
+
+def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
+    """Whether ``leaf`` is the inputs so far, or the first of them, ``(batch, tokens, d_in)``."""
+    leaf = plain(leaf)
+    return any(leaf.shape == seen.shape and torch.equal(leaf, seen) for seen in (inputs, inputs[:, :1]))
 
 
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
@@ -160,7 +176,10 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
     ]
 
 
-KV_STEP = Exercise(
+# ``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``, ``x_new``
+# ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
+# d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda layer, x: layer(x),  # (batch, num_tokens, d_out): the uncached causal layer
     cases=_attention_cases,
@@ -173,13 +192,7 @@ KV_STEP = Exercise(
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
     rule=KV_RULE,
     allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
-)
-
-
-# ``kv_step(attention, x_new, cache) -> (out, cache)``: ``attention`` a causal ``ah.MultiHeadAttention``, ``x_new``
-# ``(batch, 1, d_in)``, ``cache`` None at the first step, then whatever the previous step returned; ``out`` ``(batch, 1,
-# d_out)`` must equal that position's row of ``attention(x)`` on the whole sequence.
-exercise_1 = KV_STEP.check
+).check
 
 
 def _top_k_cases() -> list[tuple[torch.Tensor, int]]:
@@ -234,7 +247,8 @@ def _top_k_mistakes(logits, k):
     ]
 
 
-TOP_K = Exercise(
+# ``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=top_k_filter,
     cases=_top_k_cases,
@@ -245,8 +259,4 @@ TOP_K = Exercise(
     mistakes=_top_k_mistakes,
     returned_none="return the filtered logits",
     rule="the exercise asks you to write the filter yourself, not to call the package's top_k_filter",
-)
-
-
-# ``my_top_k(logits, k)``: keep the ``k`` largest logits of each row, set the others to ``-inf``.
-exercise_2 = TOP_K.check
+).check

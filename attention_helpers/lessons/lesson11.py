@@ -1,12 +1,5 @@
-"""Checks for lesson 11's exercises (attention at scale).
-
-- Exercise 1: ``update(running_max, running_sum, block)``, the online-softmax step; the check streams hidden
-  rows through it block by block (``-inf`` entries, a block of only ``-inf``, scores large enough to overflow
-  ``exp``) and compares the softmax it gives with ``torch.softmax``.
-- Exercise 2: ``to_grouped(attention, num_kv_heads)``, which turns a trained attention layer into a
-  grouped-query one by averaging its key and value heads, run on hidden layers; and the held-out loss of a
-  small trained GPT before and after converting every layer, which the check recomputes.
-"""
+"""Lesson 11's checks: the online-softmax update, streamed over hidden rows block by block (``-inf`` blocks, scores
+that overflow ``exp``), and a conversion to grouped-query attention with the held-out losses before and after."""
 
 from __future__ import annotations
 
@@ -45,7 +38,9 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     holes = 3 * torch.randn(11, generator=generator)
     holes[[1, 4, 5, 9]] = -_INF
     first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
-    middle_empty = torch.cat([torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3)])
+    middle_empty = torch.cat(
+        [torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3, generator=generator)]
+    )
     huge = 1000 + 10 * torch.randn(9, generator=generator)
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
@@ -70,14 +65,18 @@ def _pair(result, step: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
-    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``; return the final (max, sum) and the running max
-    after every block."""
-    running_max, running_sum, maxima = torch.tensor(-_INF), torch.tensor(0.0), []
+    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
+    update keeps no state of its own between calls); return the final (max, sum) and the running max after every
+    block of ``row``."""
+    states = [(torch.tensor(-_INF), torch.tensor(0.0)), (torch.tensor(-_INF), torch.tensor(0.0))]
+    other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
-        result = update(running_max.clone(), running_sum.clone(), row[start : start + block_size].clone())
-        running_max, running_sum = _pair(plain(result), step)
-        maxima.append(running_max)
-    return running_max, running_sum, torch.stack(maxima)
+        for which, scores in enumerate((row, other)):
+            running_max, running_sum = states[which]
+            result = update(running_max.clone(), running_sum.clone(), scores[start : start + block_size].clone())
+            states[which] = _pair(plain(result), step)
+        maxima.append(states[0][0])
+    return *states[0], torch.stack(maxima)
 
 
 def _update(running_max, running_sum, block, rescale: str = "right"):
@@ -166,7 +165,9 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     ]
 
 
-ONLINE_SOFTMAX = Exercise(
+# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
+# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda row, block_size: (row, _stream(_reference_update, row, block_size)),
     cases=_rows,
@@ -180,12 +181,7 @@ ONLINE_SOFTMAX = Exercise(
     returned_none="return the pair (running_max, running_sum)",
     differ=_softmax_differs,
     rule="the exercise asks you to write the update yourself, not to call the package's online softmax",
-)
-
-
-# ``update(running_max, running_sum, block) -> (running_max, running_sum)``: 0-dimensional tensors and a 1-D block of
-# scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
-exercise_1 = ONLINE_SOFTMAX.check
+).check
 
 
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
@@ -430,7 +426,7 @@ def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_k
         convert=_two_losses,
         differ=lambda losses, expected: (
             None
-            if compare(losses, expected, atol=2e-3) is None
+            if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
             else "loss_after is not the held-out loss with every block converted"
         ),
         value=True,

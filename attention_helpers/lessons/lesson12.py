@@ -1,10 +1,5 @@
-"""Checks for lesson 12 (the encoder-decoder): a cross-attention step from cached keys and values, and a pre-LN
-decoder layer written out from its parts.
-
-Each check builds its own modules and inputs with :func:`hidden_generator` (odd sizes, ``d_model`` split into
-several heads, a batch of one, source padding), computes the reference with the package's tested modules, and
-compares the reader's function with the plausible mistakes before it says what is wrong.
-"""
+"""Lesson 12's checks: a cross-attention step from cached keys and values, and a pre-LN decoder layer written out
+from its parts, on hidden modules with several heads, a batch of one and source padding."""
 
 from __future__ import annotations
 
@@ -140,7 +135,8 @@ CROSS_RULE = (
 )
 
 
-CROSS_ATTENTION = Exercise(
+# ``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda mha, x, keys, values, mask, memory: mha(x, mask, memory=memory),
     cases=_cross_cases,
@@ -155,11 +151,7 @@ CROSS_ATTENTION = Exercise(
     atol=1e-5,
     rule=CROSS_RULE,
     allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
-)
-
-
-# ``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``.
-exercise_1 = CROSS_ATTENTION.check
+).check
 
 
 def _layer_cases():
@@ -252,7 +244,8 @@ LAYER_HINT = (
 )
 
 
-DECODER_LAYER = Exercise(
+# ``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda layer, x, memory, mask: layer(x, memory, None, mask),
     cases=_layer_cases,
@@ -265,8 +258,4 @@ DECODER_LAYER = Exercise(
     rule=LAYER_RULE,
     allowed=(MultiHeadAttention, LayerNorm, FeedForward),
     atol=1e-5,
-)
-
-
-# ``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward.
-exercise_2 = DECODER_LAYER.check
+).check

@@ -1,15 +1,7 @@
-"""Checks for lesson 13's exercises (attention across processes).
-
-The reader's function runs on real ranks. A function defined in a notebook cell cannot be imported by a new
-process, so the check sends its source text with what it uses from its module: the modules it names under any
-alias (``import torch.distributed as tdist``), the functions defined next to it (sent as source too) and plain
-values; each rank defines them again, with ``torch``, ``dist`` (``torch.distributed``), ``F`` and ``math`` in scope.
-
-- Exercise 1: ``average_gradients(model)``, the all-reduce that ``DistributedDataParallel`` does, called on 2 and on
-  3 ranks after each computed the gradients of its share of a hidden batch; they must equal the whole batch's.
-- Exercise 2: ``ring_pass(k_block, v_block)``, one hop of the ring on 3 ranks, ``world_size - 1`` hops: every rank
-  must get the blocks of the rank before it, hop after hop, without a deadlock.
-"""
+"""Lesson 13's checks: the reader's function runs on real ranks. A function defined in a notebook cell cannot be
+imported by a new process, so the check sends its source with what it uses from its module (modules under any alias,
+the functions defined next to it, plain values); each rank defines them again, with ``torch``, ``dist``, ``F`` and
+``math`` in scope."""
 
 from __future__ import annotations
 
@@ -87,7 +79,7 @@ def _define(portable: dict):
     return namespace[portable["name"]]
 
 
-def _launch(rank_fn, world_size: int, answer) -> list:
+def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     """Run ``rank_fn`` on ``world_size`` ranks with the answer; the reports, or :class:`WrongFormError` when a rank
     failed, raised or timed out (a deadlock)."""
     portable = _portable(answer)
@@ -98,23 +90,33 @@ def _launch(rank_fn, world_size: int, answer) -> list:
         first_line = str(error).splitlines()[0]
         if "timed out" in first_line.lower() or "did not finish" in first_line:
             first_line = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
-        raise WrongFormError(f"the processes failed: {first_line}", DEADLOCK_HINT) from None
+        raise WrongFormError(f"the processes failed: {first_line}", hint) from None
     errors = {rank: report for rank, report in enumerate(reports) if isinstance(report, str)}
     timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
     if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
         raise WrongFormError(
-            f"rank {timed_out[0]} timed out: every rank waited in a blocking send or receive for another, a deadlock",
-            DEADLOCK_HINT,
+            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock",
+            hint,
         )
     for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
-        raise WrongFormError(f"your function raised on rank {rank}: {error}", GRADIENTS_HINT)
+        raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
     return reports
 
 
-DEADLOCK_HINT = (
-    "a blocking send waits for its receive: post every rank's receives and sends together, without waiting, then "
-    "wait for all of them (reread '3. Ring attention: a sequence split across processes')"
+RING_HINT = (
+    "each rank sends what it holds to the next rank and receives from the previous one, one hop around the ring; a "
+    "blocking send waits for its receive, so post every rank's receives and sends together, then wait for all of them "
+    "(reread '3. Ring attention: a sequence split across processes')"
 )
+_COLLECTIVES = "all_gather all_gather_into_tensor all_gather_object all_reduce all_to_all all_to_all_single broadcast"
+_COLLECTIVES += " broadcast_object_list gather reduce reduce_scatter reduce_scatter_tensor scatter"
+
+
+def _one_hop_only(name: str):
+    def refused(*args, **kwargs):
+        raise RuntimeError(f"ring_pass moves one hop with sends and receives between neighbours, not dist.{name}")
+
+    return refused
 
 
 def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
@@ -173,11 +175,13 @@ GRADIENTS_HINT = (
     "processes in place, and the mean divides by the number of ranks, whatever it is (reread '2. Data parallel')"
 )
 
-GRADIENTS = Exercise(
+# ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
+# ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
+exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda world_size: _gradients(),
     cases=lambda: [(2,), (3,)],
-    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer),
+    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     mistakes=lambda world_size: [
@@ -199,11 +203,7 @@ GRADIENTS = Exercise(
     ],
     done=": on 2 and 3 ranks, every gradient equals the whole batch's",
     differ=_gradients_differ,
-)
-
-# ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
-# ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
-exercise_1 = GRADIENTS.check
+).check
 
 
 def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -216,6 +216,8 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
     """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
     blocks it held after each hop (-1 for blocks no rank started with), or the error as one line."""
     originals = [_blocks(other) for other in range(world_size)]
+    for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
+        setattr(dist, name, _one_hop_only(name))
     try:
         ring_pass = _define(portable)
         held, senders = originals[rank], []
@@ -251,22 +253,17 @@ def _ring_differs(reports, expected) -> str | None:
     return None
 
 
-RING = Exercise(
+# ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
+# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
+exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda world_size: [
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
     ],
     cases=lambda: [(3,)],  # with 3 ranks the next rank is not the previous one
-    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer),
-    hint=(
-        "each rank sends what it holds to the next rank and receives from the previous one, around the ring, and "
-        "returns what it received (reread '3. Ring attention: a sequence split across processes')"
-    ),
+    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer, RING_HINT),
+    hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     done=": on 3 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
-)
-
-# ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
-# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
-exercise_2 = RING.check
+).check
