@@ -937,3 +937,44 @@ def _softmax_in_a_pool_started_before(x, dim=-1, temperature=1.0):
 def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
     result, out = verdict(lesson02.exercise_1, _softmax_in_a_pool_started_before, capsys)
     assert result is False and "your code hands work to another thread or process (concurrent.futures" in out, out
+
+
+# "Endless" for the check: 20 s is forty times its limit in the test; ending at all keeps a broken timer from hanging
+# the test run (it then fails on the verdict instead)
+def _endless(scores, dim, temperature):
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        scores = scores + 0
+
+
+def _endless_swallowing_exceptions(scores, dim, temperature):
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        try:  # noqa: SIM105 (a reader's broad handler, which must not swallow the check's stop)
+            scores = scores + 0
+        except Exception:
+            pass
+
+
+def _softmax_by_hand(scores, dim, temperature):
+    shifted = scores / temperature - (scores / temperature).amax(dim, keepdim=True)
+    return shifted.exp() / shifted.exp().sum(dim, keepdim=True)
+
+
+@pytest.mark.parametrize("answer", [_endless, _endless_swallowing_exceptions], ids=["loop", "loop with except"])
+def test_an_answer_that_never_ends_is_stopped_after_the_time_limit_with_one_sentence(answer, capsys):
+    import dataclasses
+
+    check = dataclasses.replace(lesson02.exercise_1.__self__, time_limit=0.5).check
+    assert verdict(check, _softmax_by_hand, capsys)[0] is True  # the timer leaves a quick answer alone
+    began = time.monotonic()
+    result, out = verdict(check, answer, capsys)
+    assert result is False and time.monotonic() - began < 5
+    assert "still running after 0.5 s" in out and "a loop that never ends" in out, out
+
+
+def test_the_time_limit_is_one_minute_per_case_and_lesson_13_leaves_it_to_its_launcher():
+    from attention_helpers.lessons import lesson13
+
+    assert lesson02.exercise_1.__self__.time_limit == 60
+    assert lesson13.exercise_1.__self__.time_limit is None and lesson13.exercise_2.__self__.time_limit is None

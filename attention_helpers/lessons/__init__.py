@@ -20,6 +20,7 @@ import inspect
 import multiprocessing.process
 import numbers
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -464,6 +465,7 @@ class Exercise:
       order when the answer is wrong.
     - ``forbidden`` kernels (the ``*_KERNELS`` groups) and the package's code, except ``allowed``, are refused with
       ``rule``; ``loop_free()`` gives a small and a large case, and the answer's steps may not grow between them.
+    - ``time_limit``: seconds an answer may run on one case before it is stopped and told so.
     - ``done``: the correct verdict's detail (``{n}``: the number of cases), or a function of the first case.
     """
 
@@ -486,6 +488,7 @@ class Exercise:
     convert: Callable[[Any], Any] | None = None
     differ: Callable[[Any, Any], str | None] | None = None
     value: bool = False
+    time_limit: float | None = 60.0  # seconds per hidden case (lesson 13's ranks have their launcher's own limit)
 
     def check(self, candidate, *given, **options) -> bool:
         """Judge ``candidate`` on every hidden case; print the verdict and return it. Never raises."""
@@ -563,10 +566,14 @@ class Exercise:
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
-            with torch.no_grad(), trace:
+            with torch.no_grad(), trace, _time_limit(self.time_limit):
                 result = self.run(candidate, *given) if self.run is not None else candidate(*given)
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
+        except _TooLong:
+            problem = f"your code was still running after {self.time_limit:g} s {where}, so it was stopped"
+            problem += ": look for a loop that never ends"
+            hint = self.hint
         except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
             message = " ".join(str(error).split())
             problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
@@ -596,6 +603,29 @@ class Exercise:
 
 
 _WARM: list = []
+
+
+class _TooLong(BaseException):
+    """Raised inside the answer by the check's timer; not an ``Exception``, so the answer's own handlers let it pass."""
+
+
+@contextmanager
+def _time_limit(seconds: float | None):
+    """Stop the answer after ``seconds`` (a timer signal, so only in the main thread, where a notebook runs it)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _TooLong
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:

@@ -182,6 +182,7 @@ exercise_1 = Exercise(
     reference=lambda world_size: _gradients(),
     cases=lambda: [(2,), (3,)],
     run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
+    time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     mistakes=lambda world_size: [
@@ -262,6 +263,7 @@ exercise_2 = Exercise(
     ],
     cases=lambda: [(3,)],  # with 3 ranks the next rank is not the previous one
     run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer, RING_HINT),
+    time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
     done=": on 3 ranks, every rank saw every block, one hop at a time",
