@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from small_models import small_seq2seq_config
 from torch import nn
 
 import attention_helpers as ah
@@ -312,34 +313,12 @@ CASES = {
         ["bos_id", "0 to 8", "tgt_vocab_size=9", "got 9"],
     ),
     "Seq2Seq with pad_id=99": (
-        lambda: ah.Seq2SeqTransformer(
-            ah.Seq2SeqConfig(
-                src_vocab_size=13,
-                tgt_vocab_size=9,
-                d_model=12,
-                num_heads=3,
-                num_encoder_layers=1,
-                num_decoder_layers=1,
-                ffn_hidden=20,
-                pad_id=99,
-            )
-        ),
+        lambda: ah.Seq2SeqTransformer(small_seq2seq_config(pad_id=99)),
         ValueError,
         ["pad_id", "0 to 12", "src_vocab_size=13", "99"],
     ),
     "Seq2Seq with pad_id='x'": (
-        lambda: ah.Seq2SeqTransformer(
-            ah.Seq2SeqConfig(
-                src_vocab_size=13,
-                tgt_vocab_size=9,
-                d_model=12,
-                num_heads=3,
-                num_encoder_layers=1,
-                num_decoder_layers=1,
-                ffn_hidden=20,
-                pad_id="x",
-            )
-        ),
+        lambda: ah.Seq2SeqTransformer(small_seq2seq_config(pad_id="x")),
         TypeError,
         ["pad_id", "str", "'x'"],
     ),
@@ -645,18 +624,7 @@ CASES |= {
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(
-        ah.Seq2SeqConfig(
-            src_vocab_size=13,
-            tgt_vocab_size=9,
-            d_model=12,
-            num_heads=3,
-            num_encoder_layers=1,
-            num_decoder_layers=1,
-            ffn_hidden=20,
-            context_length=16,
-        )
-    ).eval()
+    return ah.Seq2SeqTransformer(small_seq2seq_config(context_length=16)).eval()
 
 
 @pytest.mark.parametrize(("call", "error", "fragments"), list(CASES.values()), ids=list(CASES))

@@ -6,6 +6,7 @@ Each test is written against the public API, so that it holds whatever the modul
 
 import pytest
 import torch
+from small_models import small_seq2seq_config
 from torch import nn
 
 import attention_helpers as ah
@@ -75,19 +76,7 @@ def test_interop_keeps_the_eps_of_a_whole_encoder_layer():
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(
-        ah.Seq2SeqConfig(
-            src_vocab_size=13,
-            tgt_vocab_size=9,
-            d_model=12,
-            num_heads=3,
-            num_encoder_layers=1,
-            num_decoder_layers=1,
-            ffn_hidden=20,
-            context_length=16,
-            pad_id=0,
-        )
-    ).eval()
+    return ah.Seq2SeqTransformer(small_seq2seq_config(context_length=16, pad_id=0)).eval()
 
 
 def test_seq2seq_ignores_the_padded_source_tokens_and_reads_the_others():
@@ -138,19 +127,7 @@ def _classifier(dropout=0.5):
 
 def _seq2seq_with_dropout():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(
-        ah.Seq2SeqConfig(
-            src_vocab_size=13,
-            tgt_vocab_size=9,
-            d_model=12,
-            num_heads=3,
-            num_encoder_layers=1,
-            num_decoder_layers=1,
-            ffn_hidden=20,
-            dropout=0.5,
-            context_length=16,
-        )
-    )
+    return ah.Seq2SeqTransformer(small_seq2seq_config(dropout=0.5, context_length=16))
 
 
 IDS = torch.randint(0, 11, (30,), generator=torch.Generator().manual_seed(1))

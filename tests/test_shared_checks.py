@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from small_models import small_seq2seq_config
 
 import attention_helpers as ah
 from attention_helpers.training import evaluate
@@ -60,18 +61,7 @@ def test_the_smallest_accepted_temperature_works_everywhere(user):
 
 def _seq2seq():
     torch.manual_seed(0)
-    return ah.Seq2SeqTransformer(
-        ah.Seq2SeqConfig(
-            src_vocab_size=13,
-            tgt_vocab_size=9,
-            d_model=12,
-            num_heads=3,
-            num_encoder_layers=1,
-            num_decoder_layers=1,
-            ffn_hidden=20,
-            context_length=16,
-        )
-    ).eval()
+    return ah.Seq2SeqTransformer(small_seq2seq_config(context_length=16)).eval()
 
 
 def _classifier():
