@@ -57,9 +57,9 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 # The default target (the first one): what each command does and how long it takes on two CPU cores (a warm .venv/;
 # the first command also installs, once: about 1.5 minutes with PyPI reachable and the CPU-only torch).
 help:
-	@echo "make lab              open the series in JupyterLab (starts in seconds; Ctrl-C stops it)"
+	@echo "make lab              open the series in JupyterLab (starts in seconds once installed: the first run installs for 2-3 minutes; Ctrl-C stops it)"
 	@echo "make test             lint, unit tests and every notebook compared with its stored outputs (about 4 minutes)"
-	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about 4 minutes, estimated; one lesson: 0.1-8)"
+	@echo "make run [NB=10] [PARAMS=\"-p seed 7\"]  run the notebooks with papermill into build/run/ (about 4 minutes, estimated; one lesson: 0.1-8 minutes)"
 	@echo "make notebooks        refresh every stored output in place from a clean kernel (about 4 minutes, estimated)"
 	@echo "make sweep NB=12 SEEDS=16  a training lesson under many seeds: its asserted figures' spread (2-18 minutes)"
 	@echo "make site             the website into build/site/ from the stored outputs (about 1 minute)"
