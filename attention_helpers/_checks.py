@@ -215,10 +215,6 @@ def check_every(name: str, value) -> None:
         raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
 
 
-def check_seed(seed) -> None:
-    check_int("seed", seed)
-
-
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
     if not isinstance(value, cls):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
@@ -240,10 +236,9 @@ def check_integer_tensor(name: str, x, layout: str) -> None:
         raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
 
 
+# Below it, softmax is as good as one-hot, and logits / temperature overflow to inf (in float16 already for logits
+# above 655), which turns the probabilities into nan. For the most likely token, sampling takes temperature=0.
 MIN_TEMPERATURE = 0.01
-"""The smallest temperature accepted. Below it, softmax is as good as one-hot, and dividing logits by a tiny
-temperature overflows to ``inf`` (in float16 already for logits above 655), which turns the probabilities into
-``nan``. For the most likely token, sampling functions take ``temperature=0``."""
 
 
 def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
@@ -258,15 +253,11 @@ def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
         raise ValueError(f"temperature must be {allowed}, got {temperature!r}")
 
 
-TOKEN_ID_DTYPES = (torch.int64, torch.int32)
-"""The index dtypes ``nn.Embedding`` accepts (int8, int16 and uint8 ids fail inside it)."""
-
-
 def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2):
     """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
-    if ids.dtype not in TOKEN_ID_DTYPES:
+    if ids.dtype not in (torch.int64, torch.int32):  # int8, int16 and uint8 ids fail inside nn.Embedding
         raise TypeError(
             f"{name} must have dtype torch.int64 or torch.int32 (the dtypes an embedding is indexed with), got "
             f"{ids.dtype} with shape {shape_str(ids.shape)}; convert it with .long()"
@@ -443,26 +434,6 @@ def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
         )
 
 
-def check_memory(module, x: torch.Tensor, memory: torch.Tensor) -> None:
-    if module.causal:
-        raise ValueError(
-            "memory= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
-            "within one sequence and has no meaning between the queries' sequence and the memory's"
-        )
-    layout = "(batch, num_memory_tokens, d_in)"
-    check_tensor("memory", memory, (3,), layout)
-    check_size("memory", memory, -1, module.d_in, "d_in", layout)
-    check_not_empty("memory", memory, "num_memory_tokens")
-    if memory.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
-            f"(memory {shape_str(memory.shape)}, x {shape_str(x.shape)})"
-        )
-    if memory.dtype != x.dtype:
-        raise TypeError(f"memory has dtype {memory.dtype} but x has dtype {x.dtype}; convert one to the other")
-    check_same_device("memory", memory, "x", x)
-
-
 def check_attention_call(module, x, key_padding_mask, return_weights, memory, cache):
     """``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` as ``(batch, num_keys)``."""
     check_attention_input(module, x)
@@ -470,7 +441,23 @@ def check_attention_call(module, x, key_padding_mask, return_weights, memory, ca
     if cache is not None:
         check_cache_type(cache)
     if memory is not None:
-        check_memory(module, x, memory)
+        if module.causal:
+            raise ValueError(
+                "memory= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
+                "within one sequence and has no meaning between the queries' sequence and the memory's"
+            )
+        layout = "(batch, num_memory_tokens, d_in)"
+        check_tensor("memory", memory, (3,), layout)
+        check_size("memory", memory, -1, module.d_in, "d_in", layout)
+        check_not_empty("memory", memory, "num_memory_tokens")
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
+                f"(memory {shape_str(memory.shape)}, x {shape_str(x.shape)})"
+            )
+        if memory.dtype != x.dtype:
+            raise TypeError(f"memory has dtype {memory.dtype} but x has dtype {x.dtype}; convert one to the other")
+        check_same_device("memory", memory, "x", x)
     elif cache is not None:
         check_cache_fits(cache.num_tokens, x.shape[1], module.context_length, "context_length")
     start = 0 if cache is None else cache.num_tokens
