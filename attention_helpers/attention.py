@@ -86,7 +86,6 @@ class CausalAttention(nn.Module):
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
@@ -180,7 +179,6 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
-        # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
     def forward(
