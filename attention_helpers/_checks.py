@@ -1,13 +1,10 @@
 """Argument checks shared by the package.
 
-Every public function and module checks its arguments with these validators, so that a malformed call fails at
-once with a ``TypeError`` or ``ValueError`` whose message names the argument and the shapes involved, rather than
-with a wrong answer or a traceback from deep inside torch, and the same mistake gives the same message everywhere.
-A module raises its own errors only about what it alone knows: a checkpoint's layout, a date's formats, a
-tokenizer's vocabulary, a task function's answers.
-
-Checks run at the door: a model checks its arguments once, at its entry point, and calls its layers (as modules,
-so that hooks fire) with ``checked=True``, which they trust; a layer called on its own checks everything.
+A malformed call fails at once with a ``TypeError`` or ``ValueError`` naming the argument, its shape and dtype,
+the same message for the same mistake everywhere, instead of a wrong answer or a traceback from deep in torch.
+Checks run at the door: a model checks its arguments once and calls its layers with ``checked=True``, which they
+trust; a layer called on its own checks everything. In messages, ``name`` is the argument and ``layout`` names its
+dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
 """
 
 from __future__ import annotations
@@ -25,21 +22,20 @@ is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda:
 
 
 def check_int(name: str, value) -> None:
-    """Require an int: not a bool, not a float such as ``2.0`` (``range`` and indexing would fail later, or not)."""
+    """Require an int: not a bool, not a float such as ``2.0``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
 
 
 def shape_str(shape) -> str:
-    """Format a shape as ``(2, 6, 3)`` (``torch.Size`` prints as ``torch.Size([2, 6, 3])``)."""
+    """``(2, 6, 3)`` rather than ``torch.Size([2, 6, 3])``."""
     dims = tuple(shape)
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonempty: str | None = None) -> None:
-    """Require a floating-point tensor with one of the ranks in ``ndims`` (a tuple), or at least ``ndims``
-    dimensions (an int); ``layout`` names the expected dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
-    ``nonempty``: the name of the second-to-last dimension (``"num_tokens"``), which must then hold an entry."""
+    """Require a floating-point tensor of a rank in ``ndims`` (a tuple) or of at least ``ndims`` (an int), and, if
+    ``nonempty`` names the second-to-last dimension, at least one token along it."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -56,14 +52,12 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonemp
 
 
 def check_not_empty(name: str, x: torch.Tensor, what: str) -> None:
-    """Require at least one token along ``x``'s second-to-last dimension (named ``what``): attention over no keys
-    is a softmax over nothing."""
+    """Attention over no keys is a softmax over nothing."""
     if x.shape[-2] == 0:
         raise ValueError(f"{name} must hold at least one token ({what} >= 1), got shape {shape_str(x.shape)}")
 
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
-    """Require an int ``dim`` that indexes one of ``x``'s dimensions (negative counts from the end)."""
     check_int(name, dim)
     if not -x.dim() <= dim < x.dim():
         raise ValueError(
@@ -73,7 +67,7 @@ def check_dim(name: str, dim, x: torch.Tensor) -> None:
 
 
 def check_module_dtype(name: str, x: torch.Tensor, weight: torch.Tensor, module: str) -> None:
-    """Require ``x`` to have the dtype of the module's weights: torch would fail deep inside a matmul."""
+    """Otherwise torch fails deep inside a matmul."""
     if x.dtype != weight.dtype:
         raise TypeError(
             f"{name} has dtype {x.dtype} but the weights of {module} are {weight.dtype}; convert the input with "
@@ -82,7 +76,6 @@ def check_module_dtype(name: str, x: torch.Tensor, weight: torch.Tensor, module:
 
 
 def check_size(name: str, x: torch.Tensor, dim: int, expected: int, what: str, layout: str) -> None:
-    """Require ``x.shape[dim] == expected``; ``what`` names the size (``"d_in"``)."""
     if x.shape[dim] != expected:
         raise ValueError(
             f"{name} must have shape {layout} with {what}={expected}, "
@@ -99,7 +92,6 @@ def check_same_device(name: str, x: torch.Tensor, other_name: str, other: torch.
 
 
 def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str, like: torch.Tensor) -> None:
-    """Require a boolean mask that broadcasts to ``target_shape`` and lives on ``like``'s device."""
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a boolean torch.Tensor of shape {layout}, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
@@ -121,18 +113,15 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
 
 
 def check_sequence(name, x, d_model: int, layout: str, weight, module: str, nonempty: str | None = None) -> None:
-    """Require a floating-point ``(batch, num_tokens, d_model)`` tensor of the dtype of ``module``'s weights (and
-    at least one token along the dimension named ``nonempty``, if given)."""
+    """A ``(batch, num_tokens, d_model)`` input of ``module``, whose weights are ``weight``."""
     check_tensor(name, x, (3,), layout, nonempty)
     check_size(name, x, -1, d_model, "d_model", layout)
     check_module_dtype(name, x, weight, module)
 
 
 def check_padding_mask(name: str, mask, x: torch.Tensor, what: str = "num_tokens", length: int | None = None):
-    """``mask``: None or a boolean padding mask (True = padding) of shape ``(batch, what)`` or ``(what,)`` for
-    ``x`` ``(batch, what, d_model)`` (``what`` has ``length`` positions if given): one entry per key, shared by
-    the batch or not; a ``(batch, 1)`` mask, which would hide all of a sequence's keys or none, is refused.
-    Returns it expanded to ``(batch, what)``."""
+    """None, or a padding mask (True = padding) ``(batch, what)`` or ``(what,)`` for ``x`` ``(batch, what, ...)``
+    (``length`` keys if given); returned expanded to ``(batch, what)``."""
     if mask is None:
         return None
     batch = x.shape[0]
@@ -153,7 +142,6 @@ def check_bool(name: str, value) -> None:
 
 
 def check_token_id(name: str, value, vocab_size: int, what: str = "vocab_size") -> None:
-    """Require one token id: an int (not a bool, not a float such as ``1.5``) in ``[0, vocab_size)``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int token id, got {type(value).__name__} ({value!r})")
     if not 0 <= value < vocab_size:
@@ -161,7 +149,6 @@ def check_token_id(name: str, value, vocab_size: int, what: str = "vocab_size") 
 
 
 def check_length(name: str, length: int, context_length: int, what: str = "num_tokens") -> None:
-    """Require a sequence of at most ``context_length`` positions (``length`` of them, in ``name``)."""
     if length > context_length:
         raise ValueError(
             f"{name} has {what}={length}, more than context_length={context_length} positions the model was built "
@@ -170,7 +157,7 @@ def check_length(name: str, length: int, context_length: int, what: str = "num_t
 
 
 def check_no_nan(name: str, x: torch.Tensor) -> None:
-    """Require a tensor without ``nan``: argmax and sampling would pick an arbitrary entry of one."""
+    """Argmax and sampling would pick an arbitrary entry of a ``nan`` row."""
     if not is_compiling() and bool(torch.isnan(x).any()):
         rows = torch.isnan(x).flatten(1).any(dim=1).nonzero().flatten().tolist() if x.dim() > 1 else []
         where = f" (rows {rows[:5]})" if rows else ""
@@ -178,8 +165,7 @@ def check_no_nan(name: str, x: torch.Tensor) -> None:
 
 
 def check_logits(name: str, logits: torch.Tensor) -> None:
-    """Require logits to pick a token from: no ``nan``, and in every row at least one finite score (a row of
-    ``-inf`` gives softmax ``0 / 0``; argmax would return token 0)."""
+    """No ``nan``, and a finite score in every row (a row of ``-inf`` gives softmax ``0 / 0``)."""
     check_no_nan(name, logits)
     if is_compiling():
         return
@@ -193,7 +179,6 @@ def check_logits(name: str, logits: torch.Tensor) -> None:
 
 
 def check_real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
-    """Require a finite real number (not a bool), at least ``minimum``, or above 0 with ``positive``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
     if not math.isfinite(value):
@@ -206,7 +191,6 @@ def check_real(name: str, value, *, minimum: float | None = None, positive: bool
 
 
 def check_class(name: str, cls, allowed: Sequence[type]) -> None:
-    """Require a class that is (a subclass of) one of ``allowed``."""
     names = ", ".join(c.__name__ for c in allowed)
     if not isinstance(cls, type) or not issubclass(cls, tuple(allowed)):
         shown = cls.__name__ if isinstance(cls, type) else f"{type(cls).__name__} ({cls!r})"
@@ -214,45 +198,36 @@ def check_class(name: str, cls, allowed: Sequence[type]) -> None:
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:
-    """Require an int (not a bool, not a float such as ``2.0``) of at least ``minimum``."""
     check_int(name, value)
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
 def check_index(name: str, value, size: int, size_name: str) -> None:
-    """Require an int index from 0 to ``size - 1``; ``size_name`` names the size (``"num_steps"``)."""
     check_int(name, value)
     if not 0 <= value < size:
         raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
 
 
 def check_every(name: str, value) -> None:
-    """Require how often to do something, in steps: an int >= 0, where 0 never does it."""
+    """How often to do something, in steps; 0 never does it."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
 
 
-def check_seed(seed) -> None:
-    """Require a seed for ``torch.manual_seed`` or ``random.Random``: an int (not a bool)."""
-    check_int("seed", seed)
-
-
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
-    """Require an instance of ``cls``; ``what`` says which in the message (``"a TaskData (from make_task)"``)."""
     if not isinstance(value, cls):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
 
 
 def check_model(name: str, model, attribute: str, what: str) -> None:
-    """Require an ``nn.Module`` with ``attribute`` (a ``torch.compile`` d model forwards it too); ``what`` names
-    the model in the message (``"an attention_helpers.GPT"``)."""
+    """An ``nn.Module`` with ``attribute`` (which a ``torch.compile`` d model forwards too)."""
     if not (isinstance(model, torch.nn.Module) and hasattr(model, attribute)):
         raise TypeError(f"{name} must be {what}, got {type(model).__name__}")
 
 
 def check_integer_tensor(name: str, x, layout: str) -> None:
-    """Require a 2-D integer (not boolean) tensor, such as Hugging Face's ``attention_mask``."""
+    """A 2-D integer tensor, such as Hugging Face's ``attention_mask``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if x.dtype == torch.bool or x.is_floating_point() or x.is_complex():
@@ -261,17 +236,13 @@ def check_integer_tensor(name: str, x, layout: str) -> None:
         raise ValueError(f"{name} must have shape {layout}, got {shape_str(x.shape)}")
 
 
+# Below it, softmax is as good as one-hot, and logits / temperature overflow to inf (in float16 already for logits
+# above 655), which turns the probabilities into nan. For the most likely token, sampling takes temperature=0.
 MIN_TEMPERATURE = 0.01
-"""The smallest temperature accepted. Below it, softmax is as good as one-hot, and dividing logits by a tiny
-temperature overflows to ``inf`` (in float16 already for logits above 655), which turns the probabilities into
-``nan``. For the most likely token, sampling functions take ``temperature=0``."""
 
 
 def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
-    """Require a softmax temperature: a real number (not a bool), finite and at least ``MIN_TEMPERATURE``.
-
-    ``zero_is_greedy``: also accept exactly 0, which a sampling function reads as "take the most likely token".
-    """
+    """``zero_is_greedy``: also accept 0, which a sampling function reads as "take the most likely token"."""
     greedy = " or 0 (greedy: the most likely token)" if zero_is_greedy else ""
     allowed = f"a finite number >= {MIN_TEMPERATURE}{greedy}"
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
@@ -282,16 +253,11 @@ def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
         raise ValueError(f"temperature must be {allowed}, got {temperature!r}")
 
 
-TOKEN_ID_DTYPES = (torch.int64, torch.int32)
-"""The index dtypes ``nn.Embedding`` accepts (int8, int16 and uint8 ids fail inside it)."""
-
-
 def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2):
-    """Require a tensor of token ids: dtype int64 or int32, ``ndim`` dimensions (named by ``layout``), values in
-    ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
+    """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
-    if ids.dtype not in TOKEN_ID_DTYPES:
+    if ids.dtype not in (torch.int64, torch.int32):  # int8, int16 and uint8 ids fail inside nn.Embedding
         raise TypeError(
             f"{name} must have dtype torch.int64 or torch.int32 (the dtypes an embedding is indexed with), got "
             f"{ids.dtype} with shape {shape_str(ids.shape)}; convert it with .long()"
@@ -316,7 +282,7 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
 
 
 def check_probability(name: str, value) -> None:
-    """Require a dropout probability in [0, 1): p = 1 would drop everything and scale by 1/0."""
+    """A dropout probability: p = 1 would drop everything and scale by 1/0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} ({value!r})")
     if not 0.0 <= value < 1.0:
@@ -324,7 +290,6 @@ def check_probability(name: str, value) -> None:
 
 
 def check_heads(width: int, num_heads: int, name: str = "d_out") -> None:
-    """Require ``num_heads`` to divide ``width`` (named ``name`` in the message)."""
     check_positive_int("num_heads", num_heads)
     if width % num_heads != 0:
         raise ValueError(
@@ -334,7 +299,7 @@ def check_heads(width: int, num_heads: int, name: str = "d_out") -> None:
 
 
 def check_labels(name: str, labels, count: int, what: str) -> None:
-    """Require one label per row or column being labelled (``count`` of ``what``)."""
+    """One label per row or column (``count`` of ``what``)."""
     if isinstance(labels, str) or not isinstance(labels, Sequence):
         raise TypeError(f"{name} must be a list or tuple of {count} words, one per {what}, got {type(labels).__name__}")
     if len(labels) != count:
@@ -342,9 +307,8 @@ def check_labels(name: str, labels, count: int, what: str) -> None:
 
 
 def check_attention_inputs(queries, keys, values) -> torch.Size:
-    """Check queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)`` and values ``(..., num_keys, d_v)``:
-    tensors of one rank, dtype and device, matching sizes, ``d_k >= 1`` and ``num_keys >= 1``, leading (batch,
-    head) dimensions that broadcast. Returns that broadcast leading shape."""
+    """Queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)``, values ``(..., num_keys, d_v)``; returns
+    their broadcast leading (batch, head) shape."""
     check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
     check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
     check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
@@ -377,7 +341,6 @@ def check_attention_inputs(queries, keys, values) -> torch.Size:
 
 
 def check_positive_real(name: str, value) -> float:
-    """Require a real number (not a bool) that is positive and finite; return it as a float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
     if not (math.isfinite(value) and value > 0):
@@ -386,7 +349,6 @@ def check_positive_real(name: str, value) -> float:
 
 
 def check_choice(name: str, value, choices) -> None:
-    """Require one of the strings ``choices``."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be one of {sorted(choices)} as a string, got {type(value).__name__}")
     if value not in choices:
@@ -412,7 +374,7 @@ def normalized_shape(parameters_shape) -> tuple[int, ...]:
 
 
 def check_positions(positions, x: torch.Tensor) -> None:
-    """Require ``positions``: a real tensor that broadcasts to ``x.shape[:-1]`` (one position per token)."""
+    """One real position per token of ``x``."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(
             f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
@@ -440,7 +402,6 @@ def check_positions(positions, x: torch.Tensor) -> None:
 
 
 def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool) -> None:
-    """The constructor arguments every attention module shares."""
     check_positive_int("d_in", d_in)
     check_positive_int("d_out", d_out)
     check_probability("dropout", dropout)
@@ -460,7 +421,6 @@ def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
 
 
 def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
-    """Check ``x`` against ``module``'s ``d_in``, ``context_length`` and the dtype of its query weights."""
     layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
     check_tensor("x", x, ndims, layout, "num_tokens")
     check_size("x", x, -1, module.d_in, "d_in", layout)
@@ -474,37 +434,30 @@ def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
         )
 
 
-def check_memory(module, x: torch.Tensor, memory: torch.Tensor) -> None:
-    """``memory``, the sequence cross-attention takes keys and values from, against ``x`` and ``module``."""
-    if module.causal:
-        raise ValueError(
-            "memory= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
-            "within one sequence and has no meaning between the queries' sequence and the memory's"
-        )
-    layout = "(batch, num_memory_tokens, d_in)"
-    check_tensor("memory", memory, (3,), layout)
-    check_size("memory", memory, -1, module.d_in, "d_in", layout)
-    check_not_empty("memory", memory, "num_memory_tokens")
-    if memory.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
-            f"(memory {shape_str(memory.shape)}, x {shape_str(x.shape)})"
-        )
-    if memory.dtype != x.dtype:
-        raise TypeError(f"memory has dtype {memory.dtype} but x has dtype {x.dtype}; convert one to the other")
-    check_same_device("memory", memory, "x", x)
-
-
 def check_attention_call(module, x, key_padding_mask, return_weights, memory, cache):
-    """Every argument of ``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` expanded to
-    ``(batch, num_keys)`` (or None). With a ``cache``, ``x``'s tokens follow the cached ones and the keys are the
-    cached ones and theirs (self-attention) or the memory's (cross-attention)."""
+    """``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` as ``(batch, num_keys)``."""
     check_attention_input(module, x)
     check_bool("return_weights", return_weights)
     if cache is not None:
         check_cache_type(cache)
     if memory is not None:
-        check_memory(module, x, memory)
+        if module.causal:
+            raise ValueError(
+                "memory= (cross-attention) needs a module built with causal=False: a causal mask relates positions "
+                "within one sequence and has no meaning between the queries' sequence and the memory's"
+            )
+        layout = "(batch, num_memory_tokens, d_in)"
+        check_tensor("memory", memory, (3,), layout)
+        check_size("memory", memory, -1, module.d_in, "d_in", layout)
+        check_not_empty("memory", memory, "num_memory_tokens")
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
+                f"(memory {shape_str(memory.shape)}, x {shape_str(x.shape)})"
+            )
+        if memory.dtype != x.dtype:
+            raise TypeError(f"memory has dtype {memory.dtype} but x has dtype {x.dtype}; convert one to the other")
+        check_same_device("memory", memory, "x", x)
     elif cache is not None:
         check_cache_fits(cache.num_tokens, x.shape[1], module.context_length, "context_length")
     start = 0 if cache is None else cache.num_tokens
@@ -521,7 +474,6 @@ def check_cache_type(cache) -> None:
 
 
 def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str) -> None:
-    """``num_new`` tokens after ``num_cached`` cached ones must stay within ``limit`` (named ``name``)."""
     if limit is not None and num_cached + num_new > limit:
         raise ValueError(
             f"the cache holds {num_cached} tokens and the input adds {num_new}, more than {name}={limit}; "
@@ -532,9 +484,8 @@ def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str
 def check_cache(
     cache, model, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor, attention=None
 ) -> None:
-    """At a model's entry point: ``num_new`` tokens of ``batch`` sequences (``like``'s dtype and device) can
-    continue ``cache`` (a :class:`~attention_helpers.decoding.KVCache`) in ``model``, of ``num_layers`` layers whose
-    self-attention is like ``attention`` (its ``num_kv_heads`` and ``head_dim``)."""
+    """``num_new`` tokens of ``batch`` sequences, of ``like``'s dtype and device, can continue ``cache`` in ``model``,
+    whose self-attention is like ``attention``."""
     check_cache_type(cache)
     if cache.num_layers != num_layers:
         raise ValueError(
@@ -576,7 +527,6 @@ def check_cache(
 
 
 def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor) -> None:
-    """One layer's write of ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)`` into ``cache``."""
     check_int("layer_idx", layer_idx)
     if not 0 <= layer_idx < cache.num_layers:
         raise ValueError(f"layer_idx={layer_idx} but the cache holds num_layers={cache.num_layers}")
@@ -602,7 +552,6 @@ def check_cache_write(cache, layer_idx, keys: torch.Tensor, values: torch.Tensor
 
 
 def check_same_batch(name: str, x: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
-    """Two inputs that must hold the same number of sequences (their first dimension)."""
     if x.shape[0] != other.shape[0]:
         raise ValueError(
             f"{name} and {other_name} must hold the same number of sequences, got {name} {shape_str(x.shape)} and "
@@ -611,10 +560,8 @@ def check_same_batch(name: str, x: torch.Tensor, other_name: str, other: torch.T
 
 
 def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache=None):
-    """Check a decoder's inputs: ``tgt`` ``(batch, tgt_len, d_model)`` after the ``start = cache.num_tokens``
-    tokens of ``cache`` (if any) and ``memory`` ``(batch, src_len, d_model)`` of ``weight``'s dtype for ``module``
-    (its ``d_model`` and ``context_length``). Returns the two padding masks expanded to ``(batch, start + tgt_len)``
-    and ``(batch, src_len)`` (or None)."""
+    """``tgt`` ``(batch, tgt_len, d_model)`` after ``cache``'s tokens, ``memory`` ``(batch, src_len, d_model)``;
+    returns the two padding masks expanded to ``(batch, num_keys)``."""
     if cache is not None:
         check_cache_type(cache)
     start = 0 if cache is None else cache.num_tokens

@@ -3,7 +3,8 @@
 The classes keep the constructor arguments, parameter names (``W_query``, ``W_key``, ``W_value``, ``out_proj``)
 and parameter creation order of the classes in chapter 3 of Sebastian Raschka's *Build a Large Language Model
 (From Scratch)* (code: rasbt/LLMs-from-scratch), so that the same ``torch.manual_seed`` gives the same weights,
-and therefore the book's numbers. Inputs are batch-first: ``(batch, num_tokens, d_in)``.
+and therefore the book's numbers. Every module maps ``x`` ``(batch, num_tokens, d_in)`` to ``context_vec``
+``(batch, num_tokens, d_out)``, and with ``return_weights=True`` returns the attention weights too.
 """
 
 from __future__ import annotations
@@ -27,13 +28,8 @@ from .rope import rotate
 
 
 class SelfAttentionV1(nn.Module):
-    """Single-head self-attention with hand-made weight matrices.
-
-    ``W_query``, ``W_key`` and ``W_value`` are ``(d_in, d_out)`` Parameters filled by ``torch.rand``,
-    so ``x @ W_query`` maps each token from ``d_in`` to ``d_out`` dimensions.
-
-    Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output the same with ``d_out``.
-    """
+    """Single-head self-attention with hand-made ``(d_in, d_out)`` weight matrices filled by ``torch.rand``; also
+    takes an unbatched ``(num_tokens, d_in)``."""
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
@@ -45,8 +41,6 @@ class SelfAttentionV1(nn.Module):
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        """Return ``context_vec`` ``(..., num_tokens, d_out)``, and the ``(..., num_tokens, num_tokens)``
-        attention weights too when ``return_weights`` is set."""
         check_attention_input(self, x, (2, 3))
         check_bool("return_weights", return_weights)
         queries = x @ self.W_query  # (..., num_tokens, d_out)
@@ -57,11 +51,8 @@ class SelfAttentionV1(nn.Module):
 
 
 class SelfAttentionV2(nn.Module):
-    """:class:`SelfAttentionV1` with ``nn.Linear`` projections.
-
-    ``nn.Linear`` stores its weight transposed, ``(d_out, d_in)``, and starts from a better-scaled random
-    initialisation than ``torch.rand``. Under ``torch.no_grad()``, ``v1.W_query.copy_(v2.W_query.weight.T)``.
-    """
+    """:class:`SelfAttentionV1` with ``nn.Linear`` projections, which store the weight transposed, ``(d_out,
+    d_in)``, from a better-scaled initialisation: ``v1.W_query.copy_(v2.W_query.weight.T)`` under ``no_grad``."""
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
@@ -74,7 +65,6 @@ class SelfAttentionV2(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        """Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output ``(..., num_tokens, d_out)``."""
         check_attention_input(self, x, (2, 3))
         check_bool("return_weights", return_weights)
         context_vec, attn_weights = attention_with_weights(self.W_query(x), self.W_key(x), self.W_value(x))
@@ -82,13 +72,8 @@ class SelfAttentionV2(nn.Module):
 
 
 class CausalAttention(nn.Module):
-    """Single-head attention in which each token attends only to itself and earlier tokens.
-
-    The causal mask is a buffer (``register_buffer``): ``module.to(device)`` moves it with the weights, but it
-    is not a trainable parameter. ``dropout`` is applied to the attention weights during training.
-
-    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output ``(batch, num_tokens, d_out)``.
-    """
+    """Single-head attention in which each token attends only to itself and earlier tokens, with dropout on the
+    attention weights. The mask is a buffer: ``module.to(device)`` moves it, but it is not trained."""
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
@@ -101,12 +86,9 @@ class CausalAttention(nn.Module):
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        """Return ``context_vec`` ``(batch, num_tokens, d_out)`` (and the ``(batch, num_tokens,
-        num_tokens)`` attention weights when ``return_weights`` is set)."""
         check_attention_input(self, x)
         check_bool("return_weights", return_weights)
         num_tokens = x.shape[1]
@@ -118,10 +100,7 @@ class CausalAttention(nn.Module):
 
 
 class MultiHeadAttentionWrapper(nn.Module):
-    """``num_heads`` independent :class:`CausalAttention` heads (each ``d_in -> d_out``), outputs concatenated.
-
-    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, num_heads * d_out)``.
-    """
+    """``num_heads`` independent :class:`CausalAttention` heads, outputs concatenated to ``num_heads * d_out``."""
 
     def __init__(
         self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int, qkv_bias: bool = False
@@ -133,8 +112,6 @@ class MultiHeadAttentionWrapper(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        """Return the concatenated context vectors (and the ``(batch, num_heads, num_tokens, num_tokens)``
-        weights of every head when ``return_weights`` is set)."""
         check_bool("return_weights", return_weights)
         outputs = [head(x, return_weights=True) for head in self.heads]
         context_vec = torch.cat([head_context_vec for head_context_vec, _ in outputs], dim=-1)
@@ -157,19 +134,11 @@ class MultiHeadAttention(nn.Module):
     and ``cache=`` (lesson 10).
 
     Args:
-        d_in, d_out: input and output widths.
-        context_length: the most tokens a causal module accepts (its mask buffer is that size); may be ``None``
-            when ``causal=False``.
-        dropout: probability of dropping an attention weight during training, in [0, 1).
-        num_heads: number of heads; must divide ``d_out``.
-        qkv_bias, proj_bias: whether the query, key and value projections, and ``out_proj``, have biases.
+        context_length: the most tokens a causal module accepts (its mask's size); ``None`` allowed if not causal.
         causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
-        fused: take the fused path whenever the weights are not needed (default ``True``).
         num_kv_heads: key/value heads, query head ``h`` using ``h // (num_heads // num_kv_heads)`` (Ainslie et al.,
             2023; 1: multi-query attention, Shazeer, 2019); ``None``: one per query head.
         rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
-
-    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``.
     """
 
     def __init__(
@@ -210,20 +179,16 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out, bias=proj_bias)
         self.dropout = nn.Dropout(dropout)
-        # True above the diagonal: key j is in query i's future when j > i.
         self.register_buffer("mask", causal_mask(context_length) if causal else None)
 
     def forward(
         self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
     ):
-        """Attend from ``x`` ``(batch, num_tokens, d_in)`` over ``x`` itself, or over ``memory`` ``(batch,
-        num_keys, d_in)`` (cross-attention, for a module built with ``causal=False``). ``key_padding_mask``: None
-        or boolean ``(batch, num_keys)`` or ``(num_keys,)``, True at padding (``nn.MultiheadAttention``'s way).
-        With a ``cache`` (:class:`~attention_helpers.decoding.KVCache`), ``x`` holds the tokens after the cached
-        ones: their keys and values go into layer ``layer_idx``, and they attend over all (with ``memory``, the
-        cache keeps the memory's keys and values from the first call). ``checked=True``: a model has checked these
-        at its entry point (the mask expanded). Returns ``context_vec`` ``(batch, num_tokens, d_out)``, and the
-        ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)`` too when ``return_weights``."""
+        """Attend from ``x`` over ``x`` itself, or over ``memory`` ``(batch, num_keys, d_in)`` (cross-attention, for
+        a module built with ``causal=False``); ``attn_weights`` are ``(batch, num_heads, num_tokens, num_keys)``.
+        ``key_padding_mask``: ``(batch, num_keys)`` or ``(num_keys,)``, True at padding. With a ``cache``, ``x``
+        holds the tokens after the cached ones; their keys and values go into layer ``layer_idx``. ``checked=True``:
+        a model has checked these at its entry point (the mask expanded)."""
         if not checked:
             key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
@@ -251,13 +216,12 @@ class MultiHeadAttention(nn.Module):
         return t.view(t.shape[0], t.shape[1], heads, self.head_dim).transpose(1, 2)  # a projection's output: contiguous
 
     def merge_heads(self, context_vec: torch.Tensor) -> torch.Tensor:
-        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``: the head axis goes back
-        next to head_dim *before* the two are merged."""
+        """``(batch, num_heads, num_tokens, head_dim)`` -> ``(batch, num_tokens, d_out)``."""
         return context_vec.transpose(1, 2).flatten(2)
 
     def memory_keys_values(self, memory, cache=None, layer_idx: int = 0):
-        """Cross-attention's keys and values of ``memory``, ``(batch, num_kv_heads, num_memory_tokens, head_dim)``
-        each; with a ``cache``, computed on the first call and kept in the cache (the memory does not change)."""
+        """Cross-attention's keys and values of ``memory``; a ``cache`` keeps them from the first call (the memory
+        does not change)."""
         if cache is not None and cache.memory_keys[layer_idx] is not None:
             return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
         keys = self.split_heads(self.W_key(memory))  # (batch, num_kv_heads, num_memory_tokens, head_dim)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ._checks import check_instance, check_positive_int, check_seed, shape_str
+from ._checks import check_instance, check_int, check_positive_int, shape_str
 from .decoding import eval_mode
 from .encoder_decoder import Seq2SeqConfig, Seq2SeqTransformer, greedy_decode
 
@@ -167,7 +167,7 @@ def make_dates(num_train: int = 20_000, num_heldout: int = 1_000, seed: int = 0)
     same data). No held-out date appears in the training set, in any format."""
     check_positive_int("num_train", num_train)
     check_positive_int("num_heldout", num_heldout)
-    check_seed(seed)
+    check_int("seed", seed)
     num_days = (LAST_DATE - FIRST_DATE).days + 1
     if num_train + num_heldout > num_days:
         raise ValueError(

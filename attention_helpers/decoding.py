@@ -31,8 +31,7 @@ from ._checks import (
 
 @contextlib.contextmanager
 def eval_mode(model: nn.Module):
-    """``with eval_mode(model):`` runs the block in eval mode (no dropout), then puts ``model`` back in the mode it
-    came in (``model.train(mode)``), even when the block raises."""
+    """Eval mode inside the block, then ``model`` back in the mode it came in, even when the block raises."""
     was_training = model.training
     model.eval()
     try:
@@ -42,14 +41,10 @@ def eval_mode(model: nn.Module):
 
 
 class KVCache:
-    """Every layer's keys and values for the tokens seen so far, preallocated for ``capacity`` tokens.
-
-    ``keys[layer]`` and ``values[layer]`` are ``(batch, num_kv_heads, capacity, head_dim)``; positions
-    ``0 .. num_tokens - 1`` are filled. A model call writes its new tokens' keys and values after them in every
-    layer (:meth:`update`); once all ``num_layers`` layers have written, the cache counts them (``num_tokens``
-    moves on), so a layer cannot write twice at one position. An encoder-decoder also keeps each layer's
-    cross-attention keys and values of the encoder's output in ``memory_keys[layer]`` and ``memory_values[layer]``,
-    computed at the first step. ``model.new_cache(batch)`` makes one that fits the model.
+    """Every layer's keys and values for the tokens seen so far: ``keys[layer]`` and ``values[layer]`` are
+    ``(batch, num_kv_heads, capacity, head_dim)``, filled up to ``num_tokens``, which moves on once all layers have
+    written (so a layer cannot write twice at one position). An encoder-decoder also keeps each layer's
+    cross-attention keys and values in ``memory_keys`` and ``memory_values``. ``model.new_cache(batch)`` makes one.
     """
 
     def __init__(self, num_layers, batch, num_kv_heads, capacity, head_dim, *, dtype=torch.float32, device=None):
@@ -74,11 +69,8 @@ class KVCache:
         self.made_by: tuple[int, str | None] | None = None
 
     def update(self, layer_idx: int, keys, values, *, checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write layer ``layer_idx``'s new ``keys`` and ``values`` ``(batch, num_kv_heads, num_new, head_dim)``
-        after the ``num_tokens`` cached ones; return all of them, ``(batch, num_kv_heads, num_tokens + num_new,
-        head_dim)`` views of the preallocated tensors. Nothing cached is copied, unless autograd records the call:
-        then this layer's tensors are copied first, since autograd keeps the views that earlier writes returned.
-        ``checked=True``: a model that checked the cache at its entry point writes its own layers' keys."""
+        """Write layer ``layer_idx``'s new ``(batch, num_kv_heads, num_new, head_dim)`` keys and values after the
+        cached ones; return views of all of them. Nothing cached is copied, unless autograd records the call."""
         if not checked:
             check_cache_write(self, layer_idx, keys, values)
         if layer_idx in self.layers_written:  # even inside a model: a hook or a bug can reuse a layer_idx
@@ -88,7 +80,7 @@ class KVCache:
             )
         start = self.num_tokens
         num_new = keys.shape[2]
-        if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
+        if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):  # autograd keeps earlier views
             self.keys[layer_idx] = self.keys[layer_idx].clone()
             self.values[layer_idx] = self.values[layer_idx].clone()
         self.keys[layer_idx].narrow(2, start, num_new).copy_(keys)  # positions start .. start + num_new - 1
@@ -107,10 +99,7 @@ class KVCache:
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the ``k`` largest logits of each row and set the others to ``-inf`` (probability zero).
-
-    ``logits`` ``(..., vocab_size)``; returns a new tensor of the same shape. Ties with the k-th value are kept.
-    """
+    """Keep the ``k`` largest logits of each row (and ties with the k-th), set the others to ``-inf``."""
     check_tensor("logits", logits, 1, "(..., vocab_size)")
     check_no_nan("logits", logits)
     check_positive_int("k", k)
@@ -125,12 +114,8 @@ def _keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 def sample_next_token(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Pick one token per row of ``logits`` ``(batch, vocab_size)``; returns ``(batch, 1)`` int64 ids.
-
-    ``temperature=0`` picks the most likely token (greedy); otherwise the logits are divided by the
-    temperature (a finite number of at least 0.01; below 1 sharpens, above 1 flattens), optionally cut to the
-    ``top_k`` best, and sampled.
-    """
+    """``(batch, vocab_size)`` -> ``(batch, 1)`` ids: the most likely with ``temperature=0``; otherwise sampled from
+    ``logits / temperature`` (below 1 sharpens, above 1 flattens), optionally cut to the ``top_k`` best."""
     check_tensor("logits", logits, (2,), "(batch, vocab_size)")
     check_logits("logits", logits)
     check_temperature(temperature, zero_is_greedy=True)
@@ -159,16 +144,9 @@ def generate(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens of a :class:`~attention_helpers.GPT`.
-
-    Returns ``(batch, num_tokens + max_new_tokens)`` int64 ids, the prompt first. ``temperature`` and ``top_k``
-    are those of :func:`sample_next_token` (0: greedy); a seeded ``torch.Generator`` repeats a sample.
-
-    Without the cache, every step runs the model on the whole sequence (its last ``context_length`` tokens)
-    and keeps only the last row of logits. With ``use_cache=True`` the prompt is run once into a new
-    :class:`KVCache` and every later step feeds only the newest token with it: the same tokens, far less work.
-    Once the sequence outgrows ``context_length``, the window slides and every position changes, so both ways
-    recompute the window at each step. ``model`` may be a ``torch.compile`` d GPT: it is what runs.
+    """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens of a :class:`~attention_helpers.GPT`
+    (or a ``torch.compile`` d one); returns ``(batch, num_tokens + max_new_tokens)`` ids. Sampling as
+    :func:`sample_next_token`; the loop is :func:`decode_tokens`.
     """
     check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
     check_token_ids("token_ids", token_ids, model.vocab_size)
@@ -199,15 +177,13 @@ def decode_tokens(
     pick: Callable,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """The decoding loop of :func:`generate` and :func:`~attention_helpers.greedy_decode`: append ``num_new`` tokens
-    to ``token_ids`` ``(batch, num_tokens)``, one per step.
+    """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode.
 
-    ``step(ids, cache)`` returns logits ``(batch, len(ids), vocab_size)`` for the ids that follow those in
-    ``cache`` (a :class:`KVCache` from ``model.new_cache``, or None: then ``ids`` is the whole window); ``pick``
-    maps the last row ``(batch, vocab_size)`` to the next ids ``(batch, 1)``. With the cache, each step feeds
-    the tokens not yet cached (the prompt, then the newest token) while the sequence fits ``model.context_length``.
-    Runs in eval mode under ``torch.inference_mode`` and restores the model's mode. The caller checks
-    ``token_ids`` once and ``step`` may trust its arguments: every new id comes from ``pick``, and the cache fits.
+    ``step(ids, cache)`` returns logits ``(batch, len(ids), vocab_size)`` for the ids after those cached (without
+    a cache, the whole window); ``pick`` maps the last row to the next ids ``(batch, 1)``. With the cache, each step
+    feeds only the tokens not yet cached, while the sequence fits ``context_length``; beyond, the window slides,
+    every position changes and each step recomputes it. ``step`` may trust its arguments: the caller checks
+    ``token_ids`` once, and every new id comes from ``pick``.
     """
     context_length = model.context_length
     cache = None

@@ -24,8 +24,8 @@ def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _online_step(running_max: torch.Tensor, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One block of an online softmax: the new running maximum ``(..., 1)``, the factor ``exp(m_old - m_new)``
-    that rescales the sums kept so far, and the block's terms ``exp(score - m_new)``, same shape as ``block``."""
+    """One block of an online softmax: the new running maximum, the factor ``exp(m_old - m_new)`` that rescales
+    the sums kept so far, and the block's terms ``exp(score - m_new)``."""
     new_max = torch.maximum(running_max, block.amax(dim=-1, keepdim=True))
     # While a slice has seen only -inf, its maximum is -inf and exp(-inf - -inf) would be nan; shifting by 0
     # instead keeps every term exp(-inf) = 0, the right value.
@@ -39,11 +39,6 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
     For each block, the running maximum ``m`` becomes ``m_new = max(m, max(block))`` and the running sum
     ``s`` of ``exp(score - m)`` becomes ``s * exp(m - m_new) + sum(exp(block - m_new))``: the old terms are
     rescaled to the new maximum. At the end ``softmax(x) = exp(x - m) / s``, equal to ``torch.softmax``.
-
-    A slice whose scores are all ``-inf`` gives ``nan`` (``0 / 0``), as ``torch.softmax`` does.
-
-    ``x``: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_queries, num_keys)``; ``block_size``:
-    how many scores each step reads. Returns the same shape and dtype (float16 and bfloat16 computed in float32).
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_positive_int("block_size", block_size)
@@ -61,16 +56,9 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> tor
 def tiled_attention_blocks(
     num_queries: int, num_keys: int, block_size: int = 128, causal: bool = False
 ) -> torch.Tensor:
-    """Which ``(query block, key block)`` pairs :func:`tiled_attention` computes.
-
-    Query block ``i`` holds queries ``i * block_size`` to ``(i + 1) * block_size - 1`` (the last block may be
-    shorter), key block ``j`` likewise. With ``causal=True``, query ``q`` sees keys ``0..q`` (top-left aligned,
-    the convention of ``F.scaled_dot_product_attention(..., is_causal=True)``), so a key block whose first key
-    comes after the block's last query is entirely in the future and is skipped.
-
-    Returns:
-        Boolean ``(num_query_blocks, num_key_blocks)`` tensor, ``True`` for a block that is computed.
-    """
+    """Boolean ``(num_query_blocks, num_key_blocks)``, True for a block :func:`tiled_attention` computes. With
+    ``causal``, query ``q`` sees keys ``0..q`` (top-left aligned, as ``F.scaled_dot_product_attention``), so a key
+    block whose first key comes after the query block's last query is skipped."""
     check_positive_int("num_queries", num_queries)
     check_positive_int("num_keys", num_keys)
     check_positive_int("block_size", block_size)
@@ -94,21 +82,8 @@ def tiled_attention(
 
     Each query keeps a running maximum ``m``, a running sum ``s`` of ``exp(score - m)`` and an accumulator
     ``acc`` of ``exp(score - m) * value``, rescaled by ``exp(m_old - m_new)`` when a key block raises the
-    maximum; after the last block, ``acc / s`` is the context vector (FlashAttention's forward pass).
-
-    Args:
-        queries: ``(..., num_queries, d_k)``.
-        keys: ``(..., num_keys, d_k)``.
-        values: ``(..., num_keys, d_v)``; ``d_v`` may differ from ``d_k``.
-            The leading dimensions ``(...)`` (batch, heads) broadcast together.
-        causal: query ``q`` sees only keys ``0..q`` (top-left aligned when ``num_queries != num_keys``, as
-            ``F.scaled_dot_product_attention(..., is_causal=True)``); key blocks entirely in the future are
-            skipped, see :func:`tiled_attention_blocks`.
-        block_size: queries and keys per block.
-
-    Returns:
-        ``(..., num_queries, d_v)`` context vectors, equal to ``F.scaled_dot_product_attention``. float16 and
-        bfloat16 inputs are multiplied and accumulated in float32 and the result rounded once.
+    maximum; after the last block, ``acc / s`` is the context vector (FlashAttention's forward pass), equal to
+    ``F.scaled_dot_product_attention``; ``causal`` as :func:`tiled_attention_blocks`.
 
     Autograd differentiates the loop but keeps every block's intermediates: the memory saving holds for the
     forward pass only (FlashAttention's backward pass recomputes the blocks).
@@ -133,8 +108,7 @@ def tiled_attention(
 
 
 def _query_block_pass(q_block, keys, values, leading, q_start, key_ranges, causal) -> torch.Tensor:
-    """The ``(..., bq, d_v)`` context vectors of the queries ``q_start...``: one pass over the key blocks
-    ``key_ranges`` (``(k_start, k_end)`` pairs; causal: the blocks not entirely in the future), online softmax."""
+    """The context vectors of one query block, from one online-softmax pass over ``key_ranges``."""
     compute_dtype = _accumulation_dtype(q_block.dtype)
     # Scaling the queries before the product keeps float16 scores in range (and is one small multiply).
     q_block = q_block.to(compute_dtype) * (1.0 / math.sqrt(q_block.shape[-1]))  # (..., bq, d_k)
@@ -169,20 +143,11 @@ def partial_attention(
     ``out = softmax(scores) @ values`` over this block alone, and ``lse = log(sum(exp(scores)))`` per query,
     where ``scores = Q Kᵀ / sqrt(d_k)``. Blocks of keys attended to separately give the same result as all keys
     at once once merged by :func:`merge_partial_attention`: this is what split-KV decoding and ring attention
-    (each process holding one block) rely on.
+    (each process holding one block) rely on. ``causal`` places query ``i`` at ``query_offset + i`` and key ``j`` at
+    ``key_offset + j``, so a block from the middle of a sequence is masked right.
 
-    Args:
-        queries: ``(..., num_queries, d_k)``.
-        keys: ``(..., num_keys, d_k)``: one block of the keys.
-        values: ``(..., num_keys, d_v)``.
-        causal: mask keys after each query; positions are ``query_offset + i`` for query ``i`` and
-            ``key_offset + j`` for key ``j``, so a block taken from the middle of a sequence is masked right.
-        query_offset, key_offset: positions of the first query and the first key in the whole sequence.
-
-    Returns:
-        ``out`` ``(..., num_queries, d_v)`` and ``lse`` ``(..., num_queries)``, both in float32 for float16 and
-        bfloat16 inputs (merging in low precision would lose digits). A query that sees no key of this block
-        gets ``out = 0`` and ``lse = -inf``, which a merge weighs by zero.
+    ``out`` and ``lse`` are float32 for float16 and bfloat16 inputs (merging in low precision would lose digits). A
+    query that sees no key of this block gets ``out = 0`` and ``lse = -inf``, which a merge weighs by zero.
     """
     check_attention_inputs(queries, keys, values)
     check_bool("causal", causal)
@@ -206,16 +171,8 @@ def merge_partial_attention(outs, lses) -> torch.Tensor:
 
     Block ``b`` normalised its weights by its own sum ``exp(lse_b)``; the whole softmax divides by
     ``sum_b exp(lse_b) = exp(lse)``, so each block's output is re-weighted by ``exp(lse_b - lse)`` and the
-    results are added. The order of the blocks does not matter.
-
-    Args:
-        outs: a sequence of ``(..., num_queries, d_v)`` tensors, one per block of keys.
-        lses: the matching sequence of ``(..., num_queries)`` log-sum-exps.
-
-    Returns:
-        ``(..., num_queries, d_v)``: equal to attention over the concatenated keys. A query that sees no key in
-        any block (every ``lse`` is ``-inf``) gets zeros, as from ``F.scaled_dot_product_attention`` and
-        FlashAttention-2, not the ``nan`` of a softmax over nothing.
+    results are added, in any order. A query that sees no key in any block gets zeros, as from
+    ``F.scaled_dot_product_attention`` and FlashAttention-2, not the ``nan`` of a softmax over nothing.
     """
     outs = list(outs)
     lses = list(lses)

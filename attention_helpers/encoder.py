@@ -1,9 +1,8 @@
 """The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
 
-``Encoder(d_model, ffn_hidden, num_heads, dropout, num_layers)``. By default each layer is post-LN, as in the
-original paper (``x = norm(x + sublayer(x))``); ``norm_first=True`` gives the pre-LN layer of GPT-2 and most
-later models (``x = x + sublayer(norm(x))``). Positions: the sinusoidal :class:`PositionalEncoding` added to the
-embeddings (the rotary embedding applied to queries and keys is :func:`~attention_helpers.rope.rope_rotate`).
+Every layer takes ``(batch, num_tokens, d_model)`` and returns that shape. By default each layer is post-LN, as in
+the original paper; ``norm_first=True`` gives the pre-LN layer of GPT-2 and most later models (see :func:`residual`).
+``dropout`` acts on the attention weights, inside the feed-forward network and on every residual branch.
 """
 
 from __future__ import annotations
@@ -38,24 +37,14 @@ ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation: ``gamma * (x - mean) / sqrt(var + eps) + beta``.
-
-    Mean and (biased) variance are taken over the last ``len(parameters_shape)`` dimensions of each
-    token, so every token is normalised on its own, whatever the batch holds. Written out (lesson 07)::
+    """Layer normalisation over the trailing ``parameters_shape`` (``d_model`` or ``[d_model]``) of each token::
 
         dims = tuple(range(-len(parameters_shape), 0))
         mean = x.mean(dim=dims, keepdim=True)
         var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased: divided by d, not d - 1
         out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
 
-    ``forward`` computes that with PyTorch's fused ``F.layer_norm`` (statistics of float16/bfloat16 inputs in
-    float32: in float16, ``300**2 = 90000`` overflows 65504).
-
-    Args:
-        parameters_shape: the trailing shape to normalise, e.g. ``d_model`` or ``[d_model]``.
-        eps: added to the variance so a constant token does not divide by zero.
-
-    Input ``(..., *parameters_shape)``; output the same shape.
+    computed by PyTorch's fused ``F.layer_norm`` (float16 statistics in float32: ``300**2`` overflows 65504).
     """
 
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
@@ -92,21 +81,14 @@ class LayerNorm(nn.Module):
 
 
 def dropout_if_training(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    """``dropout(x)`` in training mode; in eval mode, where dropout is the identity, ``x`` itself without the
-    module call (a generation step would otherwise make a dozen calls per token that change nothing)."""
+    """In eval mode, ``x`` without the module call (a generation step would make a dozen that change nothing)."""
     return dropout(x) if dropout.training else x
 
 
 def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, norm_first: bool):
-    """One sublayer of a transformer layer with its residual connection, ``x`` ``(batch, num_tokens, d_model)``:
-
-    - pre-LN (``norm_first``, GPT-2 and most later models): ``x + dropout(sublayer(norm(x)))``, a residual stream
-      that no norm touches;
-    - post-LN (the original paper): ``norm(x + dropout(sublayer(x)))``.
-
-    ``sublayer`` returns the same shape, or a tuple of it and more (attention and its weights): ``residual`` then
-    returns the new ``x`` followed by the rest.
-    """
+    """One sublayer with its residual connection: pre-LN (``norm_first``) ``x + dropout(sublayer(norm(x)))``, a
+    residual stream no norm touches; post-LN ``norm(x + dropout(sublayer(x)))``. If ``sublayer`` returns a tuple
+    (attention and its weights), so does this: the new ``x``, then the rest."""
     out = sublayer(norm(x) if norm_first else x)
     out, *rest = out if isinstance(out, tuple) else (out,)
     out = dropout_if_training(dropout, out)
@@ -115,11 +97,8 @@ def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, no
 
 
 class FeedForward(nn.Module):
-    """The position-wise feed-forward network: ``linear2(dropout(activation(linear1(x))))``, applied to every
-    token separately, widening ``d_model`` to ``ffn_hidden`` and back.
-
-    Input ``(batch, num_tokens, d_model)``; output the same shape.
-    """
+    """``linear2(dropout(activation(linear1(x))))`` on every token separately, ``d_model`` -> ``ffn_hidden`` and
+    back."""
 
     def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
@@ -134,7 +113,6 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(ffn_hidden, d_model)
 
     def forward(self, x: torch.Tensor, *, checked: bool = False) -> torch.Tensor:
-        """``checked=True``: the caller, a layer, has checked ``x``."""
         if not checked:
             check_tensor("x", x, 1, "(..., d_model)")
             check_size("x", x, -1, self.d_model, "d_model", "(..., d_model)")
@@ -143,22 +121,8 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention and a feed-forward network, each wrapped in a residual connection and LayerNorm.
-
-    Post-LN (default, the original paper)::
-
-        x = norm1(x + dropout1(attention(x)))
-        x = norm2(x + dropout2(ffn(x)))
-
-    Pre-LN (``norm_first=True``, GPT-2 and most later models)::
-
-        x = x + dropout1(attention(norm1(x)))
-        x = x + dropout2(ffn(norm2(x)))
-
-    ``dropout``: on the attention weights, in the feed-forward network and on both residual branches.
-
-    Input ``(batch, num_tokens, d_model)``; output the same shape.
-    """
+    """Self-attention and a feed-forward network, each in a residual sublayer: ``x = residual(x, attention, norm1,
+    ...)``, then ``x = residual(x, ffn, norm2, ...)``."""
 
     def __init__(
         self,
@@ -187,10 +151,8 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, checked: bool = False):
-        """``x`` ``(batch, num_tokens, d_model)``; ``key_padding_mask`` optional boolean ``(batch, num_tokens)``,
-        ``True`` for padding. Returns ``(batch, num_tokens, d_model)``, and with ``return_weights`` also the
-        attention weights ``(batch, num_heads, num_tokens, num_tokens)`` of this layer's heads. ``checked=True``:
-        the caller (``Encoder``) has checked the arguments and expanded the mask to ``(batch, num_tokens)``."""
+        """``key_padding_mask`` ``(batch, num_tokens)``, True at padding; ``return_weights`` also returns the
+        attention weights ``(batch, num_heads, num_tokens, num_tokens)``."""
         if not checked:
             check_sequence(
                 "x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer", "num_tokens"
@@ -211,18 +173,8 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of ``num_layers`` :class:`EncoderLayer` s (lesson 07 builds 5 layers of d_model 512, 8 heads).
-
-    Args:
-        d_model, ffn_hidden, num_heads, dropout, num_layers: width, feed-forward width, heads, dropout, layers.
-        norm_first: pre-LN layers instead of post-LN.
-        activation: ``"relu"`` or ``"gelu"`` in the feed-forward networks.
-        final_norm: apply one more LayerNorm after the last layer (usual with pre-LN, whose residual
-            stream is otherwise never normalised).
-        eps: LayerNorm epsilon.
-
-    Input ``(batch, num_tokens, d_model)``; output the same shape.
-    """
+    """A stack of ``num_layers`` :class:`EncoderLayer` s; ``final_norm`` adds a LayerNorm after the last (usual
+    with pre-LN, whose residual stream is otherwise never normalised)."""
 
     def __init__(
         self,
@@ -247,11 +199,7 @@ class Encoder(nn.Module):
         self.final_norm = LayerNorm(d_model, eps=eps) if final_norm else None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
-        """``x`` ``(batch, num_tokens, d_model)``, optional boolean ``key_padding_mask`` ``(batch, num_tokens)``.
-
-        Returns ``(batch, num_tokens, d_model)``; with ``return_weights``, also every layer's attention weights
-        stacked as ``(num_layers, batch, num_heads, num_tokens, num_tokens)``.
-        """
+        """As :meth:`EncoderLayer.forward`; the weights of every layer are stacked as ``(num_layers, ...)``."""
         first = self.layers[0]
         check_sequence(
             "x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder", "num_tokens"
@@ -274,15 +222,9 @@ class Encoder(nn.Module):
 
 
 class PositionalEncoding(nn.Module):
-    """Add the sinusoidal position signal of "Attention Is All You Need" to a sequence of embeddings.
-
-    ``pe[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and ``pe[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``:
-    each pair of dimensions turns at its own frequency, so every position gets a distinct pattern that lets
-    attention (alone permutation-equivariant) tell positions apart. The table is a buffer ``pe`` of shape
-    ``(context_length, d_model)``.
-
-    Input ``(batch, num_tokens, d_model)`` with ``num_tokens <= context_length``; output the same shape.
-    """
+    """Add the sinusoidal positions of "Attention Is All You Need" to embeddings: ``pe[pos, 2i] = sin(pos /
+    10000^(2i / d_model))``, ``pe[pos, 2i + 1] = cos(...)``. Each pair of dimensions turns at its own frequency, so
+    every position gets a distinct pattern. ``pe`` is a ``(context_length, d_model)`` buffer."""
 
     def __init__(self, d_model: int, context_length: int = 5000):
         super().__init__()

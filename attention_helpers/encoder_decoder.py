@@ -39,26 +39,12 @@ from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEnc
 
 
 class DecoderLayer(nn.Module):
-    """One decoder layer of the original transformer: three sublayers, each with a residual and a LayerNorm.
-
-    Post-LN (default)::
+    """One decoder layer of the original transformer; arguments as :class:`~attention_helpers.encoder.EncoderLayer`,
+    plus ``context_length``, the longest target the causal mask covers. Post-LN (pre-LN with ``norm_first``)::
 
         x = norm1(x + dropout1(self_attention(x)))            # causal: token i sees targets 0..i
         x = norm2(x + dropout2(cross_attention(x, memory)))   # queries from x, keys and values from memory
         x = norm3(x + dropout3(ffn(x)))
-
-    Pre-LN (``norm_first=True``) normalises each sublayer's input instead: ``x = x + dropout1(self_attention(
-    norm1(x)))`` and so on. ``memory`` is the encoder's output.
-
-    Args:
-        d_model, ffn_hidden, num_heads: width, feed-forward width, attention heads (must divide ``d_model``);
-            the order of :class:`~attention_helpers.encoder.EncoderLayer`.
-        dropout: on the attention weights, inside the feed-forward network and on the three residual branches.
-        norm_first, activation, eps: pre-LN instead of post-LN, ``"relu"`` or ``"gelu"``, LayerNorm epsilon.
-        context_length: the longest target the causal mask covers.
-
-    Input ``(batch, tgt_len, d_model)`` and memory ``(batch, src_len, d_model)``; output ``(batch, tgt_len,
-    d_model)``.
     """
 
     def __init__(
@@ -106,17 +92,14 @@ class DecoderLayer(nn.Module):
         layer_idx: int = 0,
         checked: bool = False,
     ):
-        """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)``; the masks are True at
-        padding. With a ``cache``, ``x`` holds the target tokens after the cached ones (the self-attention reads and
-        extends layer ``layer_idx``; the cross-attention keeps the memory's keys and values there from the first
-        call). Returns ``(batch, tgt_len, d_model)``, and with ``return_weights`` also the cross-attention weights
-        ``(batch, num_heads, tgt_len, src_len)``. ``checked=True``: the caller (``EncoderDecoder.decode``) has
-        checked the arguments and expanded the masks."""
+        """``x`` ``(batch, tgt_len, d_model)``, ``memory`` ``(batch, src_len, d_model)`` -> ``(batch, tgt_len,
+        d_model)`` (and the cross-attention weights ``(batch, num_heads, tgt_len, src_len)``). With a ``cache``,
+        ``x`` holds the tokens after the cached ones, and both attentions use layer ``layer_idx``'s slots."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
             masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, cache)
             check_bool("return_weights", return_weights)
-        cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)  # both attentions keep layer_idx's cache
+        cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)
         self_attend = partial(self.self_attention, key_padding_mask=masks[0], **cached)
         cross_attend = partial(
             self.cross_attention, key_padding_mask=masks[1], return_weights=return_weights, memory=memory, **cached
@@ -135,15 +118,8 @@ class DecoderLayer(nn.Module):
 
 @dataclass(frozen=True, kw_only=True)
 class EncoderDecoderConfig:
-    """An :class:`EncoderDecoder`'s sizes, given by name, checked once here.
-
-    Args:
-        d_model, num_heads: width and attention heads (``num_heads`` must divide ``d_model``).
-        num_encoder_layers, num_decoder_layers, ffn_hidden: depths and feed-forward width.
-        dropout: dropout everywhere ``nn.Transformer`` has it.
-        norm_first: pre-LN layers instead of post-LN.
-        activation, eps, context_length: ``"relu"`` or ``"gelu"``, LayerNorm epsilon, longest target.
-    """
+    """An :class:`EncoderDecoder`'s sizes, checked once here; ``dropout`` wherever ``nn.Transformer`` has it,
+    ``context_length`` the longest target."""
 
     d_model: int
     num_heads: int
@@ -168,13 +144,8 @@ class EncoderDecoderConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class Seq2SeqConfig(EncoderDecoderConfig):
-    """A :class:`Seq2SeqTransformer`'s sizes: its :class:`EncoderDecoderConfig` and the vocabularies.
-
-    Args:
-        src_vocab_size, tgt_vocab_size: number of source and target token ids.
-        pad_id: the source id that marks padding (hidden from attention).
-        context_length: the longest source or target (64 here).
-    """
+    """A :class:`Seq2SeqTransformer`'s sizes: an :class:`EncoderDecoderConfig`, the vocabularies, and ``pad_id``,
+    the source id that marks padding."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -189,16 +160,9 @@ class Seq2SeqConfig(EncoderDecoderConfig):
 
 
 class EncoderDecoder(nn.Module):
-    """The core of the original transformer, on sequences that are already embedded, built from an
-    :class:`EncoderDecoderConfig`.
-
-    The series' :class:`~attention_helpers.encoder.Encoder` reads ``src``; ``num_decoder_layers``
-    :class:`DecoderLayer` s read ``tgt`` under a causal mask and attend to the encoder's output. Like
-    ``nn.Transformer``, each stack ends with a LayerNorm of its own (the decoder's is ``final_norm``), whether
-    post-LN or pre-LN.
-
-    ``forward(src, tgt)``: ``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``;
-    returns ``(batch, tgt_len, d_model)``.
+    """The core of the original transformer, on embedded sequences: an
+    :class:`~attention_helpers.encoder.Encoder` reads ``src``, :class:`DecoderLayer` s read ``tgt`` and attend to
+    its output. Like ``nn.Transformer``, each stack ends with a LayerNorm of its own, post-LN or pre-LN.
     """
 
     def __init__(self, config: EncoderDecoderConfig):
@@ -217,8 +181,8 @@ class EncoderDecoder(nn.Module):
         self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
-        """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` targets of up to ``capacity`` tokens
-        (default ``context_length``); the first :meth:`decode` with it fills its cross-attention slots."""
+        """A cache for ``batch`` targets of up to ``capacity`` tokens (default ``context_length``); the first
+        :meth:`decode` with it fills its cross-attention slots."""
         capacity = self.context_length if capacity is None else capacity
         attention = self.decoder_layers[0].self_attention
         weight = self.final_norm.gamma
@@ -247,12 +211,8 @@ class EncoderDecoder(nn.Module):
         cache: KVCache | None = None,
         checked: bool = False,
     ):
-        """The decoder stack on ``tgt`` ``(batch, tgt_len, d_model)`` given ``memory`` ``(batch, src_len, d_model)``.
-
-        With a ``cache`` (:meth:`new_cache`), ``tgt`` holds the target tokens after the ``cache.num_tokens`` cached
-        ones, and the result equals the last rows of a decode of the whole target. With ``return_weights``, also
-        every layer's cross-attention weights, stacked as ``(num_decoder_layers, batch, num_heads, tgt_len,
-        src_len)``. ``checked=True``: the caller has checked the arguments and expanded the masks."""
+        """The decoder stack, as :meth:`DecoderLayer.forward`; the weights of every layer are stacked as
+        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
             check_bool("return_weights", return_weights)
@@ -277,11 +237,9 @@ class EncoderDecoder(nn.Module):
         tgt_key_padding_mask: torch.Tensor | None = None,
         return_weights: bool = False,
     ):
-        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)``, optional boolean padding
-        masks ``(batch, src_len)`` and ``(batch, tgt_len)`` (True at padding). The decoder's self-attention is
-        always causal; its cross-attention skips the source's padding. Returns ``(batch, tgt_len, d_model)``
-        (and the cross-attention weights, as :meth:`decode`)."""
-        # every argument checked here, before the encoder runs; the encoder checks its own again (cheap)
+        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> ``(batch, tgt_len,
+        d_model)`` (and the weights, as :meth:`decode`)."""
+        # every argument checked before the encoder runs; the encoder checks its own again (cheap)
         self._check_src(src)
         check_bool("return_weights", return_weights)
         src_mask = check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
@@ -293,19 +251,17 @@ class EncoderDecoder(nn.Module):
     def from_torch(cls, torch_transformer: nn.Transformer, context_length: int = 512) -> EncoderDecoder:
         """Copy a ``torch.nn.Transformer`` (its layers and final LayerNorms; ours is batch-first)."""
 
-        def build(**settings):  # the settings of torch_transformer, as an EncoderDecoderConfig's fields
+        def build(**settings):
             return cls(EncoderDecoderConfig(**settings))
 
         return from_torch_into(build, torch_transformer, nn.Transformer, context_length=context_length)
 
 
 class Seq2SeqTransformer(nn.Module):
-    """A sequence-to-sequence model, built from a :class:`Seq2SeqConfig`: token embeddings and sinusoidal positions
-    on both sides, an :class:`EncoderDecoder`, and a linear output layer (``lm_head``) that scores every target token
-    at every position.
+    """Token embeddings and sinusoidal positions on both sides, an :class:`EncoderDecoder`, and ``lm_head``.
 
-    ``forward(src_ids, tgt_ids)``: ``src_ids`` ``(batch, src_len)``, ``tgt_ids`` ``(batch, tgt_len)`` int64 or int32 ->
-    logits ``(batch, tgt_len, tgt_vocab_size)``; row ``i`` predicts target token ``i + 1`` from tokens ``0..i``.
+    ``forward(src_ids, tgt_ids)``: ``(batch, src_len)``, ``(batch, tgt_len)`` ids -> logits ``(batch, tgt_len,
+    tgt_vocab_size)``; row ``i`` predicts target token ``i + 1``.
     """
 
     def __init__(self, config: Seq2SeqConfig):
@@ -324,7 +280,6 @@ class Seq2SeqTransformer(nn.Module):
         self.lm_head = nn.Linear(config.d_model, config.tgt_vocab_size)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
-        """An empty cache for :meth:`decode` (:meth:`EncoderDecoder.new_cache`)."""
         return self.transformer.new_cache(batch, capacity)
 
     def embed_target(self, tgt_ids: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -334,8 +289,7 @@ class Seq2SeqTransformer(nn.Module):
         return self.dropout(x + pe.to(x.dtype))
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding mask ``(batch,
-        src_len)``, True where ``src_ids == pad_id``)."""
+        """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding ``(batch, src_len)``)."""
         check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
         if src_ids.shape[1] == 0:
             raise ValueError(
@@ -346,10 +300,7 @@ class Seq2SeqTransformer(nn.Module):
         return self.transformer.encoder(src, padding), padding
 
     def decode(self, tgt_ids, memory, padding=None, return_weights=False, *, cache=None, checked: bool = False):
-        """Logits ``(batch, tgt_len, tgt_vocab_size)`` of the target ids ``tgt_ids`` ``(batch, tgt_len)`` (those after
-        the cached ones, with a ``cache``) given :meth:`encode`'s memory and padding; with ``return_weights`` also
-        the cross-attention weights ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``. ``checked=True``:
-        the caller (the decoding loop) has checked the arguments."""
+        """Logits of ``tgt_ids`` ``(batch, tgt_len)`` (after the cached ones) given :meth:`encode`'s output."""
         if not checked:
             check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
             check_bool("return_weights", return_weights)
@@ -358,8 +309,6 @@ class Seq2SeqTransformer(nn.Module):
         return (self.lm_head(out[0]), out[1]) if return_weights else self.lm_head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
-        """Logits ``(batch, tgt_len, tgt_vocab_size)``; with ``return_weights`` also the cross-attention weights
-        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
         check_length("tgt_ids", tgt_ids.shape[1], self.transformer.context_length, "tgt_len")
         memory, padding = self.encode(src_ids)
@@ -375,15 +324,11 @@ def greedy_decode(
     use_cache: bool = True,
     return_weights: bool = False,
 ):
-    """Write ``num_tokens`` target tokens for each source, always taking the most likely next token.
+    """Write ``num_tokens`` target tokens after ``bos_id`` for each source, taking the most likely token each time.
 
-    Starts every target with ``bos_id``. Without the cache, each step runs the decoder on the whole target so
-    far; with it, each step feeds only the newest token and a :class:`~attention_helpers.decoding.KVCache`. Same
-    tokens; the loop is :func:`~attention_helpers.decoding.decode_tokens`, as in ``generate``.
-
-    ``src_ids`` ``(batch, src_len)``; returns ``(batch, num_tokens)`` int64 ids (without ``bos_id``), and with
-    ``return_weights`` also the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens,
-    src_len)``. The model runs in eval mode and is restored to its mode afterwards.
+    ``src_ids`` ``(batch, src_len)`` -> ``(batch, num_tokens)`` ids (without ``bos_id``), and with ``return_weights``
+    the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens, src_len)``. The loop is
+    :func:`~attention_helpers.decoding.decode_tokens`, as in ``generate``.
     """
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)

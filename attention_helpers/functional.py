@@ -26,12 +26,8 @@ from ._checks import (
 
 
 def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-    """Dot product of ``query`` with every row of ``inputs``, one Python loop step per token.
-
-    The slow, obvious version, for teaching; ``inputs @ query`` computes the same thing. ``inputs``
-    ``(num_tokens, d)``, one embedding per row, and ``query`` ``(d,)`` -> ``(num_tokens,)`` attention scores,
-    ``scores[i] = inputs[i] · query``.
-    """
+    """``inputs`` ``(num_tokens, d)``, ``query`` ``(d,)`` -> scores ``(num_tokens,)``, one loop step per token: the
+    slow, obvious version of ``inputs @ query``."""
     check_tensor("inputs", inputs, (2,), "(num_tokens, d)", "num_tokens")
     check_tensor("query", query, (1,), "(d,)")
     check_size("query", query, 0, inputs.shape[1], "d", "(d,) matching inputs' (num_tokens, d)")
@@ -42,14 +38,8 @@ def attention_scores_loop(inputs: torch.Tensor, query: torch.Tensor) -> torch.Te
 
 
 def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``, exactly as written on paper.
-
-    Overflows for large scores: ``exp(100.)`` is ``inf`` in float32 and ``exp(12.)`` in float16, and
-    ``inf / inf`` is ``nan``. Use :func:`softmax_stable` (or ``torch.softmax``) instead.
-
-    ``x``: scores of any shape, e.g. ``(num_tokens,)`` or ``(batch, num_tokens, num_tokens)``; returns the same
-    shape, slices along ``dim`` summing to 1 when no overflow occurred.
-    """
+    """``exp(x) / sum(exp(x))`` along ``dim``, as written on paper. Overflows for large scores (``exp(100.)`` is
+    ``inf`` in float32, ``exp(12.)`` in float16, and ``inf / inf`` is ``nan``): use :func:`softmax_stable`."""
     check_tensor("x", x, 1, "(..., num_scores)")
     check_dim("dim", dim, x)
     exp_x = torch.exp(x)
@@ -62,9 +52,6 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m`` (the ``exp(-m)``
     factors cancel); with ``m = max(x)`` no term exceeds 1 and the sum is at least 1. As ``torch.softmax``,
     float16 and bfloat16 are computed in float32, and a slice of only ``-inf`` gives ``nan``.
-
-    ``x``: scores of any shape, at least one along ``dim``; returns the same shape and dtype, slices along ``dim``
-    summing to 1.
     """
     check_tensor("x", x, 1, "(..., num_scores)")
     check_dim("dim", dim, x)
@@ -76,25 +63,16 @@ def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def softmax_with_temperature(x: torch.Tensor, temperature: float, dim: int = -1) -> torch.Tensor:
-    """``softmax(x / temperature)``: below 1 sharpens the weights towards the largest score, above 1
-    flattens them towards uniform. ``temperature = 1`` is the ordinary softmax.
-
-    ``x``: scores of any shape; returns the same shape, slices along ``dim`` summing to 1. ``temperature``: a
-    finite number, at least ``MIN_TEMPERATURE`` (0.01); 0 is refused, ``x / 0`` has no softmax (sampling
-    functions read 0 as "take the most likely token" instead).
-    """
+    """``softmax(x / temperature)``: below 1 sharpens the weights towards the largest score, above 1 flattens them
+    towards uniform. 0 is refused: ``x / 0`` has no softmax (sampling functions read 0 as greedy instead)."""
     check_tensor("x", x, 1, "(..., num_scores)")
     check_temperature(temperature)
     return softmax_stable(x / temperature, dim=dim)
 
 
 def random_dot_products(d_k: int, num_pairs: int = 2000, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Dot products ``q · k`` of ``num_pairs`` random query/key pairs whose ``d_k`` entries are
-    independent standard normal numbers.
-
-    Each is a sum of ``d_k`` terms of variance 1, so its standard deviation is ``sqrt(d_k)``: the reason
-    scaled dot-product attention divides the scores by ``sqrt(d_k)``. Returns a ``(num_pairs,)`` float32 tensor.
-    """
+    """``(num_pairs,)`` dot products ``q · k`` of standard normal ``d_k``-vectors: sums of ``d_k`` terms of variance
+    1, so their standard deviation is ``sqrt(d_k)``, the reason attention divides the scores by ``sqrt(d_k)``."""
     check_positive_int("d_k", d_k)
     check_positive_int("num_pairs", num_pairs)
     queries = torch.randn(num_pairs, d_k, generator=generator)
@@ -103,11 +81,7 @@ def random_dot_products(d_k: int, num_pairs: int = 2000, generator: torch.Genera
 
 
 def causal_mask(num_tokens: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Boolean ``(num_tokens, num_tokens)`` mask, ``True`` above the diagonal.
-
-    Row ``i`` is query token ``i``; ``mask[i, j]`` is ``True`` when key ``j`` lies in its future
-    (``j > i``) and must be hidden.
-    """
+    """``(num_tokens, num_tokens)``, True above the diagonal: key ``j`` is in query ``i``'s future, hidden."""
     check_positive_int("num_tokens", num_tokens)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1)
@@ -123,19 +97,12 @@ def attention_with_weights(
     """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step, returning the weights too.
 
     Not a drop-in for PyTorch's ``F.scaled_dot_product_attention`` (hence the other name): it returns a tuple, and
-    its boolean ``mask`` hides where ``True`` (PyTorch's ``attn_mask`` lets attend where ``True``).
+    its boolean ``mask`` hides where ``True`` (PyTorch's ``attn_mask`` lets attend where ``True``). ``dropout``:
+    applied to the attention weights (``nn.Dropout``).
 
-    Args:
-        queries: ``(..., num_queries, d_k)``; keys: ``(..., num_keys, d_k)``; values: ``(..., num_keys, d_v)``.
-        mask: optional boolean tensor broadcastable to ``(..., num_queries, num_keys)``; ``True`` hides that key
-            from that query (its score becomes ``-inf`` before softmax).
-        dropout: optional module or function applied to the attention weights (``nn.Dropout``).
-
-    Returns ``(context_vec, attn_weights)`` of shapes ``(..., num_queries, d_v)`` and ``(..., num_queries,
-    num_keys)``. A query whose keys are *all* masked gets zero weights and a zero context vector (as from
-    ``F.scaled_dot_product_attention``), not the ``nan`` of a softmax over ``-inf`` everywhere. float16 and
-    bfloat16 inputs are computed in float32, as PyTorch's kernel accumulates: a score of entries around 100
-    overflows float16 (its largest number is 65504).
+    Returns ``context_vec`` ``(..., num_queries, d_v)`` and ``attn_weights`` ``(..., num_queries, num_keys)``. A
+    query whose keys are *all* masked gets zero weights (as from ``F.scaled_dot_product_attention``), not ``nan``.
+    float16 and bfloat16 inputs are computed in float32, as PyTorch's kernel accumulates.
     """
     check_attention_inputs(queries, keys, values)
     if dropout is not None and not callable(dropout):

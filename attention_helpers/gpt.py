@@ -33,19 +33,11 @@ POSITIONS = ("learned", "rope")
 
 @dataclass(frozen=True, kw_only=True)
 class GPTConfig:
-    """A :class:`GPT`'s sizes, given by name (``GPTConfig(vocab_size=65, context_length=64, ...)``): two sizes
-    swapped by position, such as ``num_heads`` and ``num_layers``, cannot pass unnoticed. Checked once, here.
+    """A :class:`GPT`'s sizes, given by name so that two swapped sizes cannot pass unnoticed; checked once, here.
 
-    Args:
-        vocab_size: number of distinct tokens.
-        context_length: the most tokens the model reads at once (size of the position table and causal masks).
-        d_model: width of every token's vector.
-        num_heads: attention heads per block; must divide ``d_model``.
-        num_layers: number of blocks.
-        dropout: dropout on the embeddings, attention weights, feed-forward and residual branches.
-        num_kv_heads: key/value heads per block (grouped-query attention); ``None``: one per query head.
-        positions: ``"learned"`` (GPT-2: a trained position embedding added to the token embedding) or
-            ``"rope"`` (Llama: no position embedding; every block rotates its queries and keys by position).
+    ``num_kv_heads``: key/value heads per block (grouped-query attention; ``None``: one per query head).
+    ``positions``: ``"learned"`` (GPT-2: a trained position embedding added to the token embedding) or ``"rope"``
+    (Llama: every block rotates its queries and keys by position).
     """
 
     vocab_size: int
@@ -73,13 +65,8 @@ class GPTConfig:
 
 
 class GPTBlock(nn.Module):
-    """One pre-LN block of a decoder-only model: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``.
-
-    The attention is causal (token i mixes the values of tokens 0..i only): lesson 06's
-    :class:`~attention_helpers.attention.MultiHeadAttention`, with ``num_kv_heads`` and rotary positions from the
-    :class:`GPTConfig`. Input ``(batch, num_tokens, d_model)``; output the same shape. With a ``cache``, the
-    block's attention reads and extends layer ``layer_idx`` of it (:class:`~attention_helpers.decoding.KVCache`).
-    """
+    """One pre-LN block: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``, the attention causal.
+    With a ``cache``, the attention reads and extends its layer ``layer_idx``."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -101,21 +88,14 @@ class GPTBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer_idx: int = 0, *, checked: bool = False):
-        """``checked=True``: the caller (``GPT``) has checked ``x`` and the cache; the sublayers skip their checks."""
         attend = partial(self.attention, cache=cache, layer_idx=layer_idx, checked=checked)
         x = residual(x, attend, self.norm1, self.dropout1, norm_first=True)
         return residual(x, partial(self.ffn, checked=checked), self.norm2, self.dropout2, norm_first=True)
 
 
 class GPT(nn.Module):
-    """A decoder-only transformer language model, built from a :class:`GPTConfig`: ``GPT(GPTConfig(...))``.
-
-    Input ``(batch, num_tokens)`` int64 (or int32) token ids with ``num_tokens <= context_length``; output
-    ``(batch, num_tokens, vocab_size)`` logits: row i scores every candidate for token i + 1.
-
-    The output layer shares its weight with the token embedding (weight tying): the score of token t is the dot
-    product of the final vector with t's embedding, which saves ``vocab_size * d_model`` parameters.
-    """
+    """A decoder-only transformer language model: ``GPT(GPTConfig(...))``. ``lm_head`` shares its weight with the
+    token embedding (weight tying), which saves ``vocab_size * d_model`` parameters."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -135,8 +115,7 @@ class GPT(nn.Module):
         self.apply(_init_weights)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
-        """An empty :class:`~attention_helpers.decoding.KVCache` for ``batch`` sequences of up to ``capacity``
-        tokens (default ``context_length``), with this model's layers, heads, dtype and device."""
+        """A cache for ``batch`` sequences of up to ``capacity`` tokens (default ``context_length``)."""
         capacity = self.context_length if capacity is None else capacity
         check_positive_int("capacity", capacity)
         if capacity > self.context_length:
@@ -149,12 +128,8 @@ class GPT(nn.Module):
         return cache
 
     def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None, *, checked: bool = False):
-        """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``.
-
-        With a ``cache`` (:meth:`new_cache`), the tokens continue the ``cache.num_tokens`` already cached: their
-        positions start after them, they attend to the cached keys and values too, and the cache takes theirs.
-        ``checked=True``: the caller (the decoding loop) has checked the ids and made the cache.
-        """
+        """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``: row i scores token
+        i + 1. With a ``cache``, the tokens continue the cached ones. ``checked=True``: the decoding loop checked."""
         if not checked:  # once here; the blocks are then trusted with what this call hands them
             check_token_ids("token_ids", token_ids, self.vocab_size)
             num_tokens = token_ids.shape[1]

@@ -26,14 +26,8 @@ def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: fl
     position ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the
     projected queries and keys, per head, not to the embeddings or the values.
 
-    Args:
-        x: ``(..., num_tokens, head_dim)``, floating point, ``head_dim`` even; e.g. ``(batch, num_heads,
-            num_tokens, head_dim)``.
-        positions: the position of each token, a tensor of shape ``(num_tokens,)`` or any shape that broadcasts
-            to ``x.shape[:-1]`` (e.g. ``(batch, 1, num_tokens)``); ``None`` means ``0, 1, ..., num_tokens - 1``.
-        base: the wavelength scale; ``10000`` in the paper and in Llama 2.
-
-    Returns a tensor of ``x``'s shape and dtype.
+    ``x`` ``(..., num_tokens, head_dim)``; ``positions`` broadcasts to ``x.shape[:-1]`` (default ``0, 1, ...``);
+    ``base``: the wavelength scale, ``10000`` in the paper and in Llama 2.
     """
     check_tensor("x", x, 2, "(..., num_tokens, head_dim)", "num_tokens")
     head_dim = x.shape[-1]

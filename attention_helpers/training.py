@@ -23,12 +23,12 @@ from ._checks import (
     check_every,
     check_index,
     check_instance,
+    check_int,
     check_model,
     check_positive_int,
     check_positive_real,
     check_probability,
     check_real,
-    check_seed,
     check_tensor,
     check_token_ids,
     shape_str,
@@ -120,7 +120,7 @@ def make_task(
     check_positive_int("num_heldout", num_heldout)
     check_positive_int("num_tokens", num_tokens)
     check_positive_int("vocab_size", vocab_size)
-    check_seed(seed)
+    check_int("seed", seed)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2 (one digit gives one possible sequence), got {vocab_size}")
     wanted = num_train + num_heldout
@@ -281,7 +281,7 @@ def _check_training(model, data, num_steps, batch_size, lr, seed, eval_every, lo
     check_positive_int("num_steps", num_steps)
     check_positive_int("batch_size", batch_size)
     check_positive_real("lr", lr)
-    check_seed(seed)
+    check_int("seed", seed)
     check_every("eval_every", eval_every)
     check_every("log_every", log_every)
 
