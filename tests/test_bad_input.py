@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from small_models import small_seq2seq_config
+from conftest import small_seq2seq_config
 from torch import nn
 
 import attention_helpers as ah
@@ -283,17 +283,7 @@ CASES = {
         ["ffn_hidden", "0"],
     ),
     "Seq2Seq with ffn_hidden=0": (
-        lambda: ah.Seq2SeqTransformer(
-            ah.Seq2SeqConfig(
-                src_vocab_size=13,
-                tgt_vocab_size=9,
-                d_model=12,
-                num_heads=3,
-                num_encoder_layers=1,
-                num_decoder_layers=1,
-                ffn_hidden=0,
-            )
-        ),
+        lambda: ah.Seq2SeqTransformer(small_seq2seq_config(ffn_hidden=0)),
         ValueError,
         ["ffn_hidden", "0"],
     ),

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import torch._dynamo
-from conftest import perturb_
+from conftest import perturb_, small_gpt_config
 
 import attention_helpers as ah
 from attention_helpers._checks import is_compiling
@@ -36,7 +36,7 @@ def close(actual, expected):
 def small_gpt():
     """vocab_size != context_length != d_model != head_dim; weights larger than GPT-2's 0.02 initialisation, so
     that the logits differ clearly between tokens."""
-    model = ah.GPT(ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0))
+    model = ah.GPT(small_gpt_config())
     return perturb_(model).eval()
 
 

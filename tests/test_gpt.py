@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import perturb_, small_gpt
+from conftest import perturb_, small_gpt, small_gpt_config
 from test_decoding import tensors_kept
 
 import attention_helpers as ah
@@ -91,17 +91,7 @@ def test_the_cache_gives_the_same_logits_as_the_full_pass():
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
 def test_a_gpt_with_grouped_heads_caches_its_kv_heads_only(num_kv_heads):
-    model = ah.GPT(
-        ah.GPTConfig(
-            vocab_size=11,
-            context_length=12,
-            d_model=16,
-            num_heads=4,
-            num_layers=2,
-            dropout=0.0,
-            num_kv_heads=num_kv_heads,
-        )
-    ).eval()
+    model = ah.GPT(small_gpt_config(num_kv_heads=num_kv_heads)).eval()
     ids = torch.randint(0, 11, (2, 9))
     cache = model.new_cache(batch=2, capacity=9)
     assert cache.keys[0].shape == (2, num_kv_heads, 9, 4)
@@ -190,19 +180,7 @@ def test_cached_generation_equals_uncached_with_either_kind_of_positions(positio
     """RoPE rotates each block's queries and keys by their position, which the cache's offset supplies: cached
     logits and tokens equal the full pass."""
     torch.manual_seed(0)
-    model = perturb_(
-        ah.GPT(
-            ah.GPTConfig(
-                vocab_size=11,
-                context_length=12,
-                d_model=16,
-                num_heads=4,
-                num_layers=2,
-                dropout=0.0,
-                positions=positions,
-            )
-        )
-    ).eval()
+    model = perturb_(ah.GPT(small_gpt_config(positions=positions))).eval()
     ids = torch.randint(0, 11, (2, 9))
     cache = model.new_cache(batch=2)
     pieces = [model(ids[:, :4], cache)] + [model(ids[:, i : i + 1], cache) for i in range(4, 9)]
@@ -219,13 +197,7 @@ def test_rope_rotates_the_queries_and_keys_of_every_block_instead_of_a_position_
     """With positions="rope" there is no position embedding; every block's attention rotates its queries and keys,
     which changes the logits (the same weights with the rotation off give others)."""
     torch.manual_seed(0)
-    model = perturb_(
-        ah.GPT(
-            ah.GPTConfig(
-                vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0, positions="rope"
-            )
-        )
-    ).eval()
+    model = perturb_(ah.GPT(small_gpt_config(positions="rope"))).eval()
     assert model.position_embedding is None and all(block.attention.rope for block in model.blocks)
     ids = torch.randint(0, 11, (2, 6))
     with torch.no_grad():
@@ -235,17 +207,7 @@ def test_rope_rotates_the_queries_and_keys_of_every_block_instead_of_a_position_
         assert not torch.allclose(rotated[:, 1:], model(ids)[:, 1:], atol=1e-4)
         close(rotated[:, 0], model(ids)[:, 0])  # position 0 is not rotated at all
     with pytest.raises(ValueError, match=r"positions must be one of \['learned', 'rope'\], got 'sinusoidal'"):
-        ah.GPT(
-            ah.GPTConfig(
-                vocab_size=11,
-                context_length=12,
-                d_model=16,
-                num_heads=4,
-                num_layers=2,
-                dropout=0.0,
-                positions="sinusoidal",
-            )
-        )
+        ah.GPT(small_gpt_config(positions="sinusoidal"))
 
 
 # --- training pieces and the baseline -----------------------------------------------------------------------

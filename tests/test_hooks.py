@@ -3,7 +3,7 @@ EncoderDecoder fire once per call (lesson 08 teaches hooks; profilers and summar
 
 import pytest
 import torch
-from conftest import perturb_
+from conftest import perturb_, small_gpt_config
 
 import attention_helpers as ah
 
@@ -74,9 +74,7 @@ def test_every_encoder_decoder_layer_and_attention_fires_its_hook():
 def test_a_layer_run_alone_checks_its_input_again_after_a_model_call_that_failed_inside_it():
     """Inside a model, which checked its input at its entry point, the layers skip re-checking it (in generation,
     at every token); a layer called on its own afterwards, even after the model call raised, checks again."""
-    model = ah.GPT(
-        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
-    ).eval()
+    model = ah.GPT(small_gpt_config()).eval()
 
     def fail(module, inputs, output):
         raise RuntimeError("a hook that fails")
@@ -96,9 +94,7 @@ def test_a_layer_run_alone_checks_its_input_again_after_a_model_call_that_failed
 
 
 def test_inside_a_model_a_layer_still_refuses_to_write_the_cache_twice():
-    model = ah.GPT(
-        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
-    ).eval()
+    model = ah.GPT(small_gpt_config()).eval()
     model.blocks[1].register_forward_pre_hook(lambda module, args: (args[0], args[1], 0))  # both write layer 0
     with pytest.raises(ValueError, match="layer 0 already wrote"):
         model(torch.randint(0, 11, (1, 3)), cache=model.new_cache(1))

@@ -6,7 +6,7 @@ Each test is written against the public API, so that it holds whatever the modul
 
 import pytest
 import torch
-from small_models import small_seq2seq_config
+from conftest import small_seq2seq_config
 from torch import nn
 
 import attention_helpers as ah

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from small_models import small_seq2seq_config
+from conftest import small_gpt_config, small_seq2seq_config
 
 import attention_helpers as ah
 from attention_helpers.training import evaluate
@@ -10,9 +10,7 @@ from attention_helpers.training import evaluate
 
 def small_gpt():
     torch.manual_seed(0)
-    return ah.GPT(
-        ah.GPTConfig(vocab_size=11, context_length=12, d_model=16, num_heads=4, num_layers=2, dropout=0.0)
-    ).eval()
+    return ah.GPT(small_gpt_config()).eval()
 
 
 # --- temperature ----------------------------------------------------------------------------------------------
