@@ -10,7 +10,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 # JupyterLab reads settings overrides from its application directory inside the venv (no pop-up asking
-# whether to fetch Jupyter news, no update check): tools/jupyterlab_overrides.json.
+# whether to fetch Jupyter news, no update check): tools/jupyterlab_overrides.json. The same step installs
+# tools/jupyterlab_custom.css (a solutions notebook's tab says "Solutions") where the server looks for custom.css.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 # One notebook per lesson with its exercises' solutions: checked, refreshed and linted like the lessons.
@@ -97,9 +98,10 @@ $(DEV_STAMP): requirements-dev.txt constraints.txt
 	$(PIP_INSTALL) -r requirements-dev.txt -c constraints.txt
 	touch $(DEV_STAMP)
 
-$(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
+$(LAB_OVERRIDES): tools/jupyterlab_overrides.json tools/jupyterlab_custom.css $(STAMP)
 	mkdir -p $(dir $(LAB_OVERRIDES))
 	cp tools/jupyterlab_overrides.json $(LAB_OVERRIDES)
+	$(BIN)/python tools/install_lab_css.py tools/jupyterlab_custom.css
 
 # The server's root is the repository, so that every lesson's "See the solution" link opens solutions/ (a root of
 # notebooks/ answers 403 there); the browser opens on the lesson list. `make lab LAB_ARGS="--port=8890
@@ -109,7 +111,7 @@ LAB_URL := /lab/tree/notebooks
 # ipykernel warns "...susceptible to eavesdropping" in this terminal once per kernel.
 LAB_ENCRYPTION = $(shell $(BIN)/python -c 'import zmq; print("--KernelManager.transport_encryption=auto" if zmq.has("curve") else "")')
 lab: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) $(LAB_ENCRYPTION) $(ROOT_ARGS) $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_URL) --LabApp.custom_css=True $(LAB_ENCRYPTION) $(ROOT_ARGS) $(LAB_ARGS)
 
 # The fast loop: lint, unit tests, every notebook compared with its stored outputs. .ci/run adds the rest (the other seeds,
 # the other CPUs, the site and the browser).

@@ -107,6 +107,9 @@ def test_make_lab_serves_the_repository_and_opens_the_lesson_list(tmp_path):
         for solution in sorted((ROOT / "solutions").glob("*.ipynb")):
             status, text = get(f"{base}/api/contents/solutions/{solution.name}?content=0")
             assert status == 200 and json.loads(text)["type"] == "notebook", solution.name
+        # the custom.css that labels a solutions notebook's tab "Solutions · ..." (a lesson's tab has the same name)
+        status, css = get(f"{base}/custom/custom.css")
+        assert status == 200 and "Solutions · " in css, css[:200]
         # a kernel starts without ipykernel's warning that its transport is "susceptible to eavesdropping"
         request = urllib.request.Request(f"{base}/api/kernels", data=b'{"name": "python3"}', method="POST")
         with urllib.request.urlopen(request, timeout=60) as response:

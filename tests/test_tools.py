@@ -222,6 +222,17 @@ def test_jupyterlab_overrides_turn_the_news_pop_up_off():
     assert "overrides.json" in _make_dry_run("-B", ".venv/share/jupyter/lab/settings/overrides.json")
 
 
+def test_the_custom_css_marks_solutions_tabs_by_the_path_jupyterlab_puts_in_a_tabs_title():
+    css = (ROOT / "tools" / "jupyterlab_custom.css").read_text()
+    assert '.lm-TabBar-tab[title*="solutions/"] .lm-TabBar-tabLabel::before' in css and '"Solutions · "' in css
+    # the installed JupyterLab writes a document tab's title (its caption) as "Name: ...\nPath: <path>\n..."
+    lab_static = Path(sys.prefix) / "share" / "jupyter" / "lab" / "static"
+    assert any(r"Name: %1\nPath: %2\n" in p.read_text(errors="replace") for p in lab_static.glob("jlab_core.*.js"))
+    recipe = _make_dry_run("-B", ".venv/share/jupyter/lab/settings/overrides.json")
+    assert "install_lab_css.py tools/jupyterlab_custom.css" in recipe
+    assert "--LabApp.custom_css=True" in _make_dry_run("lab")
+
+
 def test_site_landing_page_has_a_start_button_the_key_figure_and_a_card_per_lesson_of_the_readme():
     """The site's home page is not the README: it pitches, starts, shows the key figure and a card per lesson with
     the title, summary and time of the README's lesson table; the lessons then the solutions in the contents."""

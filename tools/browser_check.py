@@ -154,6 +154,7 @@ class Lab:
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={ROOT}",
             "--LabApp.expose_app_in_browser=True",
+            "--LabApp.custom_css=True",  # as make lab: tools/jupyterlab_custom.css marks the solutions' tabs
             "--KernelManager.transport_encryption=auto",  # no "running over TCP without encryption" warning
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -372,6 +373,13 @@ return {path: panel.context.path, headings: headings, drawn: drawn};
 JS_SET_FRAGMENT = """
 const panel = window.jupyterapp.shell.currentWidget;
 if (panel && panel.setFragment) panel.setFragment(arguments[0]);
+"""
+# The labels of the open documents' tabs as drawn, with what custom.css puts before them
+JS_TAB_LABELS = """
+return Array.from(document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tabLabel')).map(label => {
+  const before = getComputedStyle(label, '::before').content;
+  return (before.startsWith('"') ? JSON.parse(before) : '') + label.textContent;
+});
 """
 JS_TOASTS = """
 return Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast'))
@@ -599,7 +607,19 @@ def check_solution_link(driver, lab: Lab, notebook: Path) -> tuple[str, list[str
     if landed:
         where = landed["headings"][heading]
         again = f", after {attempts - 1} more scroll(s) to the fragment" if attempts > 1 else ""
-        return f"solution link opens {expected} at #{anchor} (heading {where}% down the view{again})", []
+        opened = f"solution link opens {expected} at #{anchor} (heading {where}% down the view{again})"
+        # the lesson and its solutions share a file name: their tabs must still read differently
+        want = f"Solutions · {notebook.name}"
+
+        def both_tabs():
+            labels = driver.execute_script(JS_TAB_LABELS)
+            return labels if want in labels and notebook.name in labels else None
+
+        if not wait_for(both_tabs, 10):
+            return opened, [
+                f"no tabs labelled {notebook.name!r} and {want!r} (tabs: {driver.execute_script(JS_TAB_LABELS)})"
+            ]
+        return f"{opened}, in a tab labelled {want!r}", []
     state = driver.execute_script(JS_LANDED, LANDING_SHARE) or {}
     if state.get("path") != expected:
         return "solution link dead", [
@@ -870,20 +890,40 @@ def axe_script() -> str:
     return AXE_SCRIPT
 
 
-def check_site_accessibility(chromium: str, site: Path, pages: list[str] | None = None) -> dict:
+def screenshot_landing(driver, base: str, shots: Path) -> list[Path]:
+    """The site's home page as a visitor first sees it, on a 1280 px desktop and a 390 px phone: shots/site_*.png."""
+    shots.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for width, height, mobile in ((1280, 900, False), (PHONE_WIDTH, 844, True)):
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        driver.get(base + "index.html")
+        driver.execute_async_script(JS_MATHS)  # drawn as it will stay
+        saved.append(shots / f"site_index_{width}px.png")
+        driver.save_screenshot(str(saved[-1]))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return saved
+
+
+def check_site_accessibility(
+    chromium: str, site: Path, pages: list[str] | None = None, shots: Path | None = None
+) -> dict:
     """Every page of a built site, on a desktop and at a phone's width (390 px): axe-core's accessibility rules,
     the page's width (nothing but its own scrolling boxes may be wider than the screen), the maths (MathJax
     from the site itself must typeset every formula: the check runs offline) and every figure's alt text.
 
     Returns {"pages", "violations" (serious or critical, one per rule and page), "too_wide", "maths_pages",
-    "problems"}."""
+    "problems", "screenshots" (the home page's, when ``shots`` is a folder)}."""
     server, base = serve(site)
     driver, quit_driver = new_driver(chromium)
     pages = pages or sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "_static" not in p.parts)
     script = axe_script()
     problems: list[str] = []
     violations = too_wide = maths_pages = 0
+    screenshots = []
     try:
+        if shots is not None:
+            screenshots = screenshot_landing(driver, base, shots)
         for width, label in ((None, "desktop"), (PHONE_WIDTH, f"{PHONE_WIDTH} px")):
             if width:
                 metrics = {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True}
@@ -934,19 +974,22 @@ def check_site_accessibility(chromium: str, site: Path, pages: list[str] | None 
         "too_wide": too_wide,
         "maths_pages": maths_pages,
         "problems": problems,
+        "screenshots": screenshots,
     }
 
 
-def check_whole_site(chromium: str, site: Path) -> tuple[list[str], bool, str]:
-    """Every page of the built ``site``: (lines to print, whether anything failed, the summary's part)."""
+def check_whole_site(chromium: str, site: Path, shots: Path) -> tuple[list[str], bool, str]:
+    """Every page of the built ``site``: (lines to print, whether anything failed, the summary's part); the home
+    page's screenshots go to ``shots``."""
     if not (site / "index.html").is_file():
         return [f"no site in {site}: run make site first"], True, ""
     count, problems, external = check_site(chromium, site)
-    access = check_site_accessibility(chromium, site)
+    access = check_site_accessibility(chromium, site, shots=shots)
     lines = [f"    site: {problem}" for problem in problems + access["problems"]] + [
         f"site at {PHONE_WIDTH} px: {access['too_wide']} pages wider than the screen",
         f"maths: typeset offline on {access['maths_pages']} pages",
         f"accessibility: {access['violations']} serious or critical violations",
+        f"home page as a visitor sees it: {', '.join(str(p) for p in access['screenshots'])}",
     ]
     summary = f"; site: {count} pages, {len(problems)} problems ({external} external resources not fetched)"
     return lines, bool(problems or access["problems"]), summary
@@ -1022,7 +1065,7 @@ def main(argv: list[str]) -> int:
     # The site's pages are checked in a browser of their own while the notebooks run: its work fills the time
     # the notebooks' workers spend waiting for autosave and for JupyterLab to draw.
     site_pool = concurrent.futures.ThreadPoolExecutor(1)
-    site_check = None if args.site is None else site_pool.submit(check_whole_site, chromium, args.site)
+    site_check = None if args.site is None else site_pool.submit(check_whole_site, chromium, args.site, args.out)
     site_pool.shutdown(wait=False)
     wall_start = time.monotonic()
     if args.notebooks:
