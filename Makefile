@@ -182,15 +182,15 @@ notebooks: $(STAMP)
 diagrams: $(STAMP)
 	$(BIN)/python tools/make_diagrams.py
 
-# bench_attention_memory.py rewrites attention_helpers/results/attention_memory.json, which lesson 11 plots (refresh it
+# bench_attention_ram.py rewrites attention_helpers/results/attention_ram.json, which lesson 11 plots (refresh it
 # afterwards with make notebooks); one thread makes its many small operations independent of the machine's load.
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
-	$(BIN)/python benchmarks/bench_attention_memory.py --threads 1
+	$(BIN)/python benchmarks/bench_attention_ram.py --threads 1
 	$(BIN)/python benchmarks/bench_generate.py
 	$(BIN)/python benchmarks/bench_generate.py --batch 1 --threads 1  # one thread each: the cache saves compute, not threads
 	$(BIN)/python benchmarks/bench_generate.py --dim 384 --heads 6 --layers 6 --batch 1  # a wider model: less per-step overhead
-	$(BIN)/python benchmarks/bench_ring_memory.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
+	$(BIN)/python benchmarks/bench_ring_ram.py  # per-rank peak of ring attention at 8k tokens, 1 and 2 processes
 
 # Not part of `make test`: every notebook in a separate venv with Colab's torch, IPython, traitlets and ipywidgets,
 # its setup cell cloning this tree as if on Colab (tools/colab_check.py). 7.4 minutes measured for the 14 lessons on

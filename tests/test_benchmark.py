@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_helpers._memory import PeakMemory
+from attention_helpers._ram import PeakRAM
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_mha.py"
@@ -33,8 +33,8 @@ def test_benchmark_runs_and_prints_ratios_for_every_implementation(capsys):
 
 @pytest.mark.slow
 def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys, tmp_path):
-    bench = load(BENCHMARKS / "bench_attention_memory.py")
-    output = tmp_path / "attention_memory.json"
+    bench = load(BENCHMARKS / "bench_attention_ram.py")
+    output = tmp_path / "attention_ram.json"
     num_tokens = 600
     results = bench.main(["--tokens", str(num_tokens), "--repeats", "1", "--output", str(output)])
     out = capsys.readouterr().out
@@ -48,7 +48,7 @@ def test_memory_benchmark_measures_each_implementation_in_a_fresh_process(capsys
 
 def test_memory_benchmark_peak_method_sees_a_freed_allocation():
     """The method itself: a 64 MiB tensor allocated and freed after the reset shows in the high-water mark."""
-    peak = PeakMemory()  # what the memory benchmark and lesson 13's ring attention measure with
+    peak = PeakRAM()  # what the memory benchmark and lesson 13's ring attention measure with
     if not peak.exact:
         pytest.skip("/proc/self/clear_refs cannot be written here; the benchmark falls back to ru_maxrss")
     block = torch.ones(16 * 2**20)  # 64 MiB of float32, every page written

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .._memory import PeakMemory
+from .._ram import PeakRAM
 from .ring import ring_attention
 
 MIB = 2**20
@@ -50,13 +50,13 @@ def ring_shards(rank: int, world_size: int, seed: int, shape: tuple) -> dict[boo
 
 def extra_peak_mib(fn, *args) -> tuple[object, float]:
     """Run ``fn(*args)``; return its result and how far this process's resident memory rose above its level
-    just before the call, in MiB (:class:`~attention_helpers._memory.PeakMemory`)."""
-    peak = PeakMemory()
+    just before the call, in MiB (:class:`~attention_helpers._ram.PeakRAM`)."""
+    peak = PeakRAM()
     result = fn(*args)
     return result, peak.extra_mib()
 
 
-def ring_peak_memory(rank: int, world_size: int, num_tokens: int, head_dim: int, causal: bool) -> float:
+def ring_peak_ram(rank: int, world_size: int, num_tokens: int, head_dim: int, causal: bool) -> float:
     """This rank's peak memory for :func:`ring_attention` at ``num_tokens`` tokens (batch 1, one head), in MiB:
     the bytes of its shards of q, k and v plus how far its resident memory rose during the call."""
     q, k, v = (t.tensor_split(world_size, dim=2)[rank].clone() for t in full_qkv(0, 1, 1, num_tokens, head_dim))

@@ -17,22 +17,22 @@ def plot_attention_cost(measured: dict, sizes, implementations=("explicit", "til
     implementation, and a dashed line for one float32 score matrix (``tokens²`` numbers).
 
     ``measured[(implementation, num_tokens)]`` is a dict with ``"extra_peak_mib"`` and ``"cpu_s"`` (the rows of
-    ``benchmarks/results/attention_memory.json``); ``sizes`` the token counts to draw. Returns the figure."""
+    ``attention_helpers/results/attention_ram.json``); ``sizes`` the token counts to draw. Returns the figure."""
     sizes = sorted(sizes)
     missing = [(name, n) for name in implementations for n in sizes if (name, n) not in measured]
     if missing:
         raise ValueError(f"measured has no row for {missing[:3]} (implementation, num_tokens)")
-    fig, (ax_memory, ax_time) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_ram, ax_time) = plt.subplots(1, 2, figsize=(11, 4))
     for name, marker in zip(implementations, "osD^v", strict=False):
-        ax_memory.plot(sizes, [measured[name, n]["extra_peak_mib"] for n in sizes], marker=marker, label=name)
+        ax_ram.plot(sizes, [measured[name, n]["extra_peak_mib"] for n in sizes], marker=marker, label=name)
         ax_time.plot(sizes, [measured[name, n]["cpu_s"] for n in sizes], marker=marker, label=name)
-    ax_memory.plot(sizes, [n * n * 4 / 2**20 for n in sizes], "k--", label="one score matrix (∝ tokens²)")
-    for ax, what in ((ax_memory, "extra peak memory (MiB)"), (ax_time, "CPU time per call (s)")):
+    ax_ram.plot(sizes, [n * n * 4 / 2**20 for n in sizes], "k--", label="one score matrix (∝ tokens²)")
+    for ax, what in ((ax_ram, "extra peak memory (MiB)"), (ax_time, "CPU time per call (s)")):
         ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel=what)
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_xticks([], minor=True)
         ax.legend()
-    ax_memory.set_title("Memory: the explicit path grows with tokens²")
+    ax_ram.set_title("Memory: the explicit path grows with tokens²")
     ax_time.set_title("Time: every implementation does tokens² work")
     fig.tight_layout()
     return fig

@@ -1,7 +1,7 @@
 """Per-rank peak memory of ring attention against one process attending over the whole sequence.
 
-    python benchmarks/bench_ring_memory.py                          # 8k tokens, 1 and 2 processes, causal
-    python benchmarks/bench_ring_memory.py --tokens 4096 --world-sizes 1 2 --not-causal
+    python benchmarks/bench_ring_ram.py                          # 8k tokens, 1 and 2 processes, causal
+    python benchmarks/bench_ring_ram.py --tokens 4096 --world-sizes 1 2 --not-causal
 
 Each world size runs in fresh processes (``attention_helpers.distributed.run``, gloo, one thread per rank). A
 rank's peak is the bytes of its shards of q, k and v plus how far its resident memory rose during
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from attention_helpers.distributed import cpu_count, run
-from attention_helpers.distributed.examples import ring_peak_memory
+from attention_helpers.distributed.examples import ring_peak_ram
 
 
 def main(argv: list[str] | None = None) -> dict[int, list[float]]:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> dict[int, list[float]]:
     causal = not args.not_causal
     peaks = {}
     for world_size in args.world_sizes:
-        peaks[world_size] = run(ring_peak_memory, world_size, args.tokens, args.head_dim, causal)
+        peaks[world_size] = run(ring_peak_ram, world_size, args.tokens, args.head_dim, causal)
     print(f"ring attention, {args.tokens:,} tokens, head_dim {args.head_dim}, causal={causal}, {cpu_count()} CPU(s)")
     base = max(peaks[min(peaks)])
     print(f"{'processes':>10} {'peak MiB per rank':>30} {'largest / ' + str(min(peaks)) + ' process(es)':>26}")

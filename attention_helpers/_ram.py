@@ -1,5 +1,5 @@
 """How far this process's resident memory rises during a call: the extra peak memory that lesson 11's benchmark
-(``benchmarks/bench_attention_memory.py``) and lesson 13's ring attention (``distributed.examples``) report.
+(``benchmarks/bench_attention_ram.py``) and lesson 13's ring attention (``distributed.examples``) report.
 
 On Linux, writing 5 to ``/proc/self/clear_refs`` resets the resident-memory high-water mark (``VmHWM`` in
 ``/proc/self/status``) to the memory resident now (``VmRSS``), so the peak of what runs next can be read exactly,
@@ -28,7 +28,7 @@ def _max_rss_kib() -> float:
     return max_rss / 1024 if sys.platform == "darwin" else max_rss
 
 
-class PeakMemory:
+class PeakRAM:
     """Made just before a call: resets the high-water mark and notes the resident memory now; ``extra_mib()`` after
     it reads how far resident memory rose above that, at its highest, in MiB.
 

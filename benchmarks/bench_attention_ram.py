@@ -1,8 +1,8 @@
 """Peak memory and time of three ways to compute attention, at growing numbers of tokens.
 
-    python benchmarks/bench_attention_memory.py                    # 1k, 4k and 16k tokens, 1 head of 64, float32
-    python benchmarks/bench_attention_memory.py --tokens 1024 2048 --heads 4
-    python benchmarks/bench_attention_memory.py --threads 1    # on a busy machine, see below
+    python benchmarks/bench_attention_ram.py                    # 1k, 4k and 16k tokens, 1 head of 64, float32
+    python benchmarks/bench_attention_ram.py --tokens 1024 2048 --heads 4
+    python benchmarks/bench_attention_ram.py --threads 1    # on a busy machine, see below
 
 - explicit: ``attention_helpers.attention_with_weights``, which stores the (num_tokens, num_tokens) scores
   and weights;
@@ -13,7 +13,7 @@ Each (implementation, size) runs in a fresh Python process, so that one measurem
 another's. The extra peak memory of a call is the process's resident-memory high-water mark (VmHWM) after the
 call minus its resident memory just before it, with the high-water mark reset first by writing 5 to
 /proc/self/clear_refs (Linux). Where that file cannot be written, the ru_maxrss high-water mark before and after
-the call is used instead, which can only under-count (attention_helpers._memory.PeakMemory, which lesson 13's ring
+the call is used instead, which can only under-count (attention_helpers._ram.PeakRAM, which lesson 13's ring
 attention measures with too). Times are the median of --repeats calls, wall clock and
 CPU (all threads). Ratios are against the fused kernel, measured in the same run.
 
@@ -22,7 +22,7 @@ whose cores are busy with other work, every operation waits for a thread to be s
 far more than the fused kernel. --threads 1 gives all three implementations one thread, which makes the ratios
 less sensitive to the rest of the machine.
 
-Writes the results to attention_helpers/results/attention_memory.json (--output), which lesson 11 plots: package
+Writes the results to attention_helpers/results/attention_ram.json (--output), which lesson 11 plots: package
 data, so that a plain `pip install` (Colab's) has them too.
 """
 
@@ -41,9 +41,9 @@ import torch
 import torch.nn.functional as F
 
 from attention_helpers import attention_with_weights, tiled_attention
-from attention_helpers._memory import PeakMemory
+from attention_helpers._ram import PeakRAM
 
-RESULTS = Path(__file__).resolve().parent.parent / "attention_helpers" / "results" / "attention_memory.json"
+RESULTS = Path(__file__).resolve().parent.parent / "attention_helpers" / "results" / "attention_ram.json"
 IMPLEMENTATIONS = ("explicit", "tiled", "fused")
 MIB = 2**20
 
@@ -67,7 +67,7 @@ def measure(name: str, num_tokens: int, args) -> dict:
     del warm
     queries, keys, values = (torch.randn(1, heads, num_tokens, head_dim) for _ in range(3))
 
-    peak = PeakMemory()
+    peak = PeakRAM()
     wall, cpu = [], []
     for repeat in range(repeats):
         wall_start, cpu_start = time.perf_counter(), time.process_time()
