@@ -2,6 +2,7 @@
 imports against them) are the ones the README names, and importing a module loads only what it imports: never a
 lesson, a figure, pretrained weights or training code below the models. The public names resolve lazily."""
 
+import ast
 import importlib
 import json
 import re
@@ -233,3 +234,28 @@ lesson02.exercise_1({answer})
 """
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "your code runs the package's online_softmax " in result.stdout, result.stdout
+
+
+def _identifiers(path: Path):
+    """Every name a module binds, reads or defines: variables, arguments, attributes, functions and classes."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        name = getattr(node, "id", None) or getattr(node, "arg", None) or getattr(node, "attr", None)
+        if name is None and isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            name = node.name
+        if isinstance(name, str):
+            yield name
+
+
+def test_memory_names_the_encoders_output_and_nothing_else():
+    # the encoder's output that cross-attention reads (as in PyTorch's nn.TransformerDecoder); what a process keeps
+    # in RAM is "ram" (_ram.PeakRAM, bench_attention_ram), a tensor's storage "storage"
+    allowed = {"memory", "memory_key_padding_mask", "memory_keys", "memory_values", "memory_keys_values"}
+    allowed |= {"_logits_from_memory"}
+    found = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for folder in ("attention_helpers", "benchmarks", "tools")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for name in _identifiers(path)
+        if "memory" in name.lower() and name not in allowed
+    }
+    assert not found, "'memory' is the encoder's output; these names use it for something else:\n" + "\n".join(found)
