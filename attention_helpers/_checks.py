@@ -178,18 +178,6 @@ def check_logits(name: str, logits: torch.Tensor) -> None:
         )
 
 
-def check_real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be above 0, got {value!r}")
-    return value
-
-
 def check_class(name: str, cls, allowed: Sequence[type]) -> None:
     names = ", ".join(c.__name__ for c in allowed)
     if not isinstance(cls, type) or not issubclass(cls, tuple(allowed)):
@@ -207,12 +195,6 @@ def check_index(name: str, value, size: int, size_name: str) -> None:
     check_int(name, value)
     if not 0 <= value < size:
         raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
-
-
-def check_every(name: str, value) -> None:
-    """How often to do something, in steps; 0 never does it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
 
 
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
@@ -340,11 +322,13 @@ def check_attention_inputs(queries, keys, values) -> torch.Size:
         ) from None
 
 
-def check_positive_real(name: str, value) -> float:
+def check_positive_real(name: str, value, minimum: float | None = None) -> float:
+    """A finite number above 0, or at least ``minimum``."""
+    wanted = "positive" if minimum is None else f"at least {minimum}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
+        raise TypeError(f"{name} must be a number, {wanted} and finite, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and (value > 0 if minimum is None else value >= minimum)):
+        raise ValueError(f"{name} must be {wanted} and finite, got {value}")
     return float(value)
 
 

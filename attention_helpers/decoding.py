@@ -68,6 +68,19 @@ class KVCache:
         # a model's new_cache sets (id(model), its positions kind): another model's entry check then refuses it
         self.made_by: tuple[int, str | None] | None = None
 
+    @classmethod
+    def for_model(cls, model: nn.Module, attention, num_layers: int, batch: int, capacity, weight) -> KVCache:
+        """A model's ``new_cache(batch, capacity)``: ``num_layers`` layers whose self-attention is like ``attention``,
+        ``capacity`` tokens (default and at most the model's ``context_length``), ``weight``'s dtype and device."""
+        capacity = model.context_length if capacity is None else capacity
+        check_positive_int("capacity", capacity)
+        if capacity > model.context_length:
+            raise ValueError(f"capacity={capacity} is more than the model reads: context_length={model.context_length}")
+        shape = (num_layers, batch, attention.num_kv_heads, capacity, attention.head_dim)
+        cache = cls(*shape, dtype=weight.dtype, device=weight.device)
+        cache.made_by = (id(model), getattr(model, "positions", None))
+        return cache
+
     def update(self, layer_idx: int, keys, values, *, checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``(batch, num_kv_heads, num_new, head_dim)`` keys and values after the
         cached ones; return views of all of them. Nothing cached is copied, unless autograd records the call."""

@@ -16,16 +16,12 @@ from torch import nn
 from ._checks import (
     check_bool,
     check_cache,
-    check_choice,
     check_decoder_inputs,
-    check_heads,
     check_instance,
     check_length,
     check_not_empty,
     check_padding_mask,
     check_positive_int,
-    check_positive_real,
-    check_probability,
     check_same_batch,
     check_sequence,
     check_token_id,
@@ -35,7 +31,16 @@ from ._checks import (
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
 from .decoding import KVCache, decode_tokens, eval_mode
-from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding, residual
+from .encoder import (
+    Encoder,
+    EncoderConfig,
+    FeedForward,
+    LayerConfig,
+    LayerNorm,
+    PositionalEncoding,
+    check_layer_settings,
+    residual,
+)
 
 
 class DecoderLayer(nn.Module):
@@ -60,11 +65,7 @@ class DecoderLayer(nn.Module):
         context_length: int = 512,
     ):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_heads(d_model, num_heads, "d_model")
-        check_probability("dropout", dropout)
-        check_positive_int("context_length", context_length)
-        check_bool("norm_first", norm_first)
+        check_layer_settings(d_model, ffn_hidden, num_heads, dropout, norm_first, activation, eps)
         self.d_model = d_model
         self.norm_first = norm_first
         self.context_length = context_length
@@ -117,29 +118,18 @@ class DecoderLayer(nn.Module):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EncoderDecoderConfig:
-    """An :class:`EncoderDecoder`'s sizes, checked once here; ``dropout`` wherever ``nn.Transformer`` has it,
-    ``context_length`` the longest target."""
+class EncoderDecoderConfig(LayerConfig):
+    """An :class:`EncoderDecoder`'s sizes, checked once here: the settings of every layer of both stacks (as
+    ``nn.Transformer``), how many of each, and ``context_length``, the longest target."""
 
-    d_model: int
-    num_heads: int
     num_encoder_layers: int
     num_decoder_layers: int
-    ffn_hidden: int
-    dropout: float = 0.0
-    norm_first: bool = False
-    activation: str = "relu"
-    eps: float = 1e-5
     context_length: int = 512
 
     def __post_init__(self):
-        for name in ("d_model", "num_encoder_layers", "num_decoder_layers", "ffn_hidden", "context_length"):
+        for name in ("num_encoder_layers", "num_decoder_layers", "context_length"):
             check_positive_int(name, getattr(self, name))
-        check_heads(self.d_model, self.num_heads, "d_model")
-        check_probability("dropout", self.dropout)
-        check_bool("norm_first", self.norm_first)
-        check_choice("activation", self.activation, ACTIVATIONS)
-        check_positive_real("eps", self.eps)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,25 +161,18 @@ class EncoderDecoder(nn.Module):
         self.config = config
         self.d_model = config.d_model  # what the input checks compare with
         self.context_length = config.context_length
-        sizes = (config.d_model, config.ffn_hidden, config.num_heads, config.dropout)
-        settings = dict(norm_first=config.norm_first, activation=config.activation, eps=config.eps)
-        self.encoder = Encoder(*sizes, config.num_encoder_layers, final_norm=True, **settings)
+        settings = config.layer_settings()
+        self.encoder = Encoder(EncoderConfig(**settings, num_layers=config.num_encoder_layers, final_norm=True))
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(*sizes, context_length=config.context_length, **settings)
-            for _ in range(config.num_decoder_layers)
+            DecoderLayer(**settings, context_length=config.context_length) for _ in range(config.num_decoder_layers)
         )
         self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """A cache for ``batch`` targets of up to ``capacity`` tokens (default ``context_length``); the first
         :meth:`decode` with it fills its cross-attention slots."""
-        capacity = self.context_length if capacity is None else capacity
-        attention = self.decoder_layers[0].self_attention
-        weight = self.final_norm.gamma
-        shape = (len(self.decoder_layers), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
-        cache.made_by = (id(self), None)
-        return cache
+        layers = self.decoder_layers
+        return KVCache.for_model(self, layers[0].self_attention, len(layers), batch, capacity, self.final_norm.gamma)
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""

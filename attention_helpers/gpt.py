@@ -116,16 +116,7 @@ class GPT(nn.Module):
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """A cache for ``batch`` sequences of up to ``capacity`` tokens (default ``context_length``)."""
-        capacity = self.context_length if capacity is None else capacity
-        check_positive_int("capacity", capacity)
-        if capacity > self.context_length:
-            raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
-        attention = self.blocks[0].attention
-        weight = self.token_embedding.weight
-        shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
-        cache.made_by = (id(self), self.positions)
-        return cache
+        return KVCache.for_model(self, self.blocks[0].attention, len(self.blocks), batch, capacity, self.lm_head.weight)
 
     def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None, *, checked: bool = False):
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``: row i scores token
