@@ -1,10 +1,8 @@
-"""Argument checks shared by the package.
+"""Argument checks shared by the package: a malformed call fails at once with a ``TypeError`` or ``ValueError``
+naming the argument, its shape and dtype, the same message for the same mistake everywhere.
 
-A malformed call fails at once with a ``TypeError`` or ``ValueError`` naming the argument, its shape and dtype,
-the same message for the same mistake everywhere, instead of a wrong answer or a traceback from deep in torch.
-Checks run at the door: a model checks its arguments once and calls its layers with ``checked=True``, which they
-trust; a layer called on its own checks everything. In messages, ``name`` is the argument and ``layout`` names its
-dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
+Checks run at the door: a model checks its arguments once and calls its layers with ``checked=True``; a layer called
+on its own checks everything. ``name`` is the argument, ``layout`` its dimensions: ``"(batch, num_tokens, d_in)"``.
 """
 
 from __future__ import annotations
@@ -100,16 +98,19 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
             f"with shape {shape_str(mask.shape)}. A Hugging Face style attention_mask (1 = real token, "
             f"0 = padding) converts with {name} = attention_mask == 0; .bool() would hide the real tokens instead"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(target_shape):
+    if not broadcasts_to(mask.shape, target_shape):
         raise ValueError(
             f"{name} of shape {shape_str(mask.shape)} does not broadcast to the expected "
             f"shape {shape_str(target_shape)} {layout}"
         )
     check_same_device(name, mask, "the inputs", like)
+
+
+def broadcasts_to(shape, target) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, target) == torch.Size(target)
+    except RuntimeError:
+        return False
 
 
 def check_sequence(name, x, d_model: int, layout: str, weight, module: str, nonempty: str | None = None) -> None:
@@ -139,13 +140,6 @@ def check_bool(name: str, value) -> None:
     """Require ``True`` or ``False``: a string such as ``"no"`` is truthy and would switch the option on."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
-
-
-def check_token_id(name: str, value, vocab_size: int, what: str = "vocab_size") -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int token id, got {type(value).__name__} ({value!r})")
-    if not 0 <= value < vocab_size:
-        raise ValueError(f"{name} must be a token id from 0 to {vocab_size - 1} ({what}={vocab_size}), got {value}")
 
 
 def check_length(name: str, length: int, context_length: int, what: str = "num_tokens") -> None:
@@ -194,7 +188,7 @@ def check_positive_int(name: str, value, minimum: int = 1) -> None:
 def check_index(name: str, value, size: int, size_name: str) -> None:
     check_int(name, value)
     if not 0 <= value < size:
-        raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
+        raise ValueError(f"{name} must be from 0 to {size - 1} ({size_name}={size}), got {value}")
 
 
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
@@ -340,18 +334,13 @@ def check_choice(name: str, value, choices) -> None:
 
 
 def normalized_shape(parameters_shape) -> tuple[int, ...]:
-    """``d_model`` or a sequence of sizes -> a tuple of positive ints, with errors that name parameters_shape."""
-    if isinstance(parameters_shape, numbers.Integral) and not isinstance(parameters_shape, bool):
-        shape = (int(parameters_shape),)
-    elif isinstance(parameters_shape, (Sequence, torch.Size)) and not isinstance(parameters_shape, str):
-        shape = tuple(parameters_shape)
-    else:
+    """``d_model`` or a non-empty sequence of sizes -> a tuple of positive ints."""
+    shape = (parameters_shape,) if isinstance(parameters_shape, numbers.Integral) else parameters_shape
+    if isinstance(shape, str) or not isinstance(shape, (Sequence, torch.Size)) or not shape:
         raise TypeError(
-            "parameters_shape must be an int (d_model) or a sequence of ints, "
+            "parameters_shape must be an int (d_model) or a non-empty sequence of ints, "
             f"got {type(parameters_shape).__name__} ({parameters_shape!r})"
         )
-    if not shape:
-        raise ValueError("parameters_shape must name at least one dimension, got ()")
     for size in shape:
         check_positive_int("parameters_shape", size)
     return tuple(int(size) for size in shape)
@@ -359,18 +348,10 @@ def normalized_shape(parameters_shape) -> tuple[int, ...]:
 
 def check_positions(positions, x: torch.Tensor) -> None:
     """One real position per token of ``x``."""
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
-            f"got {type(positions).__name__}"
-        )
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"positions must hold integers or real numbers, got dtype {positions.dtype}")
-    try:
-        broadcast = torch.broadcast_shapes(positions.shape, x.shape[:-1])
-    except RuntimeError:
-        broadcast = None
-    if broadcast != x.shape[:-1]:
+    if not isinstance(positions, torch.Tensor) or positions.dtype == torch.bool or positions.is_complex():
+        got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise TypeError(f"positions must be a tensor of integer or real positions, (num_tokens,) or None, got {got}")
+    if not broadcasts_to(positions.shape, x.shape[:-1]):
         raise ValueError(
             f"positions of shape {shape_str(positions.shape)} does not broadcast to x's "
             f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
@@ -484,18 +465,13 @@ def check_cache(
         )
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
-    made_by = getattr(cache, "made_by", None)
+    made_by = getattr(cache, "made_by", None)  # (id of the model that made it, its positions kind)
     positions = getattr(model, "positions", None)
-    if made_by is not None and made_by != (id(model), positions):  # (the model that made it, its positions kind)
-        if made_by[1] != positions:
-            raise ValueError(
-                f"the cache was made by a model with positions={made_by[1]!r} but this one has "
-                f"positions={positions!r}: its keys do not carry this model's positions; make one with "
-                "model.new_cache(batch)"
-            )
+    if made_by is not None and made_by != (id(model), positions):
         raise ValueError(
-            f"the cache was made by another {type(model).__name__} (its new_cache): its keys and values come from "
-            "other weights; continue it with the model that made it, or make one with model.new_cache(batch)"
+            f"the cache was made by another {type(model).__name__}, with positions={made_by[1]!r} (this one has "
+            f"positions={positions!r}): its keys and values come from other weights; continue it with the model "
+            "that made it, or make one with model.new_cache(batch)"
         )
     if cache.layers_written:
         raise ValueError(

@@ -121,24 +121,16 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention: one set of ``d_in -> d_out`` projections split into ``num_heads`` heads.
+    """Multi-head attention: ``d_in -> d_out`` projections split into ``num_heads`` heads of ``head_dim = d_out //
+    num_heads`` each, attended separately, concatenated back to ``d_out`` and mixed by ``out_proj``.
 
-    Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
-    the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
-    between two paths that compute the same result: the *explicit* path,
-    :func:`~attention_helpers.functional.attention_with_weights`, which materialises the ``(batch, num_heads,
-    num_tokens, num_keys)`` attention weights (it also runs for ``return_weights=True`` and in training mode with
-    ``dropout > 0``: ``nn.Dropout`` on the weights, so the masks are the book's), and the *fused* path,
-    ``F.scaled_dot_product_attention``, one kernel that never stores the weights. Later lessons' options are off
-    by default: ``num_kv_heads`` (lesson 11), ``rope`` (lesson 10), and :meth:`forward`'s ``memory=`` (lesson 12)
-    and ``cache=`` (lesson 10).
-
-    Args:
-        context_length: the most tokens a causal module accepts (its mask's size); ``None`` allowed if not causal.
-        causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
-        num_kv_heads: key/value heads, query head ``h`` using ``h // (num_heads // num_kv_heads)`` (Ainslie et al.,
-            2023; 1: multi-query attention, Shazeer, 2019); ``None``: one per query head.
-        rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
+    Two paths compute the same result: the explicit one, :func:`~attention_helpers.functional.attention_with_weights`
+    (for ``fused=False``, ``return_weights=True``, and training with ``dropout > 0``: the book's dropout masks),
+    stores the ``(batch, num_heads, num_tokens, num_keys)`` weights; the fused ``F.scaled_dot_product_attention``
+    never does. Later lessons' options are off by default: ``causal=False`` (an encoder, cross-attention; then
+    ``context_length=None`` is allowed), ``num_kv_heads`` (grouped-query attention: query head ``h`` uses key/value
+    head ``h // (num_heads // num_kv_heads)``), ``rope`` (rotary positions), and :meth:`forward`'s ``memory=``
+    (cross-attention) and ``cache=`` (generation).
     """
 
     def __init__(

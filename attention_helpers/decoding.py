@@ -1,10 +1,7 @@
 """What generation needs: the KV cache, sampling, and the decoding loop that ``generate`` and ``greedy_decode`` share.
 
-Under a causal mask, earlier tokens' keys and values do not change when a token is added, so a generation step
-can run the new token alone and reuse them. They live in a :class:`KVCache` that the decoding loop creates and
-passes to the model at each step (as Hugging Face passes ``past_key_values``): no module keeps hidden state.
-Preallocated for the whole generation, the cache takes each step's keys and values in place and copies nothing
-already cached.
+Under a causal mask, earlier tokens' keys and values do not change when a token is added: a step runs the new token
+alone and reuses them from a :class:`KVCache` the loop passes to the model (as Hugging Face's ``past_key_values``).
 """
 
 from __future__ import annotations
@@ -190,14 +187,10 @@ def decode_tokens(
     pick: Callable,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode.
-
-    ``step(ids, cache)`` returns logits ``(batch, len(ids), vocab_size)`` for the ids after those cached (without
-    a cache, the whole window); ``pick`` maps the last row to the next ids ``(batch, 1)``. With the cache, each step
-    feeds only the tokens not yet cached, while the sequence fits ``context_length``; beyond, the window slides,
-    every position changes and each step recomputes it. ``step`` may trust its arguments: the caller checks
-    ``token_ids`` once, and every new id comes from ``pick``.
-    """
+    """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode: ``step(ids,
+    cache)`` gives the logits ``(batch, len(ids), vocab_size)`` of the ids not yet cached, ``pick`` the next ids
+    ``(batch, 1)`` from the last row. Past ``context_length`` the window slides and each step recomputes it. ``step``
+    may trust its arguments: the caller checked ``token_ids``, and every new id comes from ``pick``."""
     context_length = model.context_length
     cache = None
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)

@@ -17,6 +17,7 @@ from ._checks import (
     check_bool,
     check_cache,
     check_decoder_inputs,
+    check_index,
     check_instance,
     check_length,
     check_not_empty,
@@ -24,7 +25,6 @@ from ._checks import (
     check_positive_int,
     check_same_batch,
     check_sequence,
-    check_token_id,
     check_token_ids,
     shape_str,
 )
@@ -145,7 +145,7 @@ class Seq2SeqConfig(EncoderDecoderConfig):
     def __post_init__(self):
         check_positive_int("src_vocab_size", self.src_vocab_size)
         check_positive_int("tgt_vocab_size", self.tgt_vocab_size)
-        check_token_id("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
+        check_index("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
         super().__post_init__()
 
 
@@ -315,7 +315,7 @@ def greedy_decode(
     """
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)
-    check_token_id("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
+    check_index("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
     check_bool("use_cache", use_cache)
     check_bool("return_weights", return_weights)
     if num_tokens > model.context_length:

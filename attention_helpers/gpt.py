@@ -1,9 +1,5 @@
-"""A GPT-style decoder: a causal language model that predicts the next token.
-
-``GPT`` stacks pre-LN blocks (causal :class:`~attention_helpers.attention.MultiHeadAttention` and a GELU
-:class:`~attention_helpers.encoder.FeedForward`) between token embeddings (plus learned positions, or RoPE in the
-attention) and an output layer (``lm_head``) tied to the token embedding; :func:`~attention_helpers.decoding.generate`
-samples from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline it trains against.
+"""A GPT-style decoder, a causal language model: pre-LN blocks (causal attention, a GELU feed-forward network)
+between token embeddings (plus learned positions, or RoPE in the attention) and ``lm_head``, tied to the embedding.
 """
 
 from __future__ import annotations

@@ -315,8 +315,8 @@ def test_warmup_cosine_lr_rises_linearly_then_falls_to_its_floor_at_the_last_ste
     [
         ((0, 2.0, 0.1, 5), TypeError, "num_steps"),
         ((0, 10, 0.1, 0), ValueError, "warmup_steps"),
-        ((-1, 10, 0.1, 2), ValueError, "step must be from 0 to num_steps - 1 = 9, got -1"),
-        ((10, 10, 0.1, 2), ValueError, "step must be from 0 to num_steps - 1 = 9, got 10"),  # past the end
+        ((-1, 10, 0.1, 2), ValueError, "step must be from 0 to 9 (num_steps=10), got -1"),
+        ((10, 10, 0.1, 2), ValueError, "step must be from 0 to 9 (num_steps=10), got 10"),  # past the end
         ((1.5, 10, 0.1, 2), TypeError, "step must be an int"),
         ((3, 10, -0.1, 2), ValueError, "peak_lr must be positive and finite, got -0.1"),
         ((3, 10, float("nan"), 2), ValueError, "peak_lr must be positive and finite, got nan"),
