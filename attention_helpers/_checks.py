@@ -142,11 +142,12 @@ def check_bool(name: str, value) -> None:
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
 
 
-def check_length(name: str, length: int, context_length: int, what: str = "num_tokens") -> None:
-    if length > context_length:
+def check_length(name: str, length: int, context_length, what: str = "num_tokens", built: str = "the model") -> None:
+    """No more tokens than the positions ``built`` (a model, a module) was made for (``None``: any number)."""
+    if context_length is not None and length > context_length:
         raise ValueError(
-            f"{name} has {what}={length}, more than context_length={context_length} positions the model was built "
-            f"for; shorten it or build the model with a larger context_length"
+            f"{name} has {what}={length} but {built} was built with context_length={context_length}; shorten it "
+            "or build it with a larger context_length"
         )
 
 
@@ -385,24 +386,19 @@ def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
         )
 
 
-def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
+def check_attention_input(module, x, return_weights, ndims: tuple[int, ...] = (3,)) -> None:
+    check_bool("return_weights", return_weights)
     layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
     check_tensor("x", x, ndims, layout, "num_tokens")
     check_size("x", x, -1, module.d_in, "d_in", layout)
     weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
     check_module_dtype("x", x, weight, type(module).__name__)
-    context_length = getattr(module, "context_length", None)
-    if context_length is not None and x.shape[-2] > context_length:
-        raise ValueError(
-            f"x has num_tokens={x.shape[-2]} but the module was built with context_length={context_length}; "
-            "build it with a larger context_length"
-        )
+    check_length("x", x.shape[-2], getattr(module, "context_length", None), built="the module")
 
 
 def check_attention_call(module, x, key_padding_mask, return_weights, memory, cache):
     """``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` as ``(batch, num_keys)``."""
-    check_attention_input(module, x)
-    check_bool("return_weights", return_weights)
+    check_attention_input(module, x, return_weights)
     if cache is not None:
         check_cache_type(cache)
     if memory is not None:
@@ -519,9 +515,10 @@ def check_same_batch(name: str, x: torch.Tensor, other_name: str, other: torch.T
         )
 
 
-def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache=None):
-    """``tgt`` ``(batch, tgt_len, d_model)`` after ``cache``'s tokens, ``memory`` ``(batch, src_len, d_model)``;
-    returns the two padding masks expanded to ``(batch, num_keys)``."""
+def check_decoder_inputs(module, weight, tgt, memory, tgt_padding, memory_padding, return_weights, cache=None):
+    """``tgt`` ``(batch, tgt_len, d_model)`` after ``cache``'s tokens, ``memory`` ``(batch, src_len, d_model)``, their
+    padding masks (returned expanded to ``(batch, num_keys)``) and ``return_weights``."""
+    check_bool("return_weights", return_weights)
     if cache is not None:
         check_cache_type(cache)
     start = 0 if cache is None else cache.num_tokens
@@ -531,13 +528,8 @@ def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memo
     check_not_empty("memory", memory, "src_len")
     check_same_batch("src", memory, "tgt", tgt)
     check_same_device("tgt", tgt, "src", memory)
-    if start + tgt.shape[1] > module.context_length:
-        cached = f" after {start} cached tokens" if start else ""
-        raise ValueError(
-            f"tgt has tgt_len={tgt.shape[1]}{cached} but the model was built with "
-            f"context_length={module.context_length}"
-        )
+    check_length("tgt", start + tgt.shape[1], module.context_length, "cached + new tokens" if start else "tgt_len")
     return (
-        check_padding_mask("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len", start + tgt.shape[1]),
-        check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, memory, "src_len"),
+        check_padding_mask("tgt_key_padding_mask", tgt_padding, tgt, "tgt_len", start + tgt.shape[1]),
+        check_padding_mask("memory_key_padding_mask", memory_padding, memory, "src_len"),
     )

@@ -41,8 +41,7 @@ class SelfAttentionV1(nn.Module):
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x, (2, 3))
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights, (2, 3))
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
@@ -65,8 +64,7 @@ class SelfAttentionV2(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x, (2, 3))
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights, (2, 3))
         context_vec, attn_weights = attention_with_weights(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
@@ -89,8 +87,7 @@ class CausalAttention(nn.Module):
         self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x)
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
         context_vec, attn_weights = attention_with_weights(

@@ -108,39 +108,32 @@ class KVCache:
         return written
 
 
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+def top_k_filter(logits: torch.Tensor, k: int, *, checked: bool = False) -> torch.Tensor:
     """Keep the ``k`` largest logits of each row (and ties with the k-th), set the others to ``-inf``."""
-    check_tensor("logits", logits, 1, "(..., vocab_size)")
-    check_no_nan("logits", logits)
-    check_positive_int("k", k)
-    return _keep_top_k(logits, k)
-
-
-def _keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    if not checked:
+        check_tensor("logits", logits, 1, "(..., vocab_size)")
+        check_no_nan("logits", logits)
+        check_positive_int("k", k)
     kth_largest = torch.topk(logits, min(k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
 def sample_next_token(
-    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator=None, *, checked: bool = False
 ) -> torch.Tensor:
     """``(batch, vocab_size)`` -> ``(batch, 1)`` ids: the most likely with ``temperature=0``; otherwise sampled from
     ``logits / temperature`` (below 1 sharpens, above 1 flattens), optionally cut to the ``top_k`` best."""
-    check_tensor("logits", logits, (2,), "(batch, vocab_size)")
-    check_logits("logits", logits)
-    check_temperature(temperature, zero_is_greedy=True)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    return _sample(logits, temperature, top_k, generator)
-
-
-def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
-    """:func:`sample_next_token` without its checks: ``generate`` checks its arguments once, not at every step."""
+    if not checked:  # generate checks its arguments once, not at every step
+        check_tensor("logits", logits, (2,), "(batch, vocab_size)")
+        check_logits("logits", logits)
+        check_temperature(temperature, zero_is_greedy=True)
+        if top_k is not None:
+            check_positive_int("top_k", top_k)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits.float() / temperature  # float16 logits / 0.01 overflow float16 above 655
     if top_k is not None:
-        logits = _keep_top_k(logits, top_k)
+        logits = top_k_filter(logits, top_k, checked=True)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
@@ -171,7 +164,7 @@ def generate(
         check_positive_int("top_k", top_k)
 
     def pick(logits):
-        return _sample(logits, temperature, top_k, generator)
+        return sample_next_token(logits, temperature, top_k, generator, checked=True)
 
     def step(ids, cache):  # the prompt was checked above; every later id is picked from the model's own logits
         return model(ids, cache, checked=True)

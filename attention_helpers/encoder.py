@@ -21,6 +21,7 @@ from ._checks import (
     check_choice,
     check_heads,
     check_instance,
+    check_length,
     check_module_dtype,
     check_padding_mask,
     check_positive_int,
@@ -268,9 +269,5 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, (3,), "(batch, num_tokens, d_model)", "num_tokens")
         check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
-        if x.shape[1] > self.context_length:
-            raise ValueError(
-                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
-                f"context_length={self.context_length}"
-            )
+        check_length("x", x.shape[1], self.context_length, built="PositionalEncoding")
         return x + self.pe[: x.shape[1]].to(x.dtype)

@@ -98,8 +98,7 @@ class DecoderLayer(nn.Module):
         ``x`` holds the tokens after the cached ones, and both attentions use layer ``layer_idx``'s slots."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
-            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, cache)
-            check_bool("return_weights", return_weights)
+            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, return_weights, cache)
         cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)
         self_attend = partial(self.self_attention, key_padding_mask=masks[0], **cached)
         cross_attend = partial(
@@ -176,12 +175,12 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
-        self._check_src(src)
-        return self.encoder(src, check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len"))
+        return self.encoder(src, self._check_src(src, src_key_padding_mask))
 
-    def _check_src(self, src: torch.Tensor) -> None:
+    def _check_src(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
         check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
         check_not_empty("src", src, "src_len")
+        return check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
 
     def decode(
         self,
@@ -198,11 +197,10 @@ class EncoderDecoder(nn.Module):
         ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
-            check_bool("return_weights", return_weights)
             if cache is not None:
                 sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
                 check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
-            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, cache)
+            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, return_weights, cache)
         x = tgt
         all_weights = []
         for layer_idx, layer in enumerate(self.decoder_layers):
@@ -223,10 +221,9 @@ class EncoderDecoder(nn.Module):
         """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> ``(batch, tgt_len,
         d_model)`` (and the weights, as :meth:`decode`)."""
         # every argument checked before the encoder runs; the encoder checks its own again (cheap)
-        self._check_src(src)
-        check_bool("return_weights", return_weights)
-        src_mask = check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
-        tgt_mask, _ = check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)
+        src_mask = self._check_src(src, src_key_padding_mask)
+        weight = self.final_norm.gamma
+        tgt_mask, _ = check_decoder_inputs(self, weight, tgt, src, tgt_key_padding_mask, None, return_weights)
         memory = self.encoder(src, src_mask)
         return self.decode(tgt, memory, tgt_mask, src_mask, return_weights, checked=True)
 

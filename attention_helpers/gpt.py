@@ -16,6 +16,7 @@ from ._checks import (
     check_heads,
     check_instance,
     check_kv_heads,
+    check_length,
     check_positive_int,
     check_probability,
     check_token_ids,
@@ -123,11 +124,8 @@ class GPT(nn.Module):
             if cache is not None:
                 sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.lm_head.weight)
                 check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
-            elif num_tokens > self.context_length:
-                raise ValueError(
-                    f"token_ids has num_tokens={num_tokens} but the model reads at most "
-                    f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
-                )
+            else:
+                check_length("token_ids", num_tokens, self.context_length)
         start = 0 if cache is None else cache.num_tokens  # the position of the first token
         x = self.token_embedding(token_ids)  # (batch, num_tokens, d_model)
         if self.position_embedding is not None:
