@@ -442,23 +442,18 @@ def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str
         )
 
 
-def check_cache(
-    cache, model, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor, attention=None
-) -> None:
-    """``num_new`` tokens of ``batch`` sequences, of ``like``'s dtype and device, can continue ``cache`` in ``model``,
-    whose self-attention is like ``attention``."""
+def check_cache(cache, model, attention, num_layers: int, inputs: torch.Tensor, like: torch.Tensor) -> None:
+    """``inputs`` ``(batch, num_new, ...)``, run in ``like``'s dtype and device, can continue ``cache`` in ``model``,
+    whose ``num_layers`` layers' self-attention is like ``attention``."""
+    batch = inputs.shape[0]
+    num_new = inputs.shape[1]
     check_cache_type(cache)
-    if cache.num_layers != num_layers:
-        raise ValueError(
-            f"the cache holds num_layers={cache.num_layers} but the model has num_layers={num_layers}; "
-            "make one with model.new_cache(batch)"
-        )
-    if attention is not None and (cache.num_kv_heads, cache.head_dim) != (attention.num_kv_heads, attention.head_dim):
-        raise ValueError(
-            f"the cache holds num_kv_heads={cache.num_kv_heads}, head_dim={cache.head_dim} but the model's attention "
-            f"has num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}; make one with "
-            "model.new_cache(batch)"
-        )
+    layout = dict(num_layers=num_layers, num_kv_heads=attention.num_kv_heads, head_dim=attention.head_dim)
+    wrong = [name for name, size in layout.items() if getattr(cache, name) != size]
+    if wrong:
+        held = ", ".join(f"{name}={getattr(cache, name)}" for name in wrong)
+        wanted = ", ".join(f"{name}={layout[name]}" for name in wrong)
+        raise ValueError(f"the cache holds {held} but the model has {wanted}; make one with model.new_cache(batch)")
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
     made_by = getattr(cache, "made_by", None)  # (id of the model that made it, its positions kind)
@@ -474,7 +469,7 @@ def check_cache(
             f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
             f"{cache.num_layers}): a model call that failed left it so; start a new cache"
         )
-    limit = min(cache.capacity, context_length)  # a cache from new_cache holds at most context_length tokens
+    limit = min(cache.capacity, model.context_length)  # a cache from new_cache holds at most context_length tokens
     check_cache_fits(cache.num_tokens, num_new, limit, "its capacity" if limit == cache.capacity else "context_length")
     if (cache.dtype, cache.device) != (like.dtype, like.device):
         raise TypeError(

@@ -1,8 +1,8 @@
 """The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
 
-Every layer takes ``(batch, num_tokens, d_model)`` and returns that shape. By default each layer is post-LN, as in
-the original paper; ``norm_first=True`` gives the pre-LN layer of GPT-2 and most later models (see :func:`residual`).
-``dropout`` acts on the attention weights, inside the feed-forward network and on every residual branch.
+Every layer maps ``(batch, num_tokens, d_model)`` to that shape, post-LN as in the original paper, or pre-LN (GPT-2
+and most later models) with ``norm_first=True``; ``dropout`` acts on the attention weights, inside the feed-forward
+network and on every residual branch.
 """
 
 from __future__ import annotations
@@ -85,15 +85,9 @@ class EncoderConfig(LayerConfig):
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation over the trailing ``parameters_shape`` (``d_model`` or ``[d_model]``) of each token::
-
-        dims = tuple(range(-len(parameters_shape), 0))
-        mean = x.mean(dim=dims, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased: divided by d, not d - 1
-        out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
-
-    computed by PyTorch's fused ``F.layer_norm`` (float16 statistics in float32: ``300**2`` overflows 65504).
-    """
+    """``gamma * (x - mean) / sqrt(var + eps) + beta`` over the trailing ``parameters_shape`` (``d_model`` or
+    ``[d_model]``) of each token, the variance biased (divided by d, not d - 1), by PyTorch's fused ``F.layer_norm``
+    (float16 statistics in float32: ``300**2`` overflows 65504)."""
 
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()

@@ -198,8 +198,8 @@ class EncoderDecoder(nn.Module):
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
             if cache is not None:
-                sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
-                check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
+                layers = self.decoder_layers
+                check_cache(cache, self, layers[0].self_attention, len(layers), tgt, self.final_norm.gamma)
             masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, return_weights, cache)
         x = tgt
         all_weights = []

@@ -69,16 +69,9 @@ class GPTBlock(nn.Module):
         super().__init__()
         d_model = config.d_model
         dropout = config.dropout
+        sizes = (d_model, d_model, config.context_length, dropout, config.num_heads)  # the book's argument order
         self.norm1 = LayerNorm(d_model)
-        self.attention = MultiHeadAttention(
-            d_model,
-            d_model,
-            config.context_length,
-            dropout,
-            config.num_heads,
-            num_kv_heads=config.num_kv_heads,
-            rope=config.positions == "rope",
-        )
+        self.attention = MultiHeadAttention(*sizes, num_kv_heads=config.num_kv_heads, rope=config.positions == "rope")
         self.dropout1 = nn.Dropout(dropout)
         self.norm2 = LayerNorm(d_model)
         self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
@@ -120,12 +113,10 @@ class GPT(nn.Module):
         i + 1. With a ``cache``, the tokens continue the cached ones. ``checked=True``: the decoding loop checked."""
         if not checked:  # once here; the blocks are then trusted with what this call hands them
             check_token_ids("token_ids", token_ids, self.vocab_size)
-            num_tokens = token_ids.shape[1]
             if cache is not None:
-                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.lm_head.weight)
-                check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
+                check_cache(cache, self, self.blocks[0].attention, len(self.blocks), token_ids, self.lm_head.weight)
             else:
-                check_length("token_ids", num_tokens, self.context_length)
+                check_length("token_ids", token_ids.shape[1], self.context_length)
         start = 0 if cache is None else cache.num_tokens  # the position of the first token
         x = self.token_embedding(token_ids)  # (batch, num_tokens, d_model)
         if self.position_embedding is not None:
