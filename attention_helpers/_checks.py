@@ -45,14 +45,8 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonemp
     if not rank_ok:
         ranks = f"at least {ndims}" if isinstance(ndims, int) else " or ".join(str(n) for n in ndims)
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
-    if nonempty is not None:
-        check_not_empty(name, x, nonempty)
-
-
-def check_not_empty(name: str, x: torch.Tensor, what: str) -> None:
-    """Attention over no keys is a softmax over nothing."""
-    if x.shape[-2] == 0:
-        raise ValueError(f"{name} must hold at least one token ({what} >= 1), got shape {shape_str(x.shape)}")
+    if nonempty is not None and x.shape[-2] == 0:  # attention over no keys is a softmax over nothing
+        raise ValueError(f"{name} must hold at least one token ({nonempty} >= 1), got shape {shape_str(x.shape)}")
 
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
@@ -230,8 +224,10 @@ def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
         raise ValueError(f"temperature must be {allowed}, got {temperature!r}")
 
 
-def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2):
-    """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
+def check_token_ids(
+    name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2, nonempty: bool = False
+):
+    """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None); ``nonempty``: at least one per row."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
     if ids.dtype not in (torch.int64, torch.int32):  # int8, int16 and uint8 ids fail inside nn.Embedding
@@ -245,6 +241,8 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
+    if nonempty and ids.shape[-1] == 0:
+        raise ValueError(f"{name} must hold at least one token, got shape {shape_str(ids.shape)}")
     if not ids.numel() or is_compiling():  # the range check reads the values: a host synchronisation on a GPU
         return
     low = int(ids.min())
@@ -408,9 +406,8 @@ def check_attention_call(module, x, key_padding_mask, return_weights, memory, ca
                 "within one sequence and has no meaning between the queries' sequence and the memory's"
             )
         layout = "(batch, num_memory_tokens, d_in)"
-        check_tensor("memory", memory, (3,), layout)
+        check_tensor("memory", memory, (3,), layout, "num_memory_tokens")
         check_size("memory", memory, -1, module.d_in, "d_in", layout)
-        check_not_empty("memory", memory, "num_memory_tokens")
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
                 f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
@@ -519,8 +516,7 @@ def check_decoder_inputs(module, weight, tgt, memory, tgt_padding, memory_paddin
     start = 0 if cache is None else cache.num_tokens
     name = type(module).__name__
     check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name)
-    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name)
-    check_not_empty("memory", memory, "src_len")
+    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name, "src_len")
     check_same_batch("src", memory, "tgt", tgt)
     check_same_device("tgt", tgt, "src", memory)
     check_length("tgt", start + tgt.shape[1], module.context_length, "cached + new tokens" if start else "tgt_len")

@@ -22,7 +22,6 @@ from ._checks import (
     check_temperature,
     check_tensor,
     check_token_ids,
-    shape_str,
 )
 
 
@@ -38,11 +37,9 @@ def eval_mode(model: nn.Module):
 
 
 class KVCache:
-    """Every layer's keys and values for the tokens seen so far: ``keys[layer]`` and ``values[layer]`` are
-    ``(batch, num_kv_heads, capacity, head_dim)``, filled up to ``num_tokens``, which moves on once all layers have
-    written (so a layer cannot write twice at one position). An encoder-decoder also keeps each layer's
-    cross-attention keys and values in ``memory_keys`` and ``memory_values``. ``model.new_cache(batch)`` makes one.
-    """
+    """Every layer's keys and values ``(batch, num_kv_heads, capacity, head_dim)``, filled up to ``num_tokens``,
+    which moves on once all layers have written (a layer cannot write twice at one position); an encoder-decoder's
+    cross-attention keys and values in ``memory_keys`` and ``memory_values``. ``model.new_cache(batch)`` makes one."""
 
     def __init__(self, num_layers, batch, num_kv_heads, capacity, head_dim, *, dtype=torch.float32, device=None):
         shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
@@ -152,11 +149,7 @@ def generate(
     :func:`sample_next_token`; the loop is :func:`decode_tokens`.
     """
     check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
-    check_token_ids("token_ids", token_ids, model.vocab_size)
-    if token_ids.shape[1] == 0:
-        raise ValueError(
-            f"token_ids must hold at least one token to continue from, got shape {shape_str(token_ids.shape)}"
-        )
+    check_token_ids("token_ids", token_ids, model.vocab_size, nonempty=True)  # something to continue from
     check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
     check_bool("use_cache", use_cache)
     check_temperature(temperature, zero_is_greedy=True)

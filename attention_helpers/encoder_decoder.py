@@ -1,8 +1,5 @@
-"""The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target.
-
-Generation keeps no state inside the modules: the decoder's keys and values travel in the
-:class:`~attention_helpers.decoding.KVCache` that GPT uses too, whose cross-attention slots hold the keys and values
-of the encoder's output from the first step on. Masks are True at padding.
+"""The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target,
+keeping its keys and values (and, from the first step, the encoder output's) in the KVCache GPT uses too.
 """
 
 from __future__ import annotations
@@ -20,13 +17,11 @@ from ._checks import (
     check_index,
     check_instance,
     check_length,
-    check_not_empty,
     check_padding_mask,
     check_positive_int,
     check_same_batch,
     check_sequence,
     check_token_ids,
-    shape_str,
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
@@ -149,10 +144,8 @@ class Seq2SeqConfig(EncoderDecoderConfig):
 
 
 class EncoderDecoder(nn.Module):
-    """The core of the original transformer, on embedded sequences: an
-    :class:`~attention_helpers.encoder.Encoder` reads ``src``, :class:`DecoderLayer` s read ``tgt`` and attend to
-    its output. Like ``nn.Transformer``, each stack ends with a LayerNorm of its own, post-LN or pre-LN.
-    """
+    """The core of the original transformer, on embedded sequences: an :class:`~attention_helpers.encoder.Encoder`
+    and :class:`DecoderLayer` s, each stack ending with a LayerNorm of its own, as in ``nn.Transformer``."""
 
     def __init__(self, config: EncoderDecoderConfig):
         super().__init__()
@@ -178,8 +171,8 @@ class EncoderDecoder(nn.Module):
         return self.encoder(src, self._check_src(src, src_key_padding_mask))
 
     def _check_src(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
-        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
-        check_not_empty("src", src, "src_len")
+        weight = self.final_norm.gamma
+        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", weight, "EncoderDecoder", "src_len")
         return check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
 
     def decode(
@@ -238,20 +231,15 @@ class EncoderDecoder(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """Token embeddings and sinusoidal positions on both sides, an :class:`EncoderDecoder`, and ``lm_head``.
-
-    ``forward(src_ids, tgt_ids)``: ``(batch, src_len)``, ``(batch, tgt_len)`` ids -> logits ``(batch, tgt_len,
-    tgt_vocab_size)``; row ``i`` predicts target token ``i + 1``.
-    """
+    """Token embeddings and sinusoidal positions on both sides, an :class:`EncoderDecoder`, and ``lm_head``: ids
+    ``(batch, src_len)``, ``(batch, tgt_len)`` -> logits ``(batch, tgt_len, tgt_vocab_size)``, row ``i`` for token
+    ``i + 1``."""
 
     def __init__(self, config: Seq2SeqConfig):
         super().__init__()
         check_instance("config", config, Seq2SeqConfig, "a Seq2SeqConfig")
         self.config = config
-        self.src_vocab_size = config.src_vocab_size  # what the input checks compare with
-        self.tgt_vocab_size = config.tgt_vocab_size
-        self.pad_id = config.pad_id
-        self.context_length = config.context_length
+        self.context_length = config.context_length  # what the decoding loop reads
         self.src_embedding = nn.Embedding(config.src_vocab_size, config.d_model)
         self.tgt_embedding = nn.Embedding(config.tgt_vocab_size, config.d_model)
         self.positional_encoding = PositionalEncoding(config.d_model, config.context_length)
@@ -270,26 +258,22 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding ``(batch, src_len)``)."""
-        check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
-        if src_ids.shape[1] == 0:
-            raise ValueError(
-                f"src_ids must hold at least one token (src_len >= 1), got shape {shape_str(src_ids.shape)}"
-            )
-        padding = src_ids == self.pad_id
+        check_token_ids("src_ids", src_ids, self.config.src_vocab_size, "(batch, src_len)", nonempty=True)
+        padding = src_ids == self.config.pad_id
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encoder(src, padding), padding
 
     def decode(self, tgt_ids, memory, padding=None, return_weights=False, *, cache=None, checked: bool = False):
         """Logits of ``tgt_ids`` ``(batch, tgt_len)`` (after the cached ones) given :meth:`encode`'s output."""
         if not checked:
-            check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+            check_token_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size, "(batch, tgt_len)")
             check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
         out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache, checked=checked)
         return (self.lm_head(out[0]), out[1]) if return_weights else self.lm_head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
-        check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        check_token_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size, "(batch, tgt_len)")
         check_length("tgt_ids", tgt_ids.shape[1], self.transformer.context_length, "tgt_len")
         memory, padding = self.encode(src_ids)
         check_same_batch("src_ids", src_ids, "tgt_ids", tgt_ids)
@@ -304,21 +288,15 @@ def greedy_decode(
     use_cache: bool = True,
     return_weights: bool = False,
 ):
-    """Write ``num_tokens`` target tokens after ``bos_id`` for each source, taking the most likely token each time.
-
-    ``src_ids`` ``(batch, src_len)`` -> ``(batch, num_tokens)`` ids (without ``bos_id``), and with ``return_weights``
-    the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens, src_len)``. The loop is
-    :func:`~attention_helpers.decoding.decode_tokens`, as in ``generate``.
-    """
+    """Write ``num_tokens`` target tokens after ``bos_id``, the most likely each time: ``src_ids`` ``(batch,
+    src_len)`` -> ``(batch, num_tokens)`` ids (and the cross-attention weights ``(num_decoder_layers, batch,
+    num_heads, num_tokens, src_len)``), by :func:`~attention_helpers.decoding.decode_tokens` as ``generate``."""
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)
-    check_index("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
+    check_index("bos_id", bos_id, model.config.tgt_vocab_size, "tgt_vocab_size")
     check_bool("use_cache", use_cache)
     check_bool("return_weights", return_weights)
-    if num_tokens > model.context_length:
-        raise ValueError(
-            f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"
-        )
+    check_length("the target", num_tokens, model.context_length)
     with eval_mode(model), torch.inference_mode():
         memory, padding = model.encode(src_ids)  # once, for every step
     step_weights = []

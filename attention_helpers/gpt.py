@@ -31,11 +31,8 @@ POSITIONS = ("learned", "rope")
 @dataclass(frozen=True, kw_only=True)
 class GPTConfig:
     """A :class:`GPT`'s sizes, given by name so that two swapped sizes cannot pass unnoticed; checked once, here.
-
-    ``num_kv_heads``: key/value heads per block (grouped-query attention; ``None``: one per query head).
-    ``positions``: ``"learned"`` (GPT-2: a trained position embedding added to the token embedding) or ``"rope"``
-    (Llama: every block rotates its queries and keys by position).
-    """
+    ``num_kv_heads``: grouped-query attention (``None``: one per query head); ``positions``: ``"learned"`` (GPT-2, a
+    trained embedding added to the tokens') or ``"rope"`` (Llama: every block rotates its queries and keys)."""
 
     vocab_size: int
     context_length: int
