@@ -13,9 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-# is_compiling(): True while torch.compile traces the code (torch >= 2.3). A check that reads a tensor's *values*
-# (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
-# torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
+# True while torch.compile traces the code. A check that reads a tensor's *values* (ids.max()) synchronises with a
+# GPU and breaks the compiled graph: like torch.nn.functional, such checks are skipped while compiling.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
@@ -32,8 +31,7 @@ def shape_str(shape) -> str:
 
 
 def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonempty: str | None = None) -> None:
-    """Require a floating-point tensor of a rank in ``ndims`` (a tuple) or of at least ``ndims`` (an int), and, if
-    ``nonempty`` names the second-to-last dimension, at least one token along it."""
+    """A floating-point tensor of a rank in ``ndims`` (tuple) or >= ``ndims`` (int); ``nonempty``: tokens >= 1."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -282,8 +280,7 @@ def check_labels(name: str, labels, count: int, what: str) -> None:
 
 
 def check_attention_inputs(queries, keys, values) -> torch.Size:
-    """Queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)``, values ``(..., num_keys, d_v)``; returns
-    their broadcast leading (batch, head) shape."""
+    """Queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)``, values ``(..., num_keys, d_v)`` -> ``...``"""
     check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
     check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
     check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
@@ -365,7 +362,8 @@ def check_positions(positions, x: torch.Tensor) -> None:
 # --- attention modules ------------------------------------------------------------------------------------------
 
 
-def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool) -> None:
+def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool, qkv_bias: bool = False) -> None:
+    check_bool("qkv_bias", qkv_bias)
     check_positive_int("d_in", d_in)
     check_positive_int("d_out", d_out)
     check_probability("dropout", dropout)
@@ -440,8 +438,7 @@ def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str
 
 
 def check_cache(cache, model, attention, num_layers: int, inputs: torch.Tensor, like: torch.Tensor) -> None:
-    """``inputs`` ``(batch, num_new, ...)``, run in ``like``'s dtype and device, can continue ``cache`` in ``model``,
-    whose ``num_layers`` layers' self-attention is like ``attention``."""
+    """``inputs`` ``(batch, num_new, ...)`` in ``like``'s dtype can continue ``cache`` (layers like ``attention``)."""
     batch = inputs.shape[0]
     num_new = inputs.shape[1]
     check_cache_type(cache)

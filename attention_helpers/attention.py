@@ -28,8 +28,7 @@ from .rope import rotate
 
 
 class SelfAttentionV1(nn.Module):
-    """Single-head self-attention with hand-made ``(d_in, d_out)`` weight matrices filled by ``torch.rand``; also
-    takes an unbatched ``(num_tokens, d_in)``."""
+    """Single-head self-attention, ``(d_in, d_out)`` weights filled by ``torch.rand``; also takes unbatched ``x``."""
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
@@ -55,8 +54,7 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
-        check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
-        check_bool("qkv_bias", qkv_bias)
+        check_attention_sizes(d_in, d_out, None, 0.0, False, qkv_bias)
         self.d_in = d_in
         self.d_out = d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -75,8 +73,7 @@ class CausalAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
-        check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
-        check_bool("qkv_bias", qkv_bias)
+        check_attention_sizes(d_in, d_out, context_length, dropout, True, qkv_bias)
         self.d_in = d_in
         self.d_out = d_out
         self.context_length = context_length
@@ -173,11 +170,10 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
     ):
-        """Attend from ``x`` over ``x`` itself, or over ``memory`` ``(batch, num_keys, d_in)`` (cross-attention, for
-        a module built with ``causal=False``); ``attn_weights`` are ``(batch, num_heads, num_tokens, num_keys)``.
-        ``key_padding_mask``: ``(batch, num_keys)`` or ``(num_keys,)``, True at padding. With a ``cache``, ``x``
-        holds the tokens after the cached ones; their keys and values go into layer ``layer_idx``. ``checked=True``:
-        a model has checked these at its entry point (the mask expanded)."""
+        """Attend from ``x`` over itself, or over ``memory`` ``(batch, num_keys, d_in)`` (cross-attention, with
+        ``causal=False``); ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)``; ``key_padding_mask``
+        ``(batch, num_keys)`` or ``(num_keys,)``, True at padding. With a ``cache``, ``x`` follows the cached tokens;
+        its keys and values go into layer ``layer_idx``'s slots. ``checked=True``: a model checked them."""
         if not checked:
             key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
@@ -209,8 +205,7 @@ class MultiHeadAttention(nn.Module):
         return context_vec.transpose(1, 2).flatten(2)
 
     def memory_keys_values(self, memory, cache=None, layer_idx: int = 0):
-        """Cross-attention's keys and values of ``memory``; a ``cache`` keeps them from the first call (the memory
-        does not change)."""
+        """Cross-attention's keys and values of ``memory``; a ``cache`` keeps them from the first call."""
         if cache is not None and cache.memory_keys[layer_idx] is not None:
             return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
         keys = self.split_heads(self.W_key(memory))  # (batch, num_kv_heads, num_memory_tokens, head_dim)
@@ -222,16 +217,14 @@ class MultiHeadAttention(nn.Module):
 
     def attend_heads(self, queries, keys, values, hide=None, causal=False, start=0, return_weights=False):
         """Every head at once: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys``, ``values`` ``(batch,
-        num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hide``: None or a boolean
-        mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides the
-        keys after each query, query i being the token at position ``start + i``."""
+        num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``; ``hide`` (True: hidden) fits
+        the weights, ``causal`` also hides the keys after each query i, the token at position ``start + i``."""
         num_tokens = queries.shape[2]
         if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
             keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
             values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         explicit = return_weights or not self.fused or (self.training and self.dropout.p > 0)
-        if num_tokens == 1:
-            causal = False  # one query after every key it sees: no mask (the fused kernel's fastest case)
+        causal = causal and num_tokens > 1  # one query after every key it sees: no mask (the kernel's fastest case)
         if causal and (explicit or hide is not None or start > 0):
             future = self.mask[start : start + num_tokens, : keys.shape[2]]  # (num_tokens, num_keys)
             hide = future if hide is None else hide | future

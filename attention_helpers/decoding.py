@@ -87,15 +87,13 @@ class KVCache:
             )
         start = self.num_tokens
         num_new = keys.shape[2]
+        end = start + num_new
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):  # autograd keeps earlier views
             self.keys[layer_idx] = self.keys[layer_idx].clone()
             self.values[layer_idx] = self.values[layer_idx].clone()
         self.keys[layer_idx].narrow(2, start, num_new).copy_(keys)  # positions start .. start + num_new - 1
         self.values[layer_idx].narrow(2, start, num_new).copy_(values)
-        written = (
-            self.keys[layer_idx].narrow(2, 0, start + num_new),
-            self.values[layer_idx].narrow(2, 0, start + num_new),
-        )
+        written = (self.keys[layer_idx].narrow(2, 0, end), self.values[layer_idx].narrow(2, 0, end))
         self.layers_written.add(layer_idx)
         self.pending_new = num_new
         if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them
@@ -145,9 +143,7 @@ def generate(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens of a :class:`~attention_helpers.GPT`
-    (or a ``torch.compile`` d one); returns ``(batch, num_tokens + max_new_tokens)`` ids. Sampling as
-    :func:`sample_next_token`; the loop is :func:`decode_tokens`.
-    """
+    (or a compiled one) -> ``(batch, num_tokens + max_new_tokens)`` ids, sampled as :func:`sample_next_token`."""
     check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
     check_token_ids("token_ids", token_ids, model.vocab_size, nonempty=True)  # something to continue from
     check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -166,12 +162,7 @@ def generate(
 
 
 def decode_tokens(
-    model: nn.Module,
-    step: Callable,
-    token_ids: torch.Tensor,
-    num_new: int,
-    pick: Callable,
-    use_cache: bool = True,
+    model: nn.Module, step: Callable, token_ids: torch.Tensor, num_new: int, pick: Callable, use_cache: bool = True
 ) -> torch.Tensor:
     """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode: ``step(ids,
     cache)`` gives the logits ``(batch, len(ids), vocab_size)`` of the ids not yet cached, ``pick`` the next ids

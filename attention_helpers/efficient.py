@@ -65,11 +65,7 @@ def tiled_attention_blocks(
 
 
 def tiled_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    causal: bool = False,
-    block_size: int = 128,
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool = False, block_size: int = 128
 ) -> torch.Tensor:
     """``softmax(Q Kᵀ / sqrt(d_k)) V`` block by block, never holding more than one block of scores: as
     :func:`online_softmax`, plus an accumulator of ``exp(score - m) * value`` rescaled alike; ``acc / s`` at the end.

@@ -1,8 +1,6 @@
-"""The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
-
-Every layer maps ``(batch, num_tokens, d_model)`` to that shape, post-LN as in the original paper, or pre-LN (GPT-2
-and most later models) with ``norm_first=True``; ``dropout`` acts on the attention weights, inside the feed-forward
-network and on every residual branch.
+"""The transformer encoder: layer normalisation, the feed-forward network, positions and the stack. Each layer maps
+``(batch, num_tokens, d_model)`` to that shape, post-LN (the original paper) or pre-LN (``norm_first=True``, GPT-2 on);
+``dropout`` acts on the attention weights, in the feed-forward network and on every residual branch.
 """
 
 from __future__ import annotations
@@ -139,8 +137,7 @@ def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, no
 
 
 class FeedForward(nn.Module):
-    """``linear2(dropout(activation(linear1(x))))`` on every token separately, ``d_model`` -> ``ffn_hidden`` and
-    back."""
+    """``linear2(dropout(activation(linear1(x))))`` on every token, ``d_model`` -> ``ffn_hidden`` -> ``d_model``."""
 
     def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
@@ -163,8 +160,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention and a feed-forward network, each in a residual sublayer: ``x = residual(x, attention, norm1,
-    ...)``, then ``x = residual(x, ffn, norm2, ...)``."""
+    """Self-attention, then a feed-forward network, each in a :func:`residual` sublayer."""
 
     def __init__(
         self,
@@ -189,8 +185,7 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, checked: bool = False):
-        """``key_padding_mask`` ``(batch, num_tokens)``, True at padding; ``return_weights`` also returns the
-        attention weights ``(batch, num_heads, num_tokens, num_tokens)``."""
+        """``key_padding_mask`` ``(batch, num_tokens)``: True at padding; ``return_weights``: also the attention's."""
         if not checked:
             key_padding_mask = self.check_input(x, key_padding_mask, return_weights)
         attend = partial(self.attention, key_padding_mask=key_padding_mask, return_weights=return_weights, checked=True)
@@ -207,8 +202,7 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer`` (ours is batch-first: see
-        :func:`~attention_helpers.interop.from_torch`)."""
+        """Copy a ``torch.nn.TransformerEncoderLayer``'s weights and settings (ours is batch-first)."""
         return from_torch_into(cls, torch_layer, nn.TransformerEncoderLayer)
 
 
@@ -235,8 +229,7 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first: see
-        :func:`~attention_helpers.interop.from_torch`)."""
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first)."""
         return from_torch_into(lambda **settings: cls(EncoderConfig(**settings)), torch_encoder, nn.TransformerEncoder)
 
 

@@ -113,8 +113,7 @@ class DecoderLayer(nn.Module):
 
 @dataclass(frozen=True, kw_only=True)
 class EncoderDecoderConfig(LayerConfig):
-    """An :class:`EncoderDecoder`'s sizes, checked once here: the settings of every layer of both stacks (as
-    ``nn.Transformer``), how many of each, and ``context_length``, the longest target."""
+    """An :class:`EncoderDecoder`'s sizes, checked once here: every layer's settings, how many, the longest target."""
 
     num_encoder_layers: int
     num_decoder_layers: int
@@ -128,8 +127,7 @@ class EncoderDecoderConfig(LayerConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class Seq2SeqConfig(EncoderDecoderConfig):
-    """A :class:`Seq2SeqTransformer`'s sizes: an :class:`EncoderDecoderConfig`, the vocabularies, and ``pad_id``,
-    the source id that marks padding."""
+    """A :class:`Seq2SeqTransformer`'s sizes: the vocabularies, ``pad_id`` (the source's padding) and the core's."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -161,8 +159,7 @@ class EncoderDecoder(nn.Module):
         self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
-        """A cache for ``batch`` targets of up to ``capacity`` tokens (default ``context_length``); the first
-        :meth:`decode` with it fills its cross-attention slots."""
+        """A cache for ``batch`` targets of up to ``capacity`` tokens; the first :meth:`decode` fills its memory."""
         layers = self.decoder_layers
         return KVCache.for_model(self, layers[0].self_attention, len(layers), batch, capacity, self.final_norm.gamma)
 
@@ -186,8 +183,7 @@ class EncoderDecoder(nn.Module):
         cache: KVCache | None = None,
         checked: bool = False,
     ):
-        """The decoder stack, as :meth:`DecoderLayer.forward`; the weights of every layer are stacked as
-        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
+        """The decoder stack, as :meth:`DecoderLayer.forward`; the weights stacked as ``(num_decoder_layers, ...)``."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
             if cache is not None:
@@ -211,8 +207,7 @@ class EncoderDecoder(nn.Module):
         tgt_key_padding_mask: torch.Tensor | None = None,
         return_weights: bool = False,
     ):
-        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> ``(batch, tgt_len,
-        d_model)`` (and the weights, as :meth:`decode`)."""
+        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> as :meth:`decode`."""
         # every argument checked before the encoder runs; the encoder checks its own again (cheap)
         src_mask = self._check_src(src, src_key_padding_mask)
         weight = self.final_norm.gamma

@@ -59,8 +59,7 @@ class GPTConfig:
 
 
 class GPTBlock(nn.Module):
-    """One pre-LN block: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``, the attention causal.
-    With a ``cache``, the attention reads and extends its layer ``layer_idx``."""
+    """One pre-LN block: ``x + attention(norm1(x))``, then ``x + ffn(norm2(x))``; a ``cache`` extends ``layer_idx``."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -81,8 +80,7 @@ class GPTBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    """A decoder-only transformer language model: ``GPT(GPTConfig(...))``. ``lm_head`` shares its weight with the
-    token embedding (weight tying), which saves ``vocab_size * d_model`` parameters."""
+    """A decoder-only language model, ``GPT(GPTConfig(...))``; ``lm_head`` shares the token embedding's weight."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()

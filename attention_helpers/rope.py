@@ -1,7 +1,5 @@
-"""Rotary position embedding (RoPE): positions enter attention by rotating the queries and keys.
-
-Su et al. 2021 (arXiv 2104.09864). Lesson 07 introduces it; ``MultiHeadAttention(..., rope=True)`` (and
-``GPTConfig(..., positions="rope")``) applies it in every head.
+"""Rotary position embedding (RoPE, Su et al. 2021, arXiv 2104.09864): positions enter attention by rotating the
+queries and keys; ``MultiHeadAttention(..., rope=True)`` (and ``GPTConfig(..., positions="rope")``) applies it.
 """
 
 from __future__ import annotations
