@@ -523,6 +523,11 @@ CASES |= {
         ["timeout", "finite", "nan"],
     ),
     "layer norm eps nan": (lambda: ah.LayerNorm(4, eps=float("nan")), ValueError, ["eps", "finite", "nan"]),
+    "encoder eps inf": (
+        lambda: ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1, eps=float("inf")),
+        ValueError,
+        ["eps", "finite", "inf"],
+    ),
     # sizes
     "shard_lengths over 0 ranks": (
         lambda: ah_distributed().shard_lengths(5, 0),
