@@ -33,7 +33,7 @@ _DEFINED_IN = {
         "tiled_attention",
         "tiled_attention_blocks",
     ),
-    "encoder": ("Encoder", "EncoderLayer", "FeedForward", "LayerNorm", "PositionalEncoding"),
+    "encoder": ("Encoder", "EncoderConfig", "EncoderLayer", "FeedForward", "LayerNorm", "PositionalEncoding"),
     "encoder_decoder": (
         "DecoderLayer",
         "EncoderDecoder",

@@ -1,10 +1,8 @@
-"""Argument checks shared by the package.
+"""Argument checks shared by the package: a malformed call fails at once with a ``TypeError`` or ``ValueError``
+naming the argument, its shape and dtype, the same message for the same mistake everywhere.
 
-A malformed call fails at once with a ``TypeError`` or ``ValueError`` naming the argument, its shape and dtype,
-the same message for the same mistake everywhere, instead of a wrong answer or a traceback from deep in torch.
-Checks run at the door: a model checks its arguments once and calls its layers with ``checked=True``, which they
-trust; a layer called on its own checks everything. In messages, ``name`` is the argument and ``layout`` names its
-dimensions, e.g. ``"(batch, num_tokens, d_in)"``.
+Checks run at the door: a model checks its arguments once and calls its layers with ``checked=True``; a layer called
+on its own checks everything. ``name`` is the argument, ``layout`` its dimensions: ``"(batch, num_tokens, d_in)"``.
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from collections.abc import Sequence
 
 import torch
 
-# is_compiling(): True while torch.compile traces the code (torch >= 2.3). A check that reads a tensor's *values*
-# (ids.max(), mask.any()) copies them to the host, a synchronisation on a GPU, and breaks the compiled graph. Like
-# torch.nn.functional, the package skips such checks while compiling; checks on shapes and dtypes always run.
+# True while torch.compile traces the code. A check that reads a tensor's *values* (ids.max()) synchronises with a
+# GPU and breaks the compiled graph: like torch.nn.functional, such checks are skipped while compiling.
 is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
@@ -34,8 +31,7 @@ def shape_str(shape) -> str:
 
 
 def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonempty: str | None = None) -> None:
-    """Require a floating-point tensor of a rank in ``ndims`` (a tuple) or of at least ``ndims`` (an int), and, if
-    ``nonempty`` names the second-to-last dimension, at least one token along it."""
+    """A floating-point tensor of a rank in ``ndims`` (tuple) or >= ``ndims`` (int); ``nonempty``: tokens >= 1."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -47,14 +43,8 @@ def check_tensor(name: str, x, ndims: tuple[int, ...] | int, layout: str, nonemp
     if not rank_ok:
         ranks = f"at least {ndims}" if isinstance(ndims, int) else " or ".join(str(n) for n in ndims)
         raise ValueError(f"{name} must have {ranks} dimensions {layout}, got {x.dim()} with shape {shape_str(x.shape)}")
-    if nonempty is not None:
-        check_not_empty(name, x, nonempty)
-
-
-def check_not_empty(name: str, x: torch.Tensor, what: str) -> None:
-    """Attention over no keys is a softmax over nothing."""
-    if x.shape[-2] == 0:
-        raise ValueError(f"{name} must hold at least one token ({what} >= 1), got shape {shape_str(x.shape)}")
+    if nonempty is not None and x.shape[-2] == 0:  # attention over no keys is a softmax over nothing
+        raise ValueError(f"{name} must hold at least one token ({nonempty} >= 1), got shape {shape_str(x.shape)}")
 
 
 def check_dim(name: str, dim, x: torch.Tensor) -> None:
@@ -100,16 +90,19 @@ def check_bool_mask(name: str, mask, target_shape: tuple[int, ...], layout: str,
             f"with shape {shape_str(mask.shape)}. A Hugging Face style attention_mask (1 = real token, "
             f"0 = padding) converts with {name} = attention_mask == 0; .bool() would hide the real tokens instead"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(target_shape):
+    if not broadcasts_to(mask.shape, target_shape):
         raise ValueError(
             f"{name} of shape {shape_str(mask.shape)} does not broadcast to the expected "
             f"shape {shape_str(target_shape)} {layout}"
         )
     check_same_device(name, mask, "the inputs", like)
+
+
+def broadcasts_to(shape, target) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, target) == torch.Size(target)
+    except RuntimeError:
+        return False
 
 
 def check_sequence(name, x, d_model: int, layout: str, weight, module: str, nonempty: str | None = None) -> None:
@@ -141,18 +134,12 @@ def check_bool(name: str, value) -> None:
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} ({value!r})")
 
 
-def check_token_id(name: str, value, vocab_size: int, what: str = "vocab_size") -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int token id, got {type(value).__name__} ({value!r})")
-    if not 0 <= value < vocab_size:
-        raise ValueError(f"{name} must be a token id from 0 to {vocab_size - 1} ({what}={vocab_size}), got {value}")
-
-
-def check_length(name: str, length: int, context_length: int, what: str = "num_tokens") -> None:
-    if length > context_length:
+def check_length(name: str, length: int, context_length, what: str = "num_tokens", built: str = "the model") -> None:
+    """No more tokens than the positions ``built`` (a model, a module) was made for (``None``: any number)."""
+    if context_length is not None and length > context_length:
         raise ValueError(
-            f"{name} has {what}={length}, more than context_length={context_length} positions the model was built "
-            f"for; shorten it or build the model with a larger context_length"
+            f"{name} has {what}={length} but {built} was built with context_length={context_length}; shorten it "
+            "or build it with a larger context_length"
         )
 
 
@@ -178,18 +165,6 @@ def check_logits(name: str, logits: torch.Tensor) -> None:
         )
 
 
-def check_real(name: str, value, *, minimum: float | None = None, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be above 0, got {value!r}")
-    return value
-
-
 def check_class(name: str, cls, allowed: Sequence[type]) -> None:
     names = ", ".join(c.__name__ for c in allowed)
     if not isinstance(cls, type) or not issubclass(cls, tuple(allowed)):
@@ -206,13 +181,7 @@ def check_positive_int(name: str, value, minimum: int = 1) -> None:
 def check_index(name: str, value, size: int, size_name: str) -> None:
     check_int(name, value)
     if not 0 <= value < size:
-        raise ValueError(f"{name} must be from 0 to {size_name} - 1 = {size - 1}, got {value}")
-
-
-def check_every(name: str, value) -> None:
-    """How often to do something, in steps; 0 never does it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 (0 turns it off), got {value!r}")
+        raise ValueError(f"{name} must be from 0 to {size - 1} ({size_name}={size}), got {value}")
 
 
 def check_instance(name: str, value, cls: type | tuple[type, ...], what: str) -> None:
@@ -253,8 +222,10 @@ def check_temperature(temperature, *, zero_is_greedy: bool = False) -> None:
         raise ValueError(f"temperature must be {allowed}, got {temperature!r}")
 
 
-def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2):
-    """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None)."""
+def check_token_ids(
+    name: str, ids, vocab_size: int | None, layout: str = "(batch, num_tokens)", ndim: int = 2, nonempty: bool = False
+):
+    """Ids in ``[0, vocab_size)`` (or just >= 0 when ``vocab_size`` is None); ``nonempty``: at least one per row."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids {layout}, got {type(ids).__name__}")
     if ids.dtype not in (torch.int64, torch.int32):  # int8, int16 and uint8 ids fail inside nn.Embedding
@@ -268,6 +239,8 @@ def check_token_ids(name: str, ids, vocab_size: int | None, layout: str = "(batc
             f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''} {layout}, got {ids.dim()} with shape "
             f"{shape_str(ids.shape)}{hint}"
         )
+    if nonempty and ids.shape[-1] == 0:
+        raise ValueError(f"{name} must hold at least one token, got shape {shape_str(ids.shape)}")
     if not ids.numel() or is_compiling():  # the range check reads the values: a host synchronisation on a GPU
         return
     low = int(ids.min())
@@ -307,8 +280,7 @@ def check_labels(name: str, labels, count: int, what: str) -> None:
 
 
 def check_attention_inputs(queries, keys, values) -> torch.Size:
-    """Queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)``, values ``(..., num_keys, d_v)``; returns
-    their broadcast leading (batch, head) shape."""
+    """Queries ``(..., num_queries, d_k)``, keys ``(..., num_keys, d_k)``, values ``(..., num_keys, d_v)`` -> ``...``"""
     check_tensor("queries", queries, 2, "(..., num_queries, d_k)")
     check_tensor("keys", keys, (queries.dim(),), "(..., num_keys, d_k) with the same rank as queries")
     check_tensor("values", values, (queries.dim(),), "(..., num_keys, d_v) with the same rank as queries")
@@ -340,11 +312,13 @@ def check_attention_inputs(queries, keys, values) -> torch.Size:
         ) from None
 
 
-def check_positive_real(name: str, value) -> float:
+def check_positive_real(name: str, value, minimum: float | None = None) -> float:
+    """A finite number above 0, or at least ``minimum``."""
+    wanted = "positive" if minimum is None else f"at least {minimum}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} ({value!r})")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
+        raise TypeError(f"{name} must be a number, {wanted} and finite, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and (value > 0 if minimum is None else value >= minimum)):
+        raise ValueError(f"{name} must be {wanted} and finite, got {value}")
     return float(value)
 
 
@@ -356,18 +330,13 @@ def check_choice(name: str, value, choices) -> None:
 
 
 def normalized_shape(parameters_shape) -> tuple[int, ...]:
-    """``d_model`` or a sequence of sizes -> a tuple of positive ints, with errors that name parameters_shape."""
-    if isinstance(parameters_shape, numbers.Integral) and not isinstance(parameters_shape, bool):
-        shape = (int(parameters_shape),)
-    elif isinstance(parameters_shape, (Sequence, torch.Size)) and not isinstance(parameters_shape, str):
-        shape = tuple(parameters_shape)
-    else:
+    """``d_model`` or a non-empty sequence of sizes -> a tuple of positive ints."""
+    shape = (parameters_shape,) if isinstance(parameters_shape, numbers.Integral) else parameters_shape
+    if isinstance(shape, str) or not isinstance(shape, (Sequence, torch.Size)) or not shape:
         raise TypeError(
-            "parameters_shape must be an int (d_model) or a sequence of ints, "
+            "parameters_shape must be an int (d_model) or a non-empty sequence of ints, "
             f"got {type(parameters_shape).__name__} ({parameters_shape!r})"
         )
-    if not shape:
-        raise ValueError("parameters_shape must name at least one dimension, got ()")
     for size in shape:
         check_positive_int("parameters_shape", size)
     return tuple(int(size) for size in shape)
@@ -375,18 +344,10 @@ def normalized_shape(parameters_shape) -> tuple[int, ...]:
 
 def check_positions(positions, x: torch.Tensor) -> None:
     """One real position per token of ``x``."""
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be a torch.Tensor of shape (num_tokens,) = ({x.shape[-2]},) or None, "
-            f"got {type(positions).__name__}"
-        )
-    if positions.dtype == torch.bool or positions.is_complex():
-        raise TypeError(f"positions must hold integers or real numbers, got dtype {positions.dtype}")
-    try:
-        broadcast = torch.broadcast_shapes(positions.shape, x.shape[:-1])
-    except RuntimeError:
-        broadcast = None
-    if broadcast != x.shape[:-1]:
+    if not isinstance(positions, torch.Tensor) or positions.dtype == torch.bool or positions.is_complex():
+        got = positions.dtype if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise TypeError(f"positions must be a tensor of integer or real positions, (num_tokens,) or None, got {got}")
+    if not broadcasts_to(positions.shape, x.shape[:-1]):
         raise ValueError(
             f"positions of shape {shape_str(positions.shape)} does not broadcast to x's "
             f"(..., num_tokens) = {shape_str(x.shape[:-1])}; give one position per token"
@@ -401,7 +362,8 @@ def check_positions(positions, x: torch.Tensor) -> None:
 # --- attention modules ------------------------------------------------------------------------------------------
 
 
-def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool) -> None:
+def check_attention_sizes(d_in, d_out, context_length, dropout, causal: bool, qkv_bias: bool = False) -> None:
+    check_bool("qkv_bias", qkv_bias)
     check_positive_int("d_in", d_in)
     check_positive_int("d_out", d_out)
     check_probability("dropout", dropout)
@@ -420,24 +382,19 @@ def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
         )
 
 
-def check_attention_input(module, x, ndims: tuple[int, ...] = (3,)) -> None:
+def check_attention_input(module, x, return_weights, ndims: tuple[int, ...] = (3,)) -> None:
+    check_bool("return_weights", return_weights)
     layout = "(batch, num_tokens, d_in)" if ndims == (3,) else "(num_tokens, d_in) or (batch, num_tokens, d_in)"
     check_tensor("x", x, ndims, layout, "num_tokens")
     check_size("x", x, -1, module.d_in, "d_in", layout)
     weight = module.W_query if isinstance(module.W_query, torch.Tensor) else module.W_query.weight
     check_module_dtype("x", x, weight, type(module).__name__)
-    context_length = getattr(module, "context_length", None)
-    if context_length is not None and x.shape[-2] > context_length:
-        raise ValueError(
-            f"x has num_tokens={x.shape[-2]} but the module was built with context_length={context_length}; "
-            "build it with a larger context_length"
-        )
+    check_length("x", x.shape[-2], getattr(module, "context_length", None), built="the module")
 
 
 def check_attention_call(module, x, key_padding_mask, return_weights, memory, cache):
     """``MultiHeadAttention.forward`` called on its own; returns ``key_padding_mask`` as ``(batch, num_keys)``."""
-    check_attention_input(module, x)
-    check_bool("return_weights", return_weights)
+    check_attention_input(module, x, return_weights)
     if cache is not None:
         check_cache_type(cache)
     if memory is not None:
@@ -447,9 +404,8 @@ def check_attention_call(module, x, key_padding_mask, return_weights, memory, ca
                 "within one sequence and has no meaning between the queries' sequence and the memory's"
             )
         layout = "(batch, num_memory_tokens, d_in)"
-        check_tensor("memory", memory, (3,), layout)
+        check_tensor("memory", memory, (3,), layout, "num_memory_tokens")
         check_size("memory", memory, -1, module.d_in, "d_in", layout)
-        check_not_empty("memory", memory, "num_memory_tokens")
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
                 f"memory has batch={memory.shape[0]} but x has batch={x.shape[0]} "
@@ -481,44 +437,33 @@ def check_cache_fits(num_cached: int, num_new: int, limit: int | None, name: str
         )
 
 
-def check_cache(
-    cache, model, num_layers: int, batch: int, num_new: int, context_length: int, like: torch.Tensor, attention=None
-) -> None:
-    """``num_new`` tokens of ``batch`` sequences, of ``like``'s dtype and device, can continue ``cache`` in ``model``,
-    whose self-attention is like ``attention``."""
+def check_cache(cache, model, attention, num_layers: int, inputs: torch.Tensor, like: torch.Tensor) -> None:
+    """``inputs`` ``(batch, num_new, ...)`` in ``like``'s dtype can continue ``cache`` (layers like ``attention``)."""
+    batch = inputs.shape[0]
+    num_new = inputs.shape[1]
     check_cache_type(cache)
-    if cache.num_layers != num_layers:
-        raise ValueError(
-            f"the cache holds num_layers={cache.num_layers} but the model has num_layers={num_layers}; "
-            "make one with model.new_cache(batch)"
-        )
-    if attention is not None and (cache.num_kv_heads, cache.head_dim) != (attention.num_kv_heads, attention.head_dim):
-        raise ValueError(
-            f"the cache holds num_kv_heads={cache.num_kv_heads}, head_dim={cache.head_dim} but the model's attention "
-            f"has num_kv_heads={attention.num_kv_heads}, head_dim={attention.head_dim}; make one with "
-            "model.new_cache(batch)"
-        )
+    layout = dict(num_layers=num_layers, num_kv_heads=attention.num_kv_heads, head_dim=attention.head_dim)
+    wrong = [name for name, size in layout.items() if getattr(cache, name) != size]
+    if wrong:
+        held = ", ".join(f"{name}={getattr(cache, name)}" for name in wrong)
+        wanted = ", ".join(f"{name}={layout[name]}" for name in wrong)
+        raise ValueError(f"the cache holds {held} but the model has {wanted}; make one with model.new_cache(batch)")
     if cache.batch != batch:
         raise ValueError(f"the cache holds batch={cache.batch} but the input has batch={batch}; start a new cache")
-    made_by = getattr(cache, "made_by", None)
+    made_by = getattr(cache, "made_by", None)  # (id of the model that made it, its positions kind)
     positions = getattr(model, "positions", None)
-    if made_by is not None and made_by != (id(model), positions):  # (the model that made it, its positions kind)
-        if made_by[1] != positions:
-            raise ValueError(
-                f"the cache was made by a model with positions={made_by[1]!r} but this one has "
-                f"positions={positions!r}: its keys do not carry this model's positions; make one with "
-                "model.new_cache(batch)"
-            )
+    if made_by is not None and made_by != (id(model), positions):
         raise ValueError(
-            f"the cache was made by another {type(model).__name__} (its new_cache): its keys and values come from "
-            "other weights; continue it with the model that made it, or make one with model.new_cache(batch)"
+            f"the cache was made by another {type(model).__name__}, with positions={made_by[1]!r} (this one has "
+            f"positions={positions!r}): its keys and values come from other weights; continue it with the model "
+            "that made it, or make one with model.new_cache(batch)"
         )
     if cache.layers_written:
         raise ValueError(
             f"the cache is part-way through a step (layers {sorted(cache.layers_written)} wrote, not all "
             f"{cache.num_layers}): a model call that failed left it so; start a new cache"
         )
-    limit = min(cache.capacity, context_length)  # a cache from new_cache holds at most context_length tokens
+    limit = min(cache.capacity, model.context_length)  # a cache from new_cache holds at most context_length tokens
     check_cache_fits(cache.num_tokens, num_new, limit, "its capacity" if limit == cache.capacity else "context_length")
     if (cache.dtype, cache.device) != (like.dtype, like.device):
         raise TypeError(
@@ -559,25 +504,20 @@ def check_same_batch(name: str, x: torch.Tensor, other_name: str, other: torch.T
         )
 
 
-def check_decoder_inputs(module, weight, tgt, memory, tgt_key_padding_mask, memory_key_padding_mask, cache=None):
-    """``tgt`` ``(batch, tgt_len, d_model)`` after ``cache``'s tokens, ``memory`` ``(batch, src_len, d_model)``;
-    returns the two padding masks expanded to ``(batch, num_keys)``."""
+def check_decoder_inputs(module, weight, tgt, memory, tgt_padding, memory_padding, return_weights, cache=None):
+    """``tgt`` ``(batch, tgt_len, d_model)`` after ``cache``'s tokens, ``memory`` ``(batch, src_len, d_model)``, their
+    padding masks (returned expanded to ``(batch, num_keys)``) and ``return_weights``."""
+    check_bool("return_weights", return_weights)
     if cache is not None:
         check_cache_type(cache)
     start = 0 if cache is None else cache.num_tokens
     name = type(module).__name__
     check_sequence("tgt", tgt, module.d_model, "(batch, tgt_len, d_model)", weight, name)
-    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name)
-    check_not_empty("memory", memory, "src_len")
+    check_sequence("memory", memory, module.d_model, "(batch, src_len, d_model)", weight, name, "src_len")
     check_same_batch("src", memory, "tgt", tgt)
     check_same_device("tgt", tgt, "src", memory)
-    if start + tgt.shape[1] > module.context_length:
-        cached = f" after {start} cached tokens" if start else ""
-        raise ValueError(
-            f"tgt has tgt_len={tgt.shape[1]}{cached} but the model was built with "
-            f"context_length={module.context_length}"
-        )
+    check_length("tgt", start + tgt.shape[1], module.context_length, "cached + new tokens" if start else "tgt_len")
     return (
-        check_padding_mask("tgt_key_padding_mask", tgt_key_padding_mask, tgt, "tgt_len", start + tgt.shape[1]),
-        check_padding_mask("memory_key_padding_mask", memory_key_padding_mask, memory, "src_len"),
+        check_padding_mask("tgt_key_padding_mask", tgt_padding, tgt, "tgt_len", start + tgt.shape[1]),
+        check_padding_mask("memory_key_padding_mask", memory_padding, memory, "src_len"),
     )

@@ -28,8 +28,7 @@ from .rope import rotate
 
 
 class SelfAttentionV1(nn.Module):
-    """Single-head self-attention with hand-made ``(d_in, d_out)`` weight matrices filled by ``torch.rand``; also
-    takes an unbatched ``(num_tokens, d_in)``."""
+    """Single-head self-attention, ``(d_in, d_out)`` weights filled by ``torch.rand``; also takes unbatched ``x``."""
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
@@ -41,8 +40,7 @@ class SelfAttentionV1(nn.Module):
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x, (2, 3))
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights, (2, 3))
         queries = x @ self.W_query  # (..., num_tokens, d_out)
         keys = x @ self.W_key
         values = x @ self.W_value
@@ -56,8 +54,7 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
-        check_attention_sizes(d_in, d_out, None, 0.0, causal=False)
-        check_bool("qkv_bias", qkv_bias)
+        check_attention_sizes(d_in, d_out, None, 0.0, False, qkv_bias)
         self.d_in = d_in
         self.d_out = d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -65,8 +62,7 @@ class SelfAttentionV2(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x, (2, 3))
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights, (2, 3))
         context_vec, attn_weights = attention_with_weights(self.W_query(x), self.W_key(x), self.W_value(x))
         return (context_vec, attn_weights) if return_weights else context_vec
 
@@ -77,8 +73,7 @@ class CausalAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
         super().__init__()
-        check_attention_sizes(d_in, d_out, context_length, dropout, causal=True)
-        check_bool("qkv_bias", qkv_bias)
+        check_attention_sizes(d_in, d_out, context_length, dropout, True, qkv_bias)
         self.d_in = d_in
         self.d_out = d_out
         self.context_length = context_length
@@ -89,8 +84,7 @@ class CausalAttention(nn.Module):
         self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x: torch.Tensor, return_weights: bool = False):
-        check_attention_input(self, x)
-        check_bool("return_weights", return_weights)
+        check_attention_input(self, x, return_weights)
         num_tokens = x.shape[1]
         mask = self.mask[:num_tokens, :num_tokens]
         context_vec, attn_weights = attention_with_weights(
@@ -121,24 +115,16 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention: one set of ``d_in -> d_out`` projections split into ``num_heads`` heads.
+    """Multi-head attention: ``d_in -> d_out`` projections split into ``num_heads`` heads of ``head_dim = d_out //
+    num_heads`` each, attended separately, concatenated back to ``d_out`` and mixed by ``out_proj``.
 
-    Each head works on its own ``head_dim = d_out // num_heads`` slice of the projected queries, keys and values;
-    the heads' outputs are concatenated back to ``d_out`` and mixed by ``out_proj``. One flag, ``fused``, picks
-    between two paths that compute the same result: the *explicit* path,
-    :func:`~attention_helpers.functional.attention_with_weights`, which materialises the ``(batch, num_heads,
-    num_tokens, num_keys)`` attention weights (it also runs for ``return_weights=True`` and in training mode with
-    ``dropout > 0``: ``nn.Dropout`` on the weights, so the masks are the book's), and the *fused* path,
-    ``F.scaled_dot_product_attention``, one kernel that never stores the weights. Later lessons' options are off
-    by default: ``num_kv_heads`` (lesson 11), ``rope`` (lesson 10), and :meth:`forward`'s ``memory=`` (lesson 12)
-    and ``cache=`` (lesson 10).
-
-    Args:
-        context_length: the most tokens a causal module accepts (its mask's size); ``None`` allowed if not causal.
-        causal: hide future tokens (default, as in the book); ``False`` for an encoder or cross-attention.
-        num_kv_heads: key/value heads, query head ``h`` using ``h // (num_heads // num_kv_heads)`` (Ainslie et al.,
-            2023; 1: multi-query attention, Shazeer, 2019); ``None``: one per query head.
-        rope: rotate every head's queries and keys by their positions (:func:`~attention_helpers.rope_rotate`).
+    Two paths compute the same result: the explicit one, :func:`~attention_helpers.functional.attention_with_weights`
+    (for ``fused=False``, ``return_weights=True``, and training with ``dropout > 0``: the book's dropout masks),
+    stores the ``(batch, num_heads, num_tokens, num_keys)`` weights; the fused ``F.scaled_dot_product_attention``
+    never does. Later lessons' options are off by default: ``causal=False`` (an encoder, cross-attention; then
+    ``context_length=None`` is allowed), ``num_kv_heads`` (grouped-query attention: query head ``h`` uses key/value
+    head ``h // (num_heads // num_kv_heads)``), ``rope`` (rotary positions), and :meth:`forward`'s ``memory=``
+    (cross-attention) and ``cache=`` (generation).
     """
 
     def __init__(
@@ -184,11 +170,10 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x, key_padding_mask=None, return_weights=False, *, memory=None, cache=None, layer_idx=0, checked=False
     ):
-        """Attend from ``x`` over ``x`` itself, or over ``memory`` ``(batch, num_keys, d_in)`` (cross-attention, for
-        a module built with ``causal=False``); ``attn_weights`` are ``(batch, num_heads, num_tokens, num_keys)``.
-        ``key_padding_mask``: ``(batch, num_keys)`` or ``(num_keys,)``, True at padding. With a ``cache``, ``x``
-        holds the tokens after the cached ones; their keys and values go into layer ``layer_idx``. ``checked=True``:
-        a model has checked these at its entry point (the mask expanded)."""
+        """Attend from ``x`` over itself, or over ``memory`` ``(batch, num_keys, d_in)`` (cross-attention, with
+        ``causal=False``); ``attn_weights`` ``(batch, num_heads, num_tokens, num_keys)``; ``key_padding_mask``
+        ``(batch, num_keys)`` or ``(num_keys,)``, True at padding. With a ``cache``, ``x`` follows the cached tokens;
+        its keys and values go into layer ``layer_idx``'s slots. ``checked=True``: a model checked them."""
         if not checked:
             key_padding_mask = check_attention_call(self, x, key_padding_mask, return_weights, memory, cache)
         start = 0 if cache is None else cache.num_tokens  # query i is the token at position start + i
@@ -220,8 +205,7 @@ class MultiHeadAttention(nn.Module):
         return context_vec.transpose(1, 2).flatten(2)
 
     def memory_keys_values(self, memory, cache=None, layer_idx: int = 0):
-        """Cross-attention's keys and values of ``memory``; a ``cache`` keeps them from the first call (the memory
-        does not change)."""
+        """Cross-attention's keys and values of ``memory``; a ``cache`` keeps them from the first call."""
         if cache is not None and cache.memory_keys[layer_idx] is not None:
             return cache.memory_keys[layer_idx], cache.memory_values[layer_idx]
         keys = self.split_heads(self.W_key(memory))  # (batch, num_kv_heads, num_memory_tokens, head_dim)
@@ -233,16 +217,14 @@ class MultiHeadAttention(nn.Module):
 
     def attend_heads(self, queries, keys, values, hide=None, causal=False, start=0, return_weights=False):
         """Every head at once: ``queries`` ``(batch, num_heads, num_tokens, head_dim)``, ``keys``, ``values`` ``(batch,
-        num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``. ``hide``: None or a boolean
-        mask broadcastable to ``(batch, num_heads, num_tokens, num_keys)``, True = hide; ``causal`` also hides the
-        keys after each query, query i being the token at position ``start + i``."""
+        num_kv_heads, num_keys, head_dim)`` -> ``(context_vec, attn_weights or None)``; ``hide`` (True: hidden) fits
+        the weights, ``causal`` also hides the keys after each query i, the token at position ``start + i``."""
         num_tokens = queries.shape[2]
         if self.num_kv_heads != self.num_heads:  # each key/value head serves its group of consecutive query heads
             keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
             values = values.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         explicit = return_weights or not self.fused or (self.training and self.dropout.p > 0)
-        if num_tokens == 1:
-            causal = False  # one query after every key it sees: no mask (the fused kernel's fastest case)
+        causal = causal and num_tokens > 1  # one query after every key it sees: no mask (the kernel's fastest case)
         if causal and (explicit or hide is not None or start > 0):
             future = self.mask[start : start + num_tokens, : keys.shape[2]]  # (num_tokens, num_keys)
             hide = future if hide is None else hide | future

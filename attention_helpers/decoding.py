@@ -1,10 +1,7 @@
 """What generation needs: the KV cache, sampling, and the decoding loop that ``generate`` and ``greedy_decode`` share.
 
-Under a causal mask, earlier tokens' keys and values do not change when a token is added, so a generation step
-can run the new token alone and reuse them. They live in a :class:`KVCache` that the decoding loop creates and
-passes to the model at each step (as Hugging Face passes ``past_key_values``): no module keeps hidden state.
-Preallocated for the whole generation, the cache takes each step's keys and values in place and copies nothing
-already cached.
+Under a causal mask, earlier tokens' keys and values do not change when a token is added: a step runs the new token
+alone and reuses them from a :class:`KVCache` the loop passes to the model (as Hugging Face's ``past_key_values``).
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from ._checks import (
     check_temperature,
     check_tensor,
     check_token_ids,
-    shape_str,
 )
 
 
@@ -41,11 +37,9 @@ def eval_mode(model: nn.Module):
 
 
 class KVCache:
-    """Every layer's keys and values for the tokens seen so far: ``keys[layer]`` and ``values[layer]`` are
-    ``(batch, num_kv_heads, capacity, head_dim)``, filled up to ``num_tokens``, which moves on once all layers have
-    written (so a layer cannot write twice at one position). An encoder-decoder also keeps each layer's
-    cross-attention keys and values in ``memory_keys`` and ``memory_values``. ``model.new_cache(batch)`` makes one.
-    """
+    """Every layer's keys and values ``(batch, num_kv_heads, capacity, head_dim)``, filled up to ``num_tokens``,
+    which moves on once all layers have written (a layer cannot write twice at one position); an encoder-decoder's
+    cross-attention keys and values in ``memory_keys`` and ``memory_values``. ``model.new_cache(batch)`` makes one."""
 
     def __init__(self, num_layers, batch, num_kv_heads, capacity, head_dim, *, dtype=torch.float32, device=None):
         shape = (num_layers, batch, num_kv_heads, capacity, head_dim)
@@ -68,6 +62,19 @@ class KVCache:
         # a model's new_cache sets (id(model), its positions kind): another model's entry check then refuses it
         self.made_by: tuple[int, str | None] | None = None
 
+    @classmethod
+    def for_model(cls, model: nn.Module, attention, num_layers: int, batch: int, capacity, weight) -> KVCache:
+        """A model's ``new_cache(batch, capacity)``: ``num_layers`` layers whose self-attention is like ``attention``,
+        ``capacity`` tokens (default and at most the model's ``context_length``), ``weight``'s dtype and device."""
+        capacity = model.context_length if capacity is None else capacity
+        check_positive_int("capacity", capacity)
+        if capacity > model.context_length:
+            raise ValueError(f"capacity={capacity} is more than the model reads: context_length={model.context_length}")
+        shape = (num_layers, batch, attention.num_kv_heads, capacity, attention.head_dim)
+        cache = cls(*shape, dtype=weight.dtype, device=weight.device)
+        cache.made_by = (id(model), getattr(model, "positions", None))
+        return cache
+
     def update(self, layer_idx: int, keys, values, *, checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Write layer ``layer_idx``'s new ``(batch, num_kv_heads, num_new, head_dim)`` keys and values after the
         cached ones; return views of all of them. Nothing cached is copied, unless autograd records the call."""
@@ -80,15 +87,13 @@ class KVCache:
             )
         start = self.num_tokens
         num_new = keys.shape[2]
+        end = start + num_new
         if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):  # autograd keeps earlier views
             self.keys[layer_idx] = self.keys[layer_idx].clone()
             self.values[layer_idx] = self.values[layer_idx].clone()
         self.keys[layer_idx].narrow(2, start, num_new).copy_(keys)  # positions start .. start + num_new - 1
         self.values[layer_idx].narrow(2, start, num_new).copy_(values)
-        written = (
-            self.keys[layer_idx].narrow(2, 0, start + num_new),
-            self.values[layer_idx].narrow(2, 0, start + num_new),
-        )
+        written = (self.keys[layer_idx].narrow(2, 0, end), self.values[layer_idx].narrow(2, 0, end))
         self.layers_written.add(layer_idx)
         self.pending_new = num_new
         if len(self.layers_written) == self.num_layers:  # every layer has these tokens: count them
@@ -98,39 +103,32 @@ class KVCache:
         return written
 
 
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+def top_k_filter(logits: torch.Tensor, k: int, *, checked: bool = False) -> torch.Tensor:
     """Keep the ``k`` largest logits of each row (and ties with the k-th), set the others to ``-inf``."""
-    check_tensor("logits", logits, 1, "(..., vocab_size)")
-    check_no_nan("logits", logits)
-    check_positive_int("k", k)
-    return _keep_top_k(logits, k)
-
-
-def _keep_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    if not checked:
+        check_tensor("logits", logits, 1, "(..., vocab_size)")
+        check_no_nan("logits", logits)
+        check_positive_int("k", k)
     kth_largest = torch.topk(logits, min(k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
 def sample_next_token(
-    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, generator=None, *, checked: bool = False
 ) -> torch.Tensor:
     """``(batch, vocab_size)`` -> ``(batch, 1)`` ids: the most likely with ``temperature=0``; otherwise sampled from
     ``logits / temperature`` (below 1 sharpens, above 1 flattens), optionally cut to the ``top_k`` best."""
-    check_tensor("logits", logits, (2,), "(batch, vocab_size)")
-    check_logits("logits", logits)
-    check_temperature(temperature, zero_is_greedy=True)
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    return _sample(logits, temperature, top_k, generator)
-
-
-def _sample(logits, temperature, top_k, generator) -> torch.Tensor:
-    """:func:`sample_next_token` without its checks: ``generate`` checks its arguments once, not at every step."""
+    if not checked:  # generate checks its arguments once, not at every step
+        check_tensor("logits", logits, (2,), "(batch, vocab_size)")
+        check_logits("logits", logits)
+        check_temperature(temperature, zero_is_greedy=True)
+        if top_k is not None:
+            check_positive_int("top_k", top_k)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits.float() / temperature  # float16 logits / 0.01 overflow float16 above 655
     if top_k is not None:
-        logits = _keep_top_k(logits, top_k)
+        logits = top_k_filter(logits, top_k, checked=True)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
@@ -145,15 +143,9 @@ def generate(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Continue ``token_ids`` ``(batch, num_tokens)`` by ``max_new_tokens`` tokens of a :class:`~attention_helpers.GPT`
-    (or a ``torch.compile`` d one); returns ``(batch, num_tokens + max_new_tokens)`` ids. Sampling as
-    :func:`sample_next_token`; the loop is :func:`decode_tokens`.
-    """
+    (or a compiled one) -> ``(batch, num_tokens + max_new_tokens)`` ids, sampled as :func:`sample_next_token`."""
     check_model("model", model, "new_cache", "an attention_helpers.GPT")  # a GPT, or a compiled one
-    check_token_ids("token_ids", token_ids, model.vocab_size)
-    if token_ids.shape[1] == 0:
-        raise ValueError(
-            f"token_ids must hold at least one token to continue from, got shape {shape_str(token_ids.shape)}"
-        )
+    check_token_ids("token_ids", token_ids, model.vocab_size, nonempty=True)  # something to continue from
     check_positive_int("max_new_tokens", max_new_tokens, minimum=0)
     check_bool("use_cache", use_cache)
     check_temperature(temperature, zero_is_greedy=True)
@@ -161,7 +153,7 @@ def generate(
         check_positive_int("top_k", top_k)
 
     def pick(logits):
-        return _sample(logits, temperature, top_k, generator)
+        return sample_next_token(logits, temperature, top_k, generator, checked=True)
 
     def step(ids, cache):  # the prompt was checked above; every later id is picked from the model's own logits
         return model(ids, cache, checked=True)
@@ -170,21 +162,12 @@ def generate(
 
 
 def decode_tokens(
-    model: nn.Module,
-    step: Callable,
-    token_ids: torch.Tensor,
-    num_new: int,
-    pick: Callable,
-    use_cache: bool = True,
+    model: nn.Module, step: Callable, token_ids: torch.Tensor, num_new: int, pick: Callable, use_cache: bool = True
 ) -> torch.Tensor:
-    """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode.
-
-    ``step(ids, cache)`` returns logits ``(batch, len(ids), vocab_size)`` for the ids after those cached (without
-    a cache, the whole window); ``pick`` maps the last row to the next ids ``(batch, 1)``. With the cache, each step
-    feeds only the tokens not yet cached, while the sequence fits ``context_length``; beyond, the window slides,
-    every position changes and each step recomputes it. ``step`` may trust its arguments: the caller checks
-    ``token_ids`` once, and every new id comes from ``pick``.
-    """
+    """Append ``num_new`` tokens to ``token_ids`` ``(batch, num_tokens)``, one per step, in eval mode: ``step(ids,
+    cache)`` gives the logits ``(batch, len(ids), vocab_size)`` of the ids not yet cached, ``pick`` the next ids
+    ``(batch, 1)`` from the last row. Past ``context_length`` the window slides and each step recomputes it. ``step``
+    may trust its arguments: the caller checked ``token_ids``, and every new id comes from ``pick``."""
     context_length = model.context_length
     cache = None
     # the cache helps while the sequence fits the context (and a batch of no sequence has nothing to cache)

@@ -1,10 +1,6 @@
-"""Attention without the ``(num_queries, num_keys)`` matrix: online softmax and a tiled forward pass.
-
-The explicit path (:func:`~attention_helpers.functional.attention_with_weights`) stores every score of
-every query against every key: ``num_tokens**2`` numbers per head, 1 GiB in float32 at 16k tokens. The idea
-behind FlashAttention is that softmax does not need all the scores of a row at once: a running maximum and a
-running sum, rescaled whenever the maximum grows, give the same result one block of scores at a time.
-Both functions here are plain PyTorch loops, written to be read: the same arithmetic as a fused kernel, far slower.
+"""Attention without the ``(num_queries, num_keys)`` matrix: online softmax, a tiled forward pass (FlashAttention's
+arithmetic, as plain PyTorch loops written to be read, not to be fast), and attention over blocks of keys merged by
+their log-sum-exp.
 """
 
 from __future__ import annotations
@@ -34,12 +30,9 @@ def _online_step(running_max: torch.Tensor, block: torch.Tensor) -> tuple[torch.
 
 
 def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 128) -> torch.Tensor:
-    """Softmax along ``dim`` from one pass over blocks of ``block_size`` scores, then one normalisation.
-
-    For each block, the running maximum ``m`` becomes ``m_new = max(m, max(block))`` and the running sum
-    ``s`` of ``exp(score - m)`` becomes ``s * exp(m - m_new) + sum(exp(block - m_new))``: the old terms are
-    rescaled to the new maximum. At the end ``softmax(x) = exp(x - m) / s``, equal to ``torch.softmax``.
-    """
+    """Softmax along ``dim`` from one pass over blocks of ``block_size`` scores keeping a running maximum ``m`` and
+    a running sum ``s`` of ``exp(score - m)``, rescaled by ``exp(m - m_new)`` when a block raises the maximum; then
+    ``softmax(x) = exp(x - m) / s``."""
     check_tensor("x", x, 1, "(..., num_scores)")
     check_positive_int("block_size", block_size)
     check_dim("dim", dim, x)
@@ -72,22 +65,12 @@ def tiled_attention_blocks(
 
 
 def tiled_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    causal: bool = False,
-    block_size: int = 128,
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool = False, block_size: int = 128
 ) -> torch.Tensor:
-    """``softmax(Q Kᵀ / sqrt(d_k)) V`` computed block by block, never holding more than one block of scores.
-
-    Each query keeps a running maximum ``m``, a running sum ``s`` of ``exp(score - m)`` and an accumulator
-    ``acc`` of ``exp(score - m) * value``, rescaled by ``exp(m_old - m_new)`` when a key block raises the
-    maximum; after the last block, ``acc / s`` is the context vector (FlashAttention's forward pass), equal to
-    ``F.scaled_dot_product_attention``; ``causal`` as :func:`tiled_attention_blocks`.
-
-    Autograd differentiates the loop but keeps every block's intermediates: the memory saving holds for the
-    forward pass only (FlashAttention's backward pass recomputes the blocks).
-    """
+    """``softmax(Q Kᵀ / sqrt(d_k)) V`` block by block, never holding more than one block of scores: as
+    :func:`online_softmax`, plus an accumulator of ``exp(score - m) * value`` rescaled alike; ``acc / s`` at the end.
+    ``causal`` as :func:`tiled_attention_blocks`. The memory saving holds for the forward pass only: autograd keeps
+    every block's intermediates (FlashAttention's backward pass recomputes them)."""
     check_positive_int("block_size", block_size)
     check_bool("causal", causal)
     leading = check_attention_inputs(queries, keys, values)  # the broadcast leading shape (...)
@@ -138,17 +121,11 @@ def partial_attention(
     query_offset: int = 0,
     key_offset: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention of every query over one block of keys, with what a later merge needs: the block's log-sum-exp.
-
-    ``out = softmax(scores) @ values`` over this block alone, and ``lse = log(sum(exp(scores)))`` per query,
-    where ``scores = Q Kᵀ / sqrt(d_k)``. Blocks of keys attended to separately give the same result as all keys
-    at once once merged by :func:`merge_partial_attention`: this is what split-KV decoding and ring attention
-    (each process holding one block) rely on. ``causal`` places query ``i`` at ``query_offset + i`` and key ``j`` at
-    ``key_offset + j``, so a block from the middle of a sequence is masked right.
-
-    ``out`` and ``lse`` are float32 for float16 and bfloat16 inputs (merging in low precision would lose digits). A
-    query that sees no key of this block gets ``out = 0`` and ``lse = -inf``, which a merge weighs by zero.
-    """
+    """Attention over one block of keys, ``out = softmax(scores) @ values``, and what a merge
+    (:func:`merge_partial_attention`, as in split-KV decoding and ring attention) needs: ``lse =
+    log(sum(exp(scores)))`` per query. ``causal`` places query ``i`` at ``query_offset + i`` and key ``j`` at
+    ``key_offset + j``. Float32 results for float16 and bfloat16 inputs; a query that sees no key gets ``out = 0``
+    and ``lse = -inf``."""
     check_attention_inputs(queries, keys, values)
     check_bool("causal", causal)
     check_positive_int("query_offset", query_offset, minimum=0)
@@ -167,13 +144,9 @@ def partial_attention(
 
 
 def merge_partial_attention(outs, lses) -> torch.Tensor:
-    """Merge the results of :func:`partial_attention` over disjoint blocks of keys into attention over them all.
-
-    Block ``b`` normalised its weights by its own sum ``exp(lse_b)``; the whole softmax divides by
-    ``sum_b exp(lse_b) = exp(lse)``, so each block's output is re-weighted by ``exp(lse_b - lse)`` and the
-    results are added, in any order. A query that sees no key in any block gets zeros, as from
-    ``F.scaled_dot_product_attention`` and FlashAttention-2, not the ``nan`` of a softmax over nothing.
-    """
+    """Attention over all keys from :func:`partial_attention` over disjoint blocks of them: block ``b`` divided by
+    its own sum ``exp(lse_b)``, the whole softmax divides by ``exp(lse) = sum_b exp(lse_b)``, so each block's output
+    is weighted by ``exp(lse_b - lse)``. A query that sees no key gets zeros, as from SDPA, not ``nan``."""
     outs = list(outs)
     lses = list(lses)
     if not outs or len(outs) != len(lses):

@@ -1,14 +1,13 @@
-"""The transformer encoder: layer normalisation, the feed-forward network, positions and the stack.
-
-Every layer takes ``(batch, num_tokens, d_model)`` and returns that shape. By default each layer is post-LN, as in
-the original paper; ``norm_first=True`` gives the pre-LN layer of GPT-2 and most later models (see :func:`residual`).
-``dropout`` acts on the attention weights, inside the feed-forward network and on every residual branch.
+"""The transformer encoder: layer normalisation, the feed-forward network, positions and the stack. Each layer maps
+``(batch, num_tokens, d_model)`` to that shape, post-LN (the original paper) or pre-LN (``norm_first=True``, GPT-2 on);
+``dropout`` acts on the attention weights, in the feed-forward network and on every residual branch.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from functools import partial
 
 import torch
@@ -19,6 +18,8 @@ from ._checks import (
     check_bool,
     check_choice,
     check_heads,
+    check_instance,
+    check_length,
     check_module_dtype,
     check_padding_mask,
     check_positive_int,
@@ -36,16 +37,55 @@ from .attention import MultiHeadAttention
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
+def check_layer_settings(d_model, ffn_hidden, num_heads, dropout, norm_first, activation, eps) -> None:
+    """What every encoder and decoder layer is built from: checked by a layer built on its own, and by a config."""
+    check_positive_int("d_model", d_model)
+    check_heads(d_model, num_heads, "d_model")
+    check_positive_int("ffn_hidden", ffn_hidden)
+    check_probability("dropout", dropout)
+    check_bool("norm_first", norm_first)
+    check_choice("activation", activation, ACTIVATIONS)
+    check_positive_real("eps", eps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerConfig:
+    """The settings every layer of an encoder or decoder stack shares, checked once, here."""
+
+    d_model: int
+    num_heads: int
+    ffn_hidden: int
+    dropout: float = 0.0
+    norm_first: bool = False
+    activation: str = "relu"
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        check_layer_settings(**self.layer_settings())
+
+    def layer_settings(self) -> dict:
+        """One layer's keyword arguments."""
+        return {field.name: getattr(self, field.name) for field in fields(LayerConfig)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderConfig(LayerConfig):
+    """An :class:`Encoder`'s sizes, given by name: its layers' settings, ``num_layers``, and ``final_norm``, a
+    LayerNorm after the last layer (usual with pre-LN, whose residual stream is otherwise never normalised)."""
+
+    num_layers: int
+    final_norm: bool = False
+
+    def __post_init__(self):
+        check_positive_int("num_layers", self.num_layers)
+        check_bool("final_norm", self.final_norm)
+        super().__post_init__()
+
+
 class LayerNorm(nn.Module):
-    """Layer normalisation over the trailing ``parameters_shape`` (``d_model`` or ``[d_model]``) of each token::
-
-        dims = tuple(range(-len(parameters_shape), 0))
-        mean = x.mean(dim=dims, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)  # biased: divided by d, not d - 1
-        out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
-
-    computed by PyTorch's fused ``F.layer_norm`` (float16 statistics in float32: ``300**2`` overflows 65504).
-    """
+    """``gamma * (x - mean) / sqrt(var + eps) + beta`` over the trailing ``parameters_shape`` (``d_model`` or
+    ``[d_model]``) of each token, the variance biased (divided by d, not d - 1), by PyTorch's fused ``F.layer_norm``
+    (float16 statistics in float32: ``300**2`` overflows 65504)."""
 
     def __init__(self, parameters_shape: int | Sequence[int], eps: float = 1e-5):
         super().__init__()
@@ -97,8 +137,7 @@ def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Dropout, no
 
 
 class FeedForward(nn.Module):
-    """``linear2(dropout(activation(linear1(x))))`` on every token separately, ``d_model`` -> ``ffn_hidden`` and
-    back."""
+    """``linear2(dropout(activation(linear1(x))))`` on every token, ``d_model`` -> ``ffn_hidden`` -> ``d_model``."""
 
     def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.1, activation: str = "relu"):
         super().__init__()
@@ -121,8 +160,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention and a feed-forward network, each in a residual sublayer: ``x = residual(x, attention, norm1,
-    ...)``, then ``x = residual(x, ffn, norm2, ...)``."""
+    """Self-attention, then a feed-forward network, each in a :func:`residual` sublayer."""
 
     def __init__(
         self,
@@ -136,11 +174,7 @@ class EncoderLayer(nn.Module):
         eps: float = 1e-5,
     ):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_heads(d_model, num_heads, "d_model")
-        check_probability("dropout", dropout)
-        check_positive_int("ffn_hidden", ffn_hidden)
-        check_bool("norm_first", norm_first)
+        check_layer_settings(d_model, ffn_hidden, num_heads, dropout, norm_first, activation, eps)
         self.d_model = d_model
         self.norm_first = norm_first
         self.attention = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias=True, causal=False)
@@ -151,61 +185,40 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x, key_padding_mask=None, return_weights: bool = False, *, checked: bool = False):
-        """``key_padding_mask`` ``(batch, num_tokens)``, True at padding; ``return_weights`` also returns the
-        attention weights ``(batch, num_heads, num_tokens, num_tokens)``."""
+        """``key_padding_mask`` ``(batch, num_tokens)``: True at padding; ``return_weights``: also the attention's."""
         if not checked:
-            check_sequence(
-                "x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, "EncoderLayer", "num_tokens"
-            )
-            check_bool("return_weights", return_weights)
-            key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)
+            key_padding_mask = self.check_input(x, key_padding_mask, return_weights)
         attend = partial(self.attention, key_padding_mask=key_padding_mask, return_weights=return_weights, checked=True)
         out = residual(x, attend, self.norm1, self.dropout1, self.norm_first)
         x, attn_weights = out if return_weights else (out, None)
         x = residual(x, partial(self.ffn, checked=True), self.norm2, self.dropout2, self.norm_first)
         return (x, attn_weights) if return_weights else x
 
+    def check_input(self, x, key_padding_mask, return_weights, module: str = "EncoderLayer"):
+        """The checks of :meth:`forward` (or of a stack's, ``module``); returns the mask as ``(batch, num_tokens)``."""
+        check_sequence("x", x, self.d_model, "(batch, num_tokens, d_model)", self.norm1.gamma, module, "num_tokens")
+        check_bool("return_weights", return_weights)
+        return check_padding_mask("key_padding_mask", key_padding_mask, x)
+
     @classmethod
     def from_torch(cls, torch_layer: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """Copy the weights and settings of a ``torch.nn.TransformerEncoderLayer`` (ours is batch-first: see
-        :func:`~attention_helpers.interop.from_torch`)."""
+        """Copy a ``torch.nn.TransformerEncoderLayer``'s weights and settings (ours is batch-first)."""
         return from_torch_into(cls, torch_layer, nn.TransformerEncoderLayer)
 
 
 class Encoder(nn.Module):
-    """A stack of ``num_layers`` :class:`EncoderLayer` s; ``final_norm`` adds a LayerNorm after the last (usual
-    with pre-LN, whose residual stream is otherwise never normalised)."""
+    """A stack of :class:`EncoderLayer` s, ``Encoder(EncoderConfig(d_model=..., ...))``."""
 
-    def __init__(
-        self,
-        d_model: int,
-        ffn_hidden: int,
-        num_heads: int,
-        dropout: float,
-        num_layers: int,
-        *,
-        norm_first: bool = False,
-        activation: str = "relu",
-        final_norm: bool = False,
-        eps: float = 1e-5,
-    ):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
-        check_positive_int("num_layers", num_layers)
-        check_bool("final_norm", final_norm)
-        settings = dict(norm_first=norm_first, activation=activation, eps=eps)
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, ffn_hidden, num_heads, dropout, **settings) for _ in range(num_layers)
-        )
-        self.final_norm = LayerNorm(d_model, eps=eps) if final_norm else None
+        check_instance("config", config, EncoderConfig, "an EncoderConfig (Encoder(EncoderConfig(d_model=..., ...)))")
+        self.config = config
+        self.layers = nn.ModuleList(EncoderLayer(**config.layer_settings()) for _ in range(config.num_layers))
+        self.final_norm = LayerNorm(config.d_model, eps=config.eps) if config.final_norm else None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, return_weights: bool = False):
         """As :meth:`EncoderLayer.forward`; the weights of every layer are stacked as ``(num_layers, ...)``."""
-        first = self.layers[0]
-        check_sequence(
-            "x", x, first.d_model, "(batch, num_tokens, d_model)", first.norm1.gamma, "Encoder", "num_tokens"
-        )
-        check_bool("return_weights", return_weights)
-        key_padding_mask = check_padding_mask("key_padding_mask", key_padding_mask, x)  # checked once, not per layer
+        key_padding_mask = self.layers[0].check_input(x, key_padding_mask, return_weights, "Encoder")  # once
         all_weights = []
         for layer in self.layers:
             out = layer(x, key_padding_mask, return_weights, checked=True)
@@ -216,9 +229,8 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_torch(cls, torch_encoder: nn.TransformerEncoder) -> Encoder:
-        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first: see
-        :func:`~attention_helpers.interop.from_torch`)."""
-        return from_torch_into(cls, torch_encoder, nn.TransformerEncoder)
+        """Copy a ``torch.nn.TransformerEncoder`` (its layers and optional final norm; ours is batch-first)."""
+        return from_torch_into(lambda **settings: cls(EncoderConfig(**settings)), torch_encoder, nn.TransformerEncoder)
 
 
 class PositionalEncoding(nn.Module):
@@ -244,9 +256,5 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_tensor("x", x, (3,), "(batch, num_tokens, d_model)", "num_tokens")
         check_size("x", x, -1, self.d_model, "d_model", "(batch, num_tokens, d_model)")
-        if x.shape[1] > self.context_length:
-            raise ValueError(
-                f"x has num_tokens={x.shape[1]} but PositionalEncoding was built with "
-                f"context_length={self.context_length}"
-            )
+        check_length("x", x.shape[1], self.context_length, built="PositionalEncoding")
         return x + self.pe[: x.shape[1]].to(x.dtype)

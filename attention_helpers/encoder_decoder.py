@@ -1,8 +1,5 @@
-"""The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target.
-
-Generation keeps no state inside the modules: the decoder's keys and values travel in the
-:class:`~attention_helpers.decoding.KVCache` that GPT uses too, whose cross-attention slots hold the keys and values
-of the encoder's output from the first step on. Masks are True at padding.
+"""The encoder-decoder of "Attention Is All You Need": an encoder reads the source, a decoder writes the target,
+keeping its keys and values (and, from the first step, the encoder output's) in the KVCache GPT uses too.
 """
 
 from __future__ import annotations
@@ -16,26 +13,29 @@ from torch import nn
 from ._checks import (
     check_bool,
     check_cache,
-    check_choice,
     check_decoder_inputs,
-    check_heads,
+    check_index,
     check_instance,
     check_length,
-    check_not_empty,
     check_padding_mask,
     check_positive_int,
-    check_positive_real,
-    check_probability,
     check_same_batch,
     check_sequence,
-    check_token_id,
     check_token_ids,
-    shape_str,
 )
 from ._convert import from_torch_into
 from .attention import MultiHeadAttention
 from .decoding import KVCache, decode_tokens, eval_mode
-from .encoder import ACTIVATIONS, Encoder, FeedForward, LayerNorm, PositionalEncoding, residual
+from .encoder import (
+    Encoder,
+    EncoderConfig,
+    FeedForward,
+    LayerConfig,
+    LayerNorm,
+    PositionalEncoding,
+    check_layer_settings,
+    residual,
+)
 
 
 class DecoderLayer(nn.Module):
@@ -60,11 +60,7 @@ class DecoderLayer(nn.Module):
         context_length: int = 512,
     ):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_heads(d_model, num_heads, "d_model")
-        check_probability("dropout", dropout)
-        check_positive_int("context_length", context_length)
-        check_bool("norm_first", norm_first)
+        check_layer_settings(d_model, ffn_hidden, num_heads, dropout, norm_first, activation, eps)
         self.d_model = d_model
         self.norm_first = norm_first
         self.context_length = context_length
@@ -97,8 +93,7 @@ class DecoderLayer(nn.Module):
         ``x`` holds the tokens after the cached ones, and both attentions use layer ``layer_idx``'s slots."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
-            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, cache)
-            check_bool("return_weights", return_weights)
+            masks = check_decoder_inputs(self, self.norm1.gamma, x, memory, *masks, return_weights, cache)
         cached = dict(cache=cache, layer_idx=layer_idx, checked=checked)
         self_attend = partial(self.self_attention, key_padding_mask=masks[0], **cached)
         cross_attend = partial(
@@ -117,35 +112,22 @@ class DecoderLayer(nn.Module):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EncoderDecoderConfig:
-    """An :class:`EncoderDecoder`'s sizes, checked once here; ``dropout`` wherever ``nn.Transformer`` has it,
-    ``context_length`` the longest target."""
+class EncoderDecoderConfig(LayerConfig):
+    """An :class:`EncoderDecoder`'s sizes, checked once here: every layer's settings, how many, the longest target."""
 
-    d_model: int
-    num_heads: int
     num_encoder_layers: int
     num_decoder_layers: int
-    ffn_hidden: int
-    dropout: float = 0.0
-    norm_first: bool = False
-    activation: str = "relu"
-    eps: float = 1e-5
     context_length: int = 512
 
     def __post_init__(self):
-        for name in ("d_model", "num_encoder_layers", "num_decoder_layers", "ffn_hidden", "context_length"):
+        for name in ("num_encoder_layers", "num_decoder_layers", "context_length"):
             check_positive_int(name, getattr(self, name))
-        check_heads(self.d_model, self.num_heads, "d_model")
-        check_probability("dropout", self.dropout)
-        check_bool("norm_first", self.norm_first)
-        check_choice("activation", self.activation, ACTIVATIONS)
-        check_positive_real("eps", self.eps)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Seq2SeqConfig(EncoderDecoderConfig):
-    """A :class:`Seq2SeqTransformer`'s sizes: an :class:`EncoderDecoderConfig`, the vocabularies, and ``pad_id``,
-    the source id that marks padding."""
+    """A :class:`Seq2SeqTransformer`'s sizes: the vocabularies, ``pad_id`` (the source's padding) and the core's."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -155,15 +137,13 @@ class Seq2SeqConfig(EncoderDecoderConfig):
     def __post_init__(self):
         check_positive_int("src_vocab_size", self.src_vocab_size)
         check_positive_int("tgt_vocab_size", self.tgt_vocab_size)
-        check_token_id("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
+        check_index("pad_id", self.pad_id, self.src_vocab_size, "src_vocab_size")
         super().__post_init__()
 
 
 class EncoderDecoder(nn.Module):
-    """The core of the original transformer, on embedded sequences: an
-    :class:`~attention_helpers.encoder.Encoder` reads ``src``, :class:`DecoderLayer` s read ``tgt`` and attend to
-    its output. Like ``nn.Transformer``, each stack ends with a LayerNorm of its own, post-LN or pre-LN.
-    """
+    """The core of the original transformer, on embedded sequences: an :class:`~attention_helpers.encoder.Encoder`
+    and :class:`DecoderLayer` s, each stack ending with a LayerNorm of its own, as in ``nn.Transformer``."""
 
     def __init__(self, config: EncoderDecoderConfig):
         super().__init__()
@@ -171,34 +151,26 @@ class EncoderDecoder(nn.Module):
         self.config = config
         self.d_model = config.d_model  # what the input checks compare with
         self.context_length = config.context_length
-        sizes = (config.d_model, config.ffn_hidden, config.num_heads, config.dropout)
-        settings = dict(norm_first=config.norm_first, activation=config.activation, eps=config.eps)
-        self.encoder = Encoder(*sizes, config.num_encoder_layers, final_norm=True, **settings)
+        settings = config.layer_settings()
+        self.encoder = Encoder(EncoderConfig(**settings, num_layers=config.num_encoder_layers, final_norm=True))
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(*sizes, context_length=config.context_length, **settings)
-            for _ in range(config.num_decoder_layers)
+            DecoderLayer(**settings, context_length=config.context_length) for _ in range(config.num_decoder_layers)
         )
         self.final_norm = LayerNorm(config.d_model, eps=config.eps)
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
-        """A cache for ``batch`` targets of up to ``capacity`` tokens (default ``context_length``); the first
-        :meth:`decode` with it fills its cross-attention slots."""
-        capacity = self.context_length if capacity is None else capacity
-        attention = self.decoder_layers[0].self_attention
-        weight = self.final_norm.gamma
-        shape = (len(self.decoder_layers), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
-        cache.made_by = (id(self), None)
-        return cache
+        """A cache for ``batch`` targets of up to ``capacity`` tokens; the first :meth:`decode` fills its memory."""
+        layers = self.decoder_layers
+        return KVCache.for_model(self, layers[0].self_attention, len(layers), batch, capacity, self.final_norm.gamma)
 
     def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's output ("memory"), ``(batch, src_len, d_model)``."""
-        self._check_src(src)
-        return self.encoder(src, check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len"))
+        return self.encoder(src, self._check_src(src, src_key_padding_mask))
 
-    def _check_src(self, src: torch.Tensor) -> None:
-        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", self.final_norm.gamma, "EncoderDecoder")
-        check_not_empty("src", src, "src_len")
+    def _check_src(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+        weight = self.final_norm.gamma
+        check_sequence("src", src, self.d_model, "(batch, src_len, d_model)", weight, "EncoderDecoder", "src_len")
+        return check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
 
     def decode(
         self,
@@ -211,15 +183,13 @@ class EncoderDecoder(nn.Module):
         cache: KVCache | None = None,
         checked: bool = False,
     ):
-        """The decoder stack, as :meth:`DecoderLayer.forward`; the weights of every layer are stacked as
-        ``(num_decoder_layers, batch, num_heads, tgt_len, src_len)``."""
+        """The decoder stack, as :meth:`DecoderLayer.forward`; the weights stacked as ``(num_decoder_layers, ...)``."""
         masks = (tgt_key_padding_mask, memory_key_padding_mask)
         if not checked:
-            check_bool("return_weights", return_weights)
             if cache is not None:
-                sizes = (len(self.decoder_layers), len(tgt), tgt.shape[1], self.context_length, self.final_norm.gamma)
-                check_cache(cache, self, *sizes, attention=self.decoder_layers[0].self_attention)
-            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, cache)
+                layers = self.decoder_layers
+                check_cache(cache, self, layers[0].self_attention, len(layers), tgt, self.final_norm.gamma)
+            masks = check_decoder_inputs(self, self.final_norm.gamma, tgt, memory, *masks, return_weights, cache)
         x = tgt
         all_weights = []
         for layer_idx, layer in enumerate(self.decoder_layers):
@@ -237,13 +207,11 @@ class EncoderDecoder(nn.Module):
         tgt_key_padding_mask: torch.Tensor | None = None,
         return_weights: bool = False,
     ):
-        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> ``(batch, tgt_len,
-        d_model)`` (and the weights, as :meth:`decode`)."""
+        """``src`` ``(batch, src_len, d_model)``, ``tgt`` ``(batch, tgt_len, d_model)`` -> as :meth:`decode`."""
         # every argument checked before the encoder runs; the encoder checks its own again (cheap)
-        self._check_src(src)
-        check_bool("return_weights", return_weights)
-        src_mask = check_padding_mask("src_key_padding_mask", src_key_padding_mask, src, "src_len")
-        tgt_mask, _ = check_decoder_inputs(self, self.final_norm.gamma, tgt, src, tgt_key_padding_mask, None)
+        src_mask = self._check_src(src, src_key_padding_mask)
+        weight = self.final_norm.gamma
+        tgt_mask, _ = check_decoder_inputs(self, weight, tgt, src, tgt_key_padding_mask, None, return_weights)
         memory = self.encoder(src, src_mask)
         return self.decode(tgt, memory, tgt_mask, src_mask, return_weights, checked=True)
 
@@ -258,20 +226,15 @@ class EncoderDecoder(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """Token embeddings and sinusoidal positions on both sides, an :class:`EncoderDecoder`, and ``lm_head``.
-
-    ``forward(src_ids, tgt_ids)``: ``(batch, src_len)``, ``(batch, tgt_len)`` ids -> logits ``(batch, tgt_len,
-    tgt_vocab_size)``; row ``i`` predicts target token ``i + 1``.
-    """
+    """Token embeddings and sinusoidal positions on both sides, an :class:`EncoderDecoder`, and ``lm_head``: ids
+    ``(batch, src_len)``, ``(batch, tgt_len)`` -> logits ``(batch, tgt_len, tgt_vocab_size)``, row ``i`` for token
+    ``i + 1``."""
 
     def __init__(self, config: Seq2SeqConfig):
         super().__init__()
         check_instance("config", config, Seq2SeqConfig, "a Seq2SeqConfig")
         self.config = config
-        self.src_vocab_size = config.src_vocab_size  # what the input checks compare with
-        self.tgt_vocab_size = config.tgt_vocab_size
-        self.pad_id = config.pad_id
-        self.context_length = config.context_length
+        self.context_length = config.context_length  # what the decoding loop reads
         self.src_embedding = nn.Embedding(config.src_vocab_size, config.d_model)
         self.tgt_embedding = nn.Embedding(config.tgt_vocab_size, config.d_model)
         self.positional_encoding = PositionalEncoding(config.d_model, config.context_length)
@@ -290,26 +253,22 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``src_ids`` ``(batch, src_len)`` -> (memory ``(batch, src_len, d_model)``, padding ``(batch, src_len)``)."""
-        check_token_ids("src_ids", src_ids, self.src_vocab_size, "(batch, src_len)")
-        if src_ids.shape[1] == 0:
-            raise ValueError(
-                f"src_ids must hold at least one token (src_len >= 1), got shape {shape_str(src_ids.shape)}"
-            )
-        padding = src_ids == self.pad_id
+        check_token_ids("src_ids", src_ids, self.config.src_vocab_size, "(batch, src_len)", nonempty=True)
+        padding = src_ids == self.config.pad_id
         src = self.dropout(self.positional_encoding(self.src_embedding(src_ids)))
         return self.transformer.encoder(src, padding), padding
 
     def decode(self, tgt_ids, memory, padding=None, return_weights=False, *, cache=None, checked: bool = False):
         """Logits of ``tgt_ids`` ``(batch, tgt_len)`` (after the cached ones) given :meth:`encode`'s output."""
         if not checked:
-            check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+            check_token_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size, "(batch, tgt_len)")
             check_bool("return_weights", return_weights)
         x = self.embed_target(tgt_ids, start=0 if cache is None else cache.num_tokens)
         out = self.transformer.decode(x, memory, None, padding, return_weights, cache=cache, checked=checked)
         return (self.lm_head(out[0]), out[1]) if return_weights else self.lm_head(out)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, return_weights: bool = False):
-        check_token_ids("tgt_ids", tgt_ids, self.tgt_vocab_size, "(batch, tgt_len)")
+        check_token_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size, "(batch, tgt_len)")
         check_length("tgt_ids", tgt_ids.shape[1], self.transformer.context_length, "tgt_len")
         memory, padding = self.encode(src_ids)
         check_same_batch("src_ids", src_ids, "tgt_ids", tgt_ids)
@@ -324,21 +283,15 @@ def greedy_decode(
     use_cache: bool = True,
     return_weights: bool = False,
 ):
-    """Write ``num_tokens`` target tokens after ``bos_id`` for each source, taking the most likely token each time.
-
-    ``src_ids`` ``(batch, src_len)`` -> ``(batch, num_tokens)`` ids (without ``bos_id``), and with ``return_weights``
-    the cross-attention weights ``(num_decoder_layers, batch, num_heads, num_tokens, src_len)``. The loop is
-    :func:`~attention_helpers.decoding.decode_tokens`, as in ``generate``.
-    """
+    """Write ``num_tokens`` target tokens after ``bos_id``, the most likely each time: ``src_ids`` ``(batch,
+    src_len)`` -> ``(batch, num_tokens)`` ids (and the cross-attention weights ``(num_decoder_layers, batch,
+    num_heads, num_tokens, src_len)``), by :func:`~attention_helpers.decoding.decode_tokens` as ``generate``."""
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
     check_positive_int("num_tokens", num_tokens)
-    check_token_id("bos_id", bos_id, model.tgt_vocab_size, "tgt_vocab_size")
+    check_index("bos_id", bos_id, model.config.tgt_vocab_size, "tgt_vocab_size")
     check_bool("use_cache", use_cache)
     check_bool("return_weights", return_weights)
-    if num_tokens > model.context_length:
-        raise ValueError(
-            f"num_tokens={num_tokens} is more than the model's context_length={model.context_length} target positions"
-        )
+    check_length("the target", num_tokens, model.context_length)
     with eval_mode(model), torch.inference_mode():
         memory, padding = model.encode(src_ids)  # once, for every step
     step_weights = []

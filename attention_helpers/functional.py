@@ -1,8 +1,7 @@
 """Attention as plain functions: scores, softmax, the causal mask and scaled dot-product attention.
 
-Mask convention used everywhere in this package (and by ``nn.MultiheadAttention``'s boolean masks):
-``True`` marks a position to *hide*. ``F.scaled_dot_product_attention`` uses the opposite convention
-(``True`` = may attend), so ``MultiHeadAttention``'s fast path (in ``attention.py``) passes ``~mask``.
+In every mask of this package (as in ``nn.MultiheadAttention``'s boolean masks) ``True`` marks a position to *hide*;
+``F.scaled_dot_product_attention``'s ``True`` means "may attend".
 """
 
 from __future__ import annotations
@@ -47,12 +46,8 @@ def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Softmax that subtracts the maximum first, so that ``exp`` cannot overflow.
-
-    ``exp(x - m) / sum(exp(x - m))`` equals ``exp(x) / sum(exp(x))`` for any constant ``m`` (the ``exp(-m)``
-    factors cancel); with ``m = max(x)`` no term exceeds 1 and the sum is at least 1. As ``torch.softmax``,
-    float16 and bfloat16 are computed in float32, and a slice of only ``-inf`` gives ``nan``.
-    """
+    """``exp(x - m) / sum(exp(x - m))`` with ``m = max(x)``: equal to :func:`softmax_naive` (the ``exp(-m)`` factors
+    cancel), but no term exceeds 1, so ``exp`` cannot overflow. Float16 and bfloat16 are computed in float32."""
     check_tensor("x", x, 1, "(..., num_scores)")
     check_dim("dim", dim, x)
     if x.shape[dim] == 0:
@@ -94,16 +89,10 @@ def attention_with_weights(
     mask: torch.Tensor | None = None,
     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(Q Kᵀ / sqrt(d_k)) V``, written out step by step, returning the weights too.
-
-    Not a drop-in for PyTorch's ``F.scaled_dot_product_attention`` (hence the other name): it returns a tuple, and
-    its boolean ``mask`` hides where ``True`` (PyTorch's ``attn_mask`` lets attend where ``True``). ``dropout``:
-    applied to the attention weights (``nn.Dropout``).
-
-    Returns ``context_vec`` ``(..., num_queries, d_v)`` and ``attn_weights`` ``(..., num_queries, num_keys)``. A
-    query whose keys are *all* masked gets zero weights (as from ``F.scaled_dot_product_attention``), not ``nan``.
-    float16 and bfloat16 inputs are computed in float32, as PyTorch's kernel accumulates.
-    """
+    """``softmax(Q Kᵀ / sqrt(d_k)) V`` step by step -> ``(context_vec (..., num_queries, d_v), attn_weights (...,
+    num_queries, num_keys))``; unlike ``F.scaled_dot_product_attention``, ``mask`` hides where ``True``. ``dropout``
+    (``nn.Dropout``) acts on the weights. A query whose keys are all masked gets zero weights, not ``nan``; float16
+    and bfloat16 are computed in float32."""
     check_attention_inputs(queries, keys, values)
     if dropout is not None and not callable(dropout):
         raise TypeError(f"dropout must be a callable such as nn.Dropout(p), got {type(dropout).__name__}")

@@ -1,9 +1,5 @@
-"""A GPT-style decoder: a causal language model that predicts the next token.
-
-``GPT`` stacks pre-LN blocks (causal :class:`~attention_helpers.attention.MultiHeadAttention` and a GELU
-:class:`~attention_helpers.encoder.FeedForward`) between token embeddings (plus learned positions, or RoPE in the
-attention) and an output layer (``lm_head``) tied to the token embedding; :func:`~attention_helpers.decoding.generate`
-samples from it; :mod:`~attention_helpers.text` has the text, the loss and the baseline it trains against.
+"""A GPT-style decoder, a causal language model: pre-LN blocks (causal attention, a GELU feed-forward network)
+between token embeddings (plus learned positions, or RoPE in the attention) and ``lm_head``, tied to the embedding.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ from ._checks import (
     check_heads,
     check_instance,
     check_kv_heads,
+    check_length,
     check_positive_int,
     check_probability,
     check_token_ids,
@@ -34,11 +31,8 @@ POSITIONS = ("learned", "rope")
 @dataclass(frozen=True, kw_only=True)
 class GPTConfig:
     """A :class:`GPT`'s sizes, given by name so that two swapped sizes cannot pass unnoticed; checked once, here.
-
-    ``num_kv_heads``: key/value heads per block (grouped-query attention; ``None``: one per query head).
-    ``positions``: ``"learned"`` (GPT-2: a trained position embedding added to the token embedding) or ``"rope"``
-    (Llama: every block rotates its queries and keys by position).
-    """
+    ``num_kv_heads``: grouped-query attention (``None``: one per query head); ``positions``: ``"learned"`` (GPT-2, a
+    trained embedding added to the tokens') or ``"rope"`` (Llama: every block rotates its queries and keys)."""
 
     vocab_size: int
     context_length: int
@@ -65,23 +59,15 @@ class GPTConfig:
 
 
 class GPTBlock(nn.Module):
-    """One pre-LN block: ``x = x + attention(norm1(x))``, then ``x = x + ffn(norm2(x))``, the attention causal.
-    With a ``cache``, the attention reads and extends its layer ``layer_idx``."""
+    """One pre-LN block: ``x + attention(norm1(x))``, then ``x + ffn(norm2(x))``; a ``cache`` extends ``layer_idx``."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         d_model = config.d_model
         dropout = config.dropout
+        sizes = (d_model, d_model, config.context_length, dropout, config.num_heads)  # the book's argument order
         self.norm1 = LayerNorm(d_model)
-        self.attention = MultiHeadAttention(
-            d_model,
-            d_model,
-            config.context_length,
-            dropout,
-            config.num_heads,
-            num_kv_heads=config.num_kv_heads,
-            rope=config.positions == "rope",
-        )
+        self.attention = MultiHeadAttention(*sizes, num_kv_heads=config.num_kv_heads, rope=config.positions == "rope")
         self.dropout1 = nn.Dropout(dropout)
         self.norm2 = LayerNorm(d_model)
         self.ffn = FeedForward(d_model, 4 * d_model, dropout, activation="gelu")
@@ -94,8 +80,7 @@ class GPTBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    """A decoder-only transformer language model: ``GPT(GPTConfig(...))``. ``lm_head`` shares its weight with the
-    token embedding (weight tying), which saves ``vocab_size * d_model`` parameters."""
+    """A decoder-only language model, ``GPT(GPTConfig(...))``; ``lm_head`` shares the token embedding's weight."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -116,31 +101,17 @@ class GPT(nn.Module):
 
     def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
         """A cache for ``batch`` sequences of up to ``capacity`` tokens (default ``context_length``)."""
-        capacity = self.context_length if capacity is None else capacity
-        check_positive_int("capacity", capacity)
-        if capacity > self.context_length:
-            raise ValueError(f"capacity={capacity} is more than the model reads: context_length={self.context_length}")
-        attention = self.blocks[0].attention
-        weight = self.token_embedding.weight
-        shape = (len(self.blocks), batch, attention.num_kv_heads, capacity, attention.head_dim)
-        cache = KVCache(*shape, dtype=weight.dtype, device=weight.device)
-        cache.made_by = (id(self), self.positions)
-        return cache
+        return KVCache.for_model(self, self.blocks[0].attention, len(self.blocks), batch, capacity, self.lm_head.weight)
 
     def forward(self, token_ids: torch.Tensor, cache: KVCache | None = None, *, checked: bool = False):
         """``token_ids`` ``(batch, num_tokens)`` -> logits ``(batch, num_tokens, vocab_size)``: row i scores token
         i + 1. With a ``cache``, the tokens continue the cached ones. ``checked=True``: the decoding loop checked."""
         if not checked:  # once here; the blocks are then trusted with what this call hands them
             check_token_ids("token_ids", token_ids, self.vocab_size)
-            num_tokens = token_ids.shape[1]
             if cache is not None:
-                sizes = (len(self.blocks), len(token_ids), num_tokens, self.context_length, self.lm_head.weight)
-                check_cache(cache, self, *sizes, attention=self.blocks[0].attention)
-            elif num_tokens > self.context_length:
-                raise ValueError(
-                    f"token_ids has num_tokens={num_tokens} but the model reads at most "
-                    f"context_length={self.context_length} tokens; keep only the last {self.context_length}"
-                )
+                check_cache(cache, self, self.blocks[0].attention, len(self.blocks), token_ids, self.lm_head.weight)
+            else:
+                check_length("token_ids", token_ids.shape[1], self.context_length)
         start = 0 if cache is None else cache.num_tokens  # the position of the first token
         x = self.token_embedding(token_ids)  # (batch, num_tokens, d_model)
         if self.position_embedding is not None:

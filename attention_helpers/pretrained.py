@@ -31,7 +31,7 @@ from ._checks import (
     check_token_ids,
     shape_str,
 )
-from .encoder import Encoder, LayerNorm
+from .encoder import Encoder, EncoderConfig, LayerNorm
 
 # BERT's names (left) and this package's (right), inside one layer ``encoder.layer.{i}.`` -> ``layers.{i}.``
 _LAYER_NAMES = {
@@ -261,7 +261,8 @@ class SentenceEncoder(nn.Module):
             config["vocab_size"], d_model, config["max_position_embeddings"], config["type_vocab_size"], eps=eps
         )
         num_heads, ffn_hidden = config["num_attention_heads"], config["intermediate_size"]
-        encoder = Encoder(d_model, ffn_hidden, num_heads, 0.0, num_layers, activation="gelu", eps=eps)
+        sizes = dict(d_model=d_model, num_heads=num_heads, ffn_hidden=ffn_hidden, num_layers=num_layers, eps=eps)
+        encoder = Encoder(EncoderConfig(**sizes, activation="gelu"))
         embedding_state, encoder_state = _series_names(load_file(str(folder / "model.safetensors")), num_layers)
         embeddings.load_state_dict(embedding_state, strict=True)
         encoder.load_state_dict(encoder_state, strict=True)

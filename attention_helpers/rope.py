@@ -1,7 +1,5 @@
-"""Rotary position embedding (RoPE): positions enter attention by rotating the queries and keys.
-
-Su et al. 2021 (arXiv 2104.09864). Lesson 07 introduces it; ``MultiHeadAttention(..., rope=True)`` (and
-``GPTConfig(..., positions="rope")``) applies it in every head.
+"""Rotary position embedding (RoPE, Su et al. 2021, arXiv 2104.09864): positions enter attention by rotating the
+queries and keys; ``MultiHeadAttention(..., rope=True)`` (and ``GPTConfig(..., positions="rope")``) applies it.
 """
 
 from __future__ import annotations
@@ -18,17 +16,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def rope_rotate(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
-    """Rotary position embedding: rotate queries or keys by their position.
-
-    Dimensions ``i`` and ``i + head_dim / 2`` form a pair (the half-split ``rotate_half`` of Hugging Face's Llama
-    port; the paper and Meta's Llama code pair ``2i, 2i + 1``, which only reorders the dimensions, and checkpoints
-    converted between the two permute their query and key weights) that turns by ``m * base^(-2i / head_dim)`` at
-    position ``m``, so a query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only. Apply it to the
-    projected queries and keys, per head, not to the embeddings or the values.
-
-    ``x`` ``(..., num_tokens, head_dim)``; ``positions`` broadcasts to ``x.shape[:-1]`` (default ``0, 1, ...``);
-    ``base``: the wavelength scale, ``10000`` in the paper and in Llama 2.
-    """
+    """Rotate queries or keys ``x`` ``(..., num_tokens, head_dim)`` by their ``positions`` (broadcast to
+    ``x.shape[:-1]``; default ``0, 1, ...``): the pair of dimensions ``i`` and ``i + head_dim / 2`` (Hugging Face's
+    ``rotate_half``; the paper pairs ``2i, 2i + 1``) turns by ``m * base^(-2i / head_dim)`` at position ``m``, so a
+    query at ``m`` dotted with a key at ``n`` depends on ``m - n`` only."""
     check_tensor("x", x, 2, "(..., num_tokens, head_dim)", "num_tokens")
     head_dim = x.shape[-1]
     if head_dim < 2 or head_dim % 2 != 0:

@@ -20,21 +20,18 @@ from torch import nn
 
 from ._checks import (
     check_bool,
-    check_every,
     check_index,
     check_instance,
     check_int,
     check_model,
     check_positive_int,
     check_positive_real,
-    check_probability,
-    check_real,
     check_tensor,
     check_token_ids,
     shape_str,
 )
 from .decoding import eval_mode
-from .encoder import Encoder, PositionalEncoding
+from .encoder import Encoder, EncoderConfig, PositionalEncoding
 
 
 def reverse_targets(inputs: torch.Tensor) -> torch.Tensor:
@@ -178,18 +175,14 @@ class TokenClassifier(nn.Module):
     ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
-        check_positive_int("d_model", d_model)
         check_positive_int("context_length", context_length)
-        check_positive_int("ffn_hidden", ffn_hidden)
-        check_probability("dropout", dropout)
         check_bool("positional", positional)
-        check_bool("norm_first", norm_first)
+        sizes = dict(d_model=d_model, num_heads=num_heads, ffn_hidden=ffn_hidden, num_layers=num_layers)
+        config = EncoderConfig(**sizes, dropout=dropout, norm_first=norm_first, final_norm=norm_first)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.positional_encoding = PositionalEncoding(d_model, context_length) if positional else None
-        self.encoder = Encoder(
-            d_model, ffn_hidden, num_heads, dropout, num_layers, norm_first=norm_first, final_norm=norm_first
-        )
+        self.encoder = Encoder(config)
         self.lm_head = nn.Linear(d_model, vocab_size)  # a score per token id at every position
 
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
@@ -225,8 +218,8 @@ def warmup_cosine_lr(
     check_positive_int("num_steps", num_steps)
     check_positive_int("warmup_steps", warmup_steps)
     check_index("step", step, num_steps, "num_steps")
-    check_real("peak_lr", peak_lr, positive=True)
-    check_real("final_fraction", final_fraction, minimum=0.0)
+    check_positive_real("peak_lr", peak_lr)
+    check_positive_real("final_fraction", final_fraction, minimum=0.0)
     if final_fraction > 1:
         raise ValueError(f"final_fraction must be from 0 to 1 (a fraction of peak_lr), got {final_fraction!r}")
     if step < warmup_steps:
@@ -282,8 +275,8 @@ def _check_training(model, data, num_steps, batch_size, lr, seed, eval_every, lo
     check_positive_int("batch_size", batch_size)
     check_positive_real("lr", lr)
     check_int("seed", seed)
-    check_every("eval_every", eval_every)
-    check_every("log_every", log_every)
+    check_positive_int("eval_every", eval_every, minimum=0)
+    check_positive_int("log_every", log_every, minimum=0)
 
 
 def _train_step(model: nn.Module, optimizer, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
@@ -312,17 +305,8 @@ def train(
     """Train ``model`` on ``data``'s training set with Adam and per-token cross-entropy.
 
     Dropout draws from torch's global generator, seeded with ``seed`` for the call and then restored, so the
-    same weights and seed give the same history. Step for step, it runs::
-
-        generator = torch.Generator().manual_seed(seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        for step in range(num_steps):
-            batch = torch.randint(0, num_train, (batch_size,), generator=generator)
-            logits = model(train_inputs[batch])  # (batch_size, num_tokens, vocab_size)
-            loss = F.cross_entropy(logits.flatten(0, 1), train_targets[batch].flatten())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+    same weights and seed give the same history. Each step draws ``batch_size`` training sequences (with a
+    generator seeded with ``seed``) and makes one Adam update on their per-token cross-entropy.
 
     Args:
         eval_every: every this many steps (and after the last), measure the held-out accuracy; 0: never.

@@ -141,8 +141,16 @@ CASES = {
     "dropout of 1": (lambda: mha(dropout=1.0), ValueError, ["dropout", "[0, 1)", "1.0"]),
     "negative dropout": (lambda: ah.CausalAttention(3, 2, 6, -0.1), ValueError, ["dropout", "-0.1"]),
     "dropout given as a string": (lambda: mha(dropout="0.1"), TypeError, ["dropout", "str"]),
-    "encoder dropout above 1": (lambda: ah.Encoder(8, 16, 2, 1.5, 2), ValueError, ["dropout", "1.5"]),
-    "num_layers of 0": (lambda: ah.Encoder(8, 16, 2, 0.1, 0), ValueError, ["num_layers", "0"]),
+    "encoder dropout above 1": (
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=8, ffn_hidden=16, num_heads=2, dropout=1.5, num_layers=2)),
+        ValueError,
+        ["dropout", "1.5"],
+    ),
+    "num_layers of 0": (
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=8, ffn_hidden=16, num_heads=2, dropout=0.1, num_layers=0)),
+        ValueError,
+        ["num_layers", "0"],
+    ),
     "num_heads of 0": (lambda: mha(num_heads=0), ValueError, ["num_heads", "0"]),
     "float num_heads": (lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2.0), TypeError, ["num_heads", "float"]),
     "zero d_out": (lambda: ah.SelfAttentionV2(3, 0), ValueError, ["d_out", "0"]),
@@ -157,7 +165,7 @@ CASES = {
     "causal_mask of size 0": (lambda: ah.causal_mask(0), ValueError, ["num_tokens", "0"]),
     "layer norm of the wrong width": (lambda: ah.LayerNorm(4)(X), ValueError, ["inputs", "(2, 6, 3)", "(4,)"]),
     "encoder input of the wrong width": (
-        lambda: ah.Encoder(8, 16, 2, 0.1, 1)(X),
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=8, ffn_hidden=16, num_heads=2, dropout=0.1, num_layers=1))(X),
         ValueError,
         ["x", "d_model=8", "(2, 6, 3)"],
     ),
@@ -177,7 +185,11 @@ CASES = {
             ("LayerNorm", lambda: ah.LayerNorm(3), (2, 6, 3)),
             ("FeedForward", lambda: ah.FeedForward(3, 8), (2, 6, 3)),
             ("EncoderLayer", lambda: ah.EncoderLayer(4, 8, 2, 0.0), (2, 6, 4)),
-            ("Encoder", lambda: ah.Encoder(4, 8, 2, 0.0, 2), (2, 6, 4)),
+            (
+                "Encoder",
+                lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=2)),
+                (2, 6, 4),
+            ),
         ]
     },
     # attention_with_weights and softmax
@@ -212,7 +224,11 @@ CASES = {
     "LayerNorm of a string width": (lambda: ah.LayerNorm("4"), TypeError, ["parameters_shape", "str"]),
     "LayerNorm with a negative eps": (lambda: ah.LayerNorm(4, eps=-1e-5), ValueError, ["eps", "-1e-05"]),
     "LayerNorm with a string eps": (lambda: ah.LayerNorm(4, eps="1e-5"), TypeError, ["eps", "str"]),
-    "Encoder with eps 0": (lambda: ah.Encoder(4, 8, 2, 0.0, 1, eps=0.0), ValueError, ["eps", "0.0"]),
+    "Encoder with eps 0": (
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1, eps=0.0)),
+        ValueError,
+        ["eps", "0.0"],
+    ),
     # a Hugging Face attention_mask (1 = real token) where a key_padding_mask (True = hide) belongs
     "integer attention_mask as key_padding_mask": (
         lambda: mha()(X, key_padding_mask=torch.ones(2, 6, dtype=torch.long)),
@@ -263,7 +279,11 @@ CASES = {
         TypeError,
         ["norm_first", "True or False", "'no'"],
     ),
-    "Encoder with final_norm=1": (lambda: ah.Encoder(4, 8, 2, 0.0, 1, final_norm=1), TypeError, ["final_norm", "int"]),
+    "Encoder with final_norm=1": (
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1, final_norm=1)),
+        TypeError,
+        ["final_norm", "int"],
+    ),
     "MHA with causal='yes'": (lambda: mha(causal="yes"), TypeError, ["causal", "True or False", "'yes'"]),
     "DecoderLayer with norm_first='yes'": (
         lambda: ah.DecoderLayer(4, 8, 2, norm_first="yes"),
@@ -276,7 +296,11 @@ CASES = {
         ["positional", "'no'"],
     ),
     "EncoderLayer with ffn_hidden=0": (lambda: ah.EncoderLayer(4, 0, 2, 0.0), ValueError, ["ffn_hidden", "0"]),
-    "Encoder with ffn_hidden=0": (lambda: ah.Encoder(4, 0, 2, 0.0, 1), ValueError, ["ffn_hidden", "0"]),
+    "Encoder with ffn_hidden=0": (
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=0, num_heads=2, num_layers=1)),
+        ValueError,
+        ["ffn_hidden", "0"],
+    ),
     "TokenClassifier with ffn_hidden=0": (
         lambda: ah.TokenClassifier(11, 12, 2, 1, 0),
         ValueError,
@@ -328,7 +352,9 @@ CASES = {
         ["key_padding_mask", "one entry per key", "(2, 1)", "(2, 6)"],
     ),
     "(batch, 1) padding mask for an encoder": (
-        lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 5, 4), torch.ones(2, 1, dtype=torch.bool)),
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1))(
+            torch.randn(2, 5, 4), torch.ones(2, 1, dtype=torch.bool)
+        ),
         ValueError,
         ["key_padding_mask", "one entry per key", "(2, 1)"],
     ),
@@ -338,7 +364,7 @@ CASES = {
         ["x", "at least one token", "(2, 0, 3)"],
     ),
     "encoder input of zero tokens": (
-        lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 0, 4)),
+        lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1))(torch.randn(2, 0, 4)),
         ValueError,
         ["x", "at least one token", "(2, 0, 4)"],
     ),
@@ -419,7 +445,9 @@ FLAG_CASES = {
     "causal qkv_bias='no'": lambda: ah.CausalAttention(3, 2, 6, 0.0, qkv_bias="no"),
     "wrapper qkv_bias='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2, qkv_bias="no"),
     "wrapper return_weights='no'": lambda: ah.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(X, return_weights="no"),
-    "encoder return_weights='no'": lambda: ah.Encoder(4, 8, 2, 0.0, 1)(torch.randn(2, 5, 4), return_weights="no"),
+    "encoder return_weights='no'": lambda: ah.Encoder(
+        ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1)
+    )(torch.randn(2, 5, 4), return_weights="no"),
     "generate use_cache='no'": lambda: ah.generate(
         ah.GPT(ah.GPTConfig(vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=1, dropout=0.0)),
         _IDS,
@@ -495,6 +523,11 @@ CASES |= {
         ["timeout", "finite", "nan"],
     ),
     "layer norm eps nan": (lambda: ah.LayerNorm(4, eps=float("nan")), ValueError, ["eps", "finite", "nan"]),
+    "encoder eps inf": (
+        lambda: ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=1, eps=float("inf")),
+        ValueError,
+        ["eps", "finite", "inf"],
+    ),
     # sizes
     "shard_lengths over 0 ranks": (
         lambda: ah_distributed().shard_lengths(5, 0),
@@ -654,7 +687,9 @@ BATCH_OF_NONE = {
     "cross-attention": lambda: mha(causal=False, context_length=None)(
         torch.randn(0, 6, 3), memory=torch.randn(0, 2, 3)
     ),
-    "Encoder": lambda: ah.Encoder(4, 8, 2, 0.0, 2)(torch.randn(0, 5, 4)),
+    "Encoder": lambda: ah.Encoder(ah.EncoderConfig(d_model=4, ffn_hidden=8, num_heads=2, num_layers=2))(
+        torch.randn(0, 5, 4)
+    ),
     "GPT": lambda: ah.GPT(
         ah.GPTConfig(
             vocab_size=11, context_length=8, d_model=8, num_heads=2, num_layers=2, dropout=0.0, positions="rope"

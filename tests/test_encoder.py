@@ -6,7 +6,16 @@ from conftest import perturb_
 from torch import nn
 
 import attention_helpers as ah
-from attention_helpers import Encoder, EncoderLayer, FeedForward, LayerNorm, PositionalEncoding, rope_rotate, to_torch
+from attention_helpers import (
+    Encoder,
+    EncoderConfig,
+    EncoderLayer,
+    FeedForward,
+    LayerNorm,
+    PositionalEncoding,
+    rope_rotate,
+    to_torch,
+)
 
 
 def close(actual, expected, atol=1e-5):
@@ -134,7 +143,7 @@ def test_five_layer_encoder_equals_torch_transformer_encoder(norm_first, activat
 
 def test_seed_004_configuration_equals_torch_and_has_torchs_parameter_count():
     """d_model 512, 8 heads, ffn 2048, dropout 0.1, 5 layers, a batch of 30 x 200 tokens."""
-    ours = Encoder(512, 2048, 8, 0.1, 5).eval()
+    ours = Encoder(EncoderConfig(d_model=512, ffn_hidden=2048, num_heads=8, dropout=0.1, num_layers=5)).eval()
     torch_encoder = to_torch(ours)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in torch_encoder.parameters())
     x = torch.randn(30, 200, 512)
@@ -146,9 +155,9 @@ def test_seed_004_configuration_equals_torch_and_has_torchs_parameter_count():
 
 def test_pre_and_post_ln_differ_but_both_normalise_where_they_should():
     torch.manual_seed(3)
-    post = Encoder(16, 40, 4, 0.0, 2)
+    post = Encoder(EncoderConfig(d_model=16, ffn_hidden=40, num_heads=4, num_layers=2))
     torch.manual_seed(3)
-    pre = Encoder(16, 40, 4, 0.0, 2, norm_first=True)
+    pre = Encoder(EncoderConfig(d_model=16, ffn_hidden=40, num_heads=4, num_layers=2, norm_first=True))
     x = torch.randn(2, 6, 16) * 4 + 3
     out_post, out_pre = post(x), pre(x)
     assert not torch.allclose(out_post, out_pre)
@@ -158,9 +167,11 @@ def test_pre_and_post_ln_differ_but_both_normalise_where_they_should():
 
 def test_encoder_dropout_is_random_in_training_and_off_in_eval():
     torch.manual_seed(2)
-    encoder = Encoder(16, 40, 4, 0.1, 2)
+    encoder = Encoder(EncoderConfig(d_model=16, ffn_hidden=40, num_heads=4, dropout=0.1, num_layers=2))
     torch.manual_seed(2)
-    no_dropout = Encoder(16, 40, 4, 0.0, 2)  # the same weights: dropout creates no parameters
+    no_dropout = Encoder(
+        EncoderConfig(d_model=16, ffn_hidden=40, num_heads=4, num_layers=2)
+    )  # the same weights: dropout creates no parameters
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         first, second, plain = encoder(x), encoder(x), no_dropout(x)
@@ -169,7 +180,7 @@ def test_encoder_dropout_is_random_in_training_and_off_in_eval():
 
 
 def test_encoder_without_positions_is_permutation_equivariant_and_positions_break_it():
-    encoder = Encoder(16, 40, 4, 0.0, 3, activation="gelu").eval()
+    encoder = Encoder(EncoderConfig(d_model=16, ffn_hidden=40, num_heads=4, num_layers=3, activation="gelu")).eval()
     x = torch.randn(2, 8, 16)
     perm = torch.randperm(8)
     with torch.no_grad():
@@ -312,7 +323,7 @@ def test_a_bad_padding_mask_is_named_at_the_entry_point_before_any_layer_runs():
     """A stack checks its masks on entry, so the error names the caller's argument (not a layer's) and no layer
     has run; the layers may check shapes again, but none reads a mask's values (see test_compile)."""
     torch.manual_seed(0)
-    encoder = Encoder(8, 16, 2, 0.0, 3).eval()
+    encoder = Encoder(EncoderConfig(d_model=8, ffn_hidden=16, num_heads=2, num_layers=3)).eval()
     model = ah.EncoderDecoder(
         ah.EncoderDecoderConfig(d_model=8, num_heads=2, num_encoder_layers=2, num_decoder_layers=3, ffn_hidden=16)
     ).eval()

@@ -36,7 +36,7 @@ def test_every_gpt_block_and_attention_fires_its_hook_once_per_call_and_per_cach
 
 
 def test_every_encoder_layer_and_attention_fires_its_hook():
-    encoder = ah.Encoder(16, 24, 4, 0.0, 5, final_norm=True).eval()
+    encoder = ah.Encoder(ah.EncoderConfig(d_model=16, ffn_hidden=24, num_heads=4, num_layers=5, final_norm=True)).eval()
     calls, _ = count_calls(encoder, (ah.MultiHeadAttention, ah.EncoderLayer, ah.FeedForward, ah.LayerNorm))
     assert len(calls) == 5 * 5 + 1  # per layer: attention, feed-forward, two norms, the layer; the final norm
     with torch.no_grad():

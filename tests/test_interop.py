@@ -52,7 +52,9 @@ PAIRS = {
         {},
     ),
     "Encoder": (
-        lambda: ah.Encoder(D_MODEL, FFN, HEADS, 0.0, 3, final_norm=True),
+        lambda: ah.Encoder(
+            ah.EncoderConfig(d_model=D_MODEL, ffn_hidden=FFN, num_heads=HEADS, num_layers=3, final_norm=True)
+        ),
         lambda: nn.TransformerEncoder(
             nn.TransformerEncoderLayer(D_MODEL, HEADS, FFN, 0.0, batch_first=True),
             3,

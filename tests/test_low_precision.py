@@ -13,6 +13,7 @@ from torch import nn
 from attention_helpers import (
     CausalAttention,
     Encoder,
+    EncoderConfig,
     LayerNorm,
     MultiHeadAttention,
     SelfAttentionV2,
@@ -119,7 +120,9 @@ def test_softmax_over_many_equal_scores_does_not_overflow_its_sum(dtype):
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_encoder_at_large_magnitudes(dtype, norm_first):
     torch.manual_seed(0)
-    encoder = Encoder(64, 128, 4, 0.0, 2, norm_first=norm_first).eval()
+    encoder = Encoder(
+        EncoderConfig(d_model=64, ffn_hidden=128, num_heads=4, num_layers=2, norm_first=norm_first)
+    ).eval()
     x = _large_tokens(num_tokens=6) * 8  # entries up to 320: squared deviations overflow float16
     with torch.no_grad():
         reference = encoder(x)

@@ -50,7 +50,7 @@ def test_similarity_heatmap_writes_every_value():
 
 
 def test_bad_input_is_named(weights):
-    with pytest.raises(ValueError, match="layer must be from 0 to num_layers - 1 = 2, got 3"):
+    with pytest.raises(ValueError, match=r"layer must be from 0 to 2 \(num_layers=3\), got 3"):
         ah.plot_layer_head(weights, TOKENS, layer=3, head=0)
     with pytest.raises(ValueError, match="5 labels but there are 6 tokens"):
         ah.plot_attention_received(weights, TOKENS[:5])

@@ -192,7 +192,7 @@ def test_the_wrong_mask_gets_a_clear_error():
         ah.attention_mask_to_key_padding_mask(attention_mask.float())
     with pytest.raises(TypeError, match="attention_mask"):
         ah.key_padding_mask_to_attention_mask(attention_mask)
-    encoder = ah.Encoder(8, 16, 2, 0.0, 1)
+    encoder = ah.Encoder(ah.EncoderConfig(d_model=8, ffn_hidden=16, num_heads=2, num_layers=1))
     with pytest.raises(
         TypeError, match=r"key_padding_mask = attention_mask == 0; \.bool\(\) would hide the real tokens"
     ):

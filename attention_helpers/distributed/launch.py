@@ -121,16 +121,21 @@ def run(fn, world_size: int, *args, timeout: float = DEFAULT_TIMEOUT, oversubscr
             process.start()
         return _collect(processes, results, 2 * timeout + 30)
     finally:
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            if process.pid is not None:
-                process.join(5)
-                if process.is_alive():
-                    process.kill()
-                    process.join()
+        _stop(processes)
         results.close()
+
+
+def _stop(processes) -> None:
+    """Stop every rank still running (terminate, then kill one that does not end within 5 s) and reap them all."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        if process.pid is not None:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
 
 
 def _collect(processes, results, deadline: float) -> list:
