@@ -279,19 +279,19 @@ def greedy_decode(
     model: Seq2SeqTransformer,
     src_ids: torch.Tensor,
     bos_id: int,
-    num_tokens: int,
+    max_new_tokens: int,
     use_cache: bool = True,
     return_weights: bool = False,
 ):
-    """Write ``num_tokens`` target tokens after ``bos_id``, the most likely each time: ``src_ids`` ``(batch,
-    src_len)`` -> ``(batch, num_tokens)`` ids (and the cross-attention weights ``(num_decoder_layers, batch,
-    num_heads, num_tokens, src_len)``), by :func:`~attention_helpers.decoding.decode_tokens` as ``generate``."""
+    """Write ``max_new_tokens`` target tokens after ``bos_id``, the most likely each time: ``src_ids`` ``(batch,
+    src_len)`` -> ``(batch, max_new_tokens)`` ids (and the cross-attention weights ``(num_decoder_layers, batch,
+    num_heads, max_new_tokens, src_len)``), by :func:`~attention_helpers.decoding.decode_tokens` as ``generate``."""
     check_instance("model", model, Seq2SeqTransformer, "an attention_helpers.Seq2SeqTransformer")
-    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("max_new_tokens", max_new_tokens)
     check_index("bos_id", bos_id, model.config.tgt_vocab_size, "tgt_vocab_size")
     check_bool("use_cache", use_cache)
     check_bool("return_weights", return_weights)
-    check_length("the target", num_tokens, model.context_length)
+    check_length("the target", max_new_tokens, model.context_length)
     with eval_mode(model), torch.inference_mode():
         memory, padding = model.encode(src_ids)  # once, for every step
     step_weights = []
@@ -306,6 +306,6 @@ def greedy_decode(
 
     tokens = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
     tokens = decode_tokens(
-        model, step, tokens, num_tokens, lambda logits: logits.argmax(dim=-1, keepdim=True), use_cache
+        model, step, tokens, max_new_tokens, lambda logits: logits.argmax(dim=-1, keepdim=True), use_cache
     )
     return (tokens[:, 1:], torch.cat(step_weights, dim=3)) if return_weights else tokens[:, 1:]

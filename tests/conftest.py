@@ -1,3 +1,5 @@
+import sys
+
 import matplotlib
 import pytest
 import torch
@@ -51,3 +53,23 @@ def small_gpt(dropout=0.0, context_length=12, vocab_size=11):
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.3)
     return model.eval()
+
+
+def check_calls(function) -> list[str]:
+    """The argument checks (functions of ``attention_helpers._checks``, nested ones too) that ``function()`` runs,
+    in order, seen by a profiler rather than by patching the names the modules imported."""
+    import attention_helpers._checks as checks
+
+    calls = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename == checks.__file__ and not code.co_name.startswith("<"):
+            calls.append(code.co_name)  # a function, not a comprehension inside one
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls

@@ -657,7 +657,7 @@ def test_generate_and_greedy_decode_read_the_ids_values_once_not_at_every_step(m
         )
     ).eval()
     reads.clear()
-    ah.greedy_decode(seq2seq, torch.randint(0, 9, (2, 5)), bos_id=1, num_tokens=6, use_cache=use_cache)
+    ah.greedy_decode(seq2seq, torch.randint(0, 9, (2, 5)), bos_id=1, max_new_tokens=6, use_cache=use_cache)
     assert reads == [(2, 5)], reads  # the source's ids, once; 6 decoder steps read nothing
     with pytest.raises(ValueError, match="tgt_ids must hold token ids from 0 to 6"):
         seq2seq(torch.randint(0, 9, (1, 5)), torch.tensor([[1, 7]]))

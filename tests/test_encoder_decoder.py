@@ -3,9 +3,11 @@ lesson 12's date task keeps its held-out dates out of training."""
 
 import datetime
 import warnings
+from functools import partial
 
 import pytest
 import torch
+from conftest import check_calls, small_seq2seq_config
 from torch import nn
 
 import attention_helpers as ah
@@ -373,3 +375,22 @@ def test_the_encoder_decoder_configs_take_fields_by_name_and_check_them_once():
         assert all(fragment in str(info.value) for fragment in fragments), info.value
     with pytest.raises(TypeError, match="EncoderDecoderConfig"):
         EncoderDecoder(sizes)
+
+
+def test_a_cached_decoder_step_checks_at_the_door_once_whatever_the_depth_and_greedy_decode_not_per_step():
+    """A direct cached step checks its ids, memory, padding and cache at the model's door: as many check calls with 4
+    layers as with 1 (none per layer). greedy_decode checks its arguments once and its steps none."""
+    counts = {}
+    src, tgt = torch.randint(3, 13, (2, 5)), torch.randint(3, 9, (2, 4))
+    for layers in (1, 4):
+        config = small_seq2seq_config(num_encoder_layers=layers, num_decoder_layers=layers)
+        model = Seq2SeqTransformer(config).eval()
+        with torch.no_grad():
+            memory, padding = model.encode(src)
+            cache = model.new_cache(2)
+            model.decode(tgt[:, :3], memory, padding, cache=cache)
+            counts[layers] = check_calls(partial(model.decode, tgt[:, 3:], memory, padding, cache=cache))
+        assert {"check_token_ids", "check_cache", "check_decoder_inputs"} <= set(counts[layers])
+        short, longer = (check_calls(partial(greedy_decode, model, src, 1, n)) for n in (2, 6))
+        assert short and longer == short, "greedy_decode checks its arguments, then each step of its loop runs none"
+    assert counts[4] == counts[1], "a check ran per layer"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import perturb_, small_gpt, small_gpt_config
+from conftest import check_calls, perturb_, small_gpt, small_gpt_config
 from test_decoding import tensors_kept
 
 import attention_helpers as ah
@@ -394,26 +394,6 @@ def test_rope_gpt_attention_equals_transformers_llama_attention():
 
 
 # --- checks at the door ---------------------------------------------------------------------------------------
-
-
-def check_calls(function) -> list[str]:
-    """The argument checks (functions of ``attention_helpers._checks``, nested ones too) that ``function()`` runs,
-    in order, seen by a profiler rather than by patching the names the modules imported."""
-    import attention_helpers._checks as checks
-
-    calls = []
-
-    def profile(frame, event, arg):
-        code = frame.f_code
-        if event == "call" and code.co_filename == checks.__file__ and not code.co_name.startswith("<"):
-            calls.append(code.co_name)  # a function, not a comprehension inside one
-
-    sys.setprofile(profile)
-    try:
-        function()
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 @pytest.mark.parametrize("positions", ["learned", "rope"])
