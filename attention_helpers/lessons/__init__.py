@@ -116,6 +116,19 @@ def _is_readers(code) -> bool:
     return not code.co_filename.startswith((*_LIBRARY, _PACKAGE, "<frozen "))
 
 
+def _readers_threads() -> list[str]:
+    """Other threads running the reader's code, started before the check: work handed to one through a plain list
+    runs where the trace cannot see it."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    found = []
+    for ident, frame in sys._current_frames().items():
+        while ident != _thread.get_ident() and frame is not None and not _is_readers(frame.f_code):
+            frame = frame.f_back
+        if ident != _thread.get_ident() and frame is not None:
+            found.append(f"has a thread of its own running beside the check ({names.get(ident, ident)})")
+    return found
+
+
 def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
     if event.startswith(_PROCESS_EVENTS):
         _watched(int, "a process")()
@@ -566,8 +579,10 @@ class Exercise:
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
+            trace.elsewhere += _readers_threads()
             with torch.no_grad(), trace, _time_limit(self.time_limit):
                 result = self.run(candidate, *given) if self.run is not None else candidate(*given)
+            trace.elsewhere += _readers_threads()
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except _TooLong:
