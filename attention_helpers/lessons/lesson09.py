@@ -137,16 +137,25 @@ def _shares_a_word(sentence: str) -> list[str]:
     return sorted(question_words & set(sentence.lower().strip(".?!").split()) - {"the", "a", "is", "on"})
 
 
+# The lesson's sentences: the check judges the index in its own copy, never in a list it is given.
+SENTENCES = (
+    "A cat sits on the mat.",
+    "A kitten is lying on a rug.",
+    "The stock market fell sharply today.",
+    "Investors lost money as shares dropped.",
+    "How do I bake bread at home?",
+    "A simple recipe for homemade bread.",
+)
+
+
 def _nearest(sentences) -> list[tuple]:
-    """The one case: (sentences, the index nearest to QUESTION, its cosine similarity)."""
-    if not isinstance(sentences, (list, tuple)) or len(sentences) < 2 or not all(isinstance(s, str) for s in sentences):
-        raise TypeError("sentences must be the lesson's list of sentences")
-    if QUESTION in sentences:
-        raise TypeError("sentences holds the question itself, which is always nearest to itself")
-    vectors = _model().encode(list(sentences) + [QUESTION])  # length 1 each: dot product = cosine similarity
+    """The one case: (the lesson's sentences, the index nearest to QUESTION, its cosine similarity)."""
+    if not isinstance(sentences, (list, tuple)) or tuple(sentences) != SENTENCES:
+        raise TypeError("sentences must be the lesson's list of sentences, as its cell defines them")
+    vectors = _model().encode([*SENTENCES, QUESTION])  # length 1 each: dot product = cosine similarity
     similarities = vectors[:-1] @ vectors[-1]
     nearest = int(similarities.argmax())
-    return [(tuple(sentences), nearest, float(similarities[nearest]))]
+    return [(SENTENCES, nearest, float(similarities[nearest]))]
 
 
 # ``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`.
