@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import marshal
 import math
 import textwrap
 import types
@@ -26,46 +27,41 @@ _PLAIN = (int, float, str, bool, bytes, type(None))
 
 
 def _portable(fn) -> dict:
-    """What a new process needs to define ``fn`` again: its source, the sources of the functions of its module it
-    calls (recursively), the modules it names and its plain global values. :class:`WrongFormError` for a lambda or
-    a function without source."""
-    found = {"name": getattr(fn, "__name__", ""), "sources": [], "modules": {}, "values": {}}
-    seen: set = set()
+    """What a new process needs to define ``fn`` again: its source (a lambda's compiled code, which a rank of the same
+    Python loads), the same of the functions of its module it calls, the modules it names and its plain values."""
+    found = {"name": getattr(fn, "__name__", ""), "functions": {}, "modules": {}, "values": {}}
 
-    def visit(function, main: bool):
-        if function in seen:
+    def visit(name: str, function):
+        if name in found["functions"]:
             return
-        seen.add(function)
+        if function.__closure__:
+            raise WrongFormError(f"{name} uses variables of the function it is defined in", "define it at top level")
         if function.__name__ == "<lambda>":
-            raise WrongFormError(
-                "the answer is a lambda, whose source the check cannot send to the ranks", "define it with def"
-            )
-        try:
-            source = textwrap.dedent(inspect.getsource(function))
-        except (OSError, TypeError):
-            raise WrongFormError(
-                f"the check cannot read the source of {function.__name__}", "define it with def in a notebook cell"
-            ) from None
+            found["functions"][name] = (marshal.dumps(function.__code__), function.__defaults__)
+        else:
+            try:
+                found["functions"][name] = (textwrap.dedent(inspect.getsource(function)), function.__name__)
+            except (OSError, TypeError):
+                raise WrongFormError(
+                    f"the check cannot read the source of {name}", "define it with def in a notebook cell"
+                ) from None
         codes, names = [function.__code__], set()
         while codes:  # the names used by the function and by the functions nested in it
             code = codes.pop()
             names.update(code.co_names)
             codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
-        for name in sorted(names):
-            value = function.__globals__.get(name)
+        for used in sorted(names & set(function.__globals__)):
+            value = function.__globals__[used]
             if isinstance(value, types.ModuleType):
-                found["modules"][name] = value.__name__
+                found["modules"][used] = value.__name__
             elif isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
-                visit(value, False)
-            elif isinstance(value, _PLAIN) and name in function.__globals__:
-                found["values"][name] = value
-        found["sources"].append(source) if not main else None
-        if main:
-            found["source"] = source
+                visit(used, value)
+            elif isinstance(value, _PLAIN):
+                found["values"][used] = value
 
     if not isinstance(fn, types.FunctionType):
         raise WrongFormError(f"expected a function, got {type(fn).__name__}", "define it with def")
-    visit(fn, True)
+    visit(found["name"], fn)
     return found
 
 
@@ -74,8 +70,12 @@ def _define(portable: dict):
     namespace = {"torch": torch, "dist": dist, "F": F, "math": math, "__name__": "__answer__"}
     namespace.update({alias: importlib.import_module(module) for alias, module in portable["modules"].items()})
     namespace.update(portable["values"])
-    for source in [*portable["sources"], portable["source"]]:
-        exec(compile(source, "<your code>", "exec"), namespace)  # the reader's own code, on their own machine
+    for name, (code, extra) in portable["functions"].items():
+        if isinstance(code, bytes):  # a lambda
+            namespace[name] = types.FunctionType(marshal.loads(code), namespace, name, extra)
+        else:  # the reader's own code, on their own machine
+            exec(compile(code, "<your code>", "exec"), namespace)
+            namespace[name] = namespace[extra]
     return namespace[portable["name"]]
 
 
