@@ -1,14 +1,9 @@
 """The lessons' exercise checks (``lessonNN``) and parameter checks (``parameters``).
 
-A check prints one line and returns whether the answer is right: ``<name>: Not answered yet (the answer is still
-None).``, ``<name>: not yet, <what is wrong>. Hint: <hint>`` or ``<name>: correct<detail>.`` Every exercise is an
-:class:`Exercise`, judged by :meth:`Exercise.check` the same way: the references first, on copies the answer never
-sees; the answer on copies of its own, under a :class:`Trace` of the kernels that actually run (under any alias), of
-the package's and libraries' functions it calls and of the threads or processes it starts; answers that run a
-``forbidden`` kernel, loop in Python where ``loop_free`` asks not to, change their inputs or torch itself, are
-refused; then answer and reference are compared as plain tensors, types before values, with functions bound at
-import. A check never raises. Hints name the mistake and the lesson section to reread; worked answers live in
-``solutions/`` only.
+A check prints one line, ``Not answered yet``, ``not yet, <what is wrong>. Hint: <hint>`` or ``correct``, and returns
+whether the answer is right; it never raises. Every exercise is an :class:`Exercise`: references first, on copies the
+answer never sees; the answer on its own copies under a :class:`Trace` of what actually runs; then a comparison of
+plain tensors, types before values. Hints say the idea in words; worked answers live in ``solutions/`` only.
 """
 
 from __future__ import annotations
@@ -153,10 +148,9 @@ sys.addaudithook(_audit)
 
 
 class Trace(TorchDispatchMode):
-    """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
-    (``operations``), the lines of the reader's own code run (``lines``), the package's functions (``package``) and
-    the libraries' (``library``) called, the threads or processes started (``elsewhere``). Nothing is recorded inside
-    the ``allowed`` package classes or functions, nor inside :func:`trusted`."""
+    """Records the kernels and torch functions run (``kernels``, ``operations``), the reader's lines run (``lines``),
+    the package's and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or
+    :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
@@ -281,15 +275,7 @@ class _FunctionTrace(TorchFunctionMode):
 _NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
 _NAMESPACES += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
-_CHANGING = {
-    "__slotnames__",
-    "__warningregistry__",
-    "_",
-    "last_type",
-    "last_value",
-    "last_traceback",
-    "last_exc",
-}  # changed by Python itself
+_CHANGING = {"__slotnames__", "__warningregistry__", "_", "last_type", "last_value", "last_traceback", "last_exc"}
 
 
 def _namespaces() -> list:
@@ -305,7 +291,7 @@ def _restore(snapshot: list[tuple]) -> list[str]:
         now = vars(namespace)
         for key in set(now) | set(before):
             value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or key in _CHANGING:  # copyreg caches __slotnames__ on a first pickle
+            if now.get(key, _MISSING) is value or key in _CHANGING:  # changed by Python itself (copyreg, the REPL)
                 continue
             if value is _MISSING and isinstance(now[key], ModuleType):
                 continue  # a submodule torch imported lazily
@@ -361,6 +347,26 @@ IN_PLACE_HINT = (
 )
 
 
+# Mistakes several exercises name: (what is wrong, the hint)
+UNSCALED = "the scores are not scaled"
+OVER_QUERIES = ("the softmax runs over the queries", "each query's weights, a row, must sum to 1: softmax over dim=-1")
+HEADS_MIXED = (
+    "the heads are merged without moving the head axis back first, which mixes positions and heads",
+    "move the head axis back next to head_dim before merging the heads",
+)
+NO_OUT_PROJ = (
+    "the heads' outputs are not mixed by out_proj",
+    "finish with the output projection, which mixes the heads",
+)
+
+
+def attend(queries, keys, values, *, scale=None, hide=None, fill=float("-inf"), dim=-1) -> torch.Tensor:
+    """Scaled dot-product attention (the scale by default sqrt(d_k)); each keyword is what a named mistake changes:
+    the scale, the keys ``hide`` hides and the ``fill`` of their scores, the softmax's ``dim``."""
+    scores = queries @ keys.transpose(-2, -1) / (keys.shape[-1] ** 0.5 if scale is None else scale)
+    return torch.softmax(scores if hide is None else scores.masked_fill(hide, fill), dim=dim) @ values
+
+
 def is_number(value) -> bool:
     """A real number, not a bool: Python's and NumPy's ints and floats."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -375,37 +381,38 @@ def _kind(dtype: torch.dtype) -> str:
     return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "int"
 
 
+def _compare_tensors(answer, expected: torch.Tensor, atol: float) -> str | None:
+    if not isinstance(answer, _Tensor):
+        many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
+        return f"expected a tensor, got {type(answer).__name__}{many}"
+    if answer.shape != expected.shape:
+        return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
+    if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
+        if not answer.is_complex() and _equal(answer.double(), expected.double()):
+            converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
+            values = f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype}"
+            return f"{values} (convert with .{converter}())"
+        return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
+    if not expected.dtype.is_floating_point:
+        wrong = int((answer != expected).sum())
+        return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
+    a, e = answer.double(), expected.double()
+    if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
+        return None
+    if (a.isnan() & ~e.isnan()).any():
+        return "your output holds nan"
+    difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
+    where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
+    index = f" at index {shape_str(where)}" if where else ""
+    return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
+
+
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
-    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
-    numbers within ``atol``), or None when they agree: the type, the shape, the dtype, the entries (with the largest
-    difference), or which item."""
+    """Why ``answer`` differs from ``expected`` (a tensor, number, string, bool or a tuple or list of them, within
+    ``atol``): the type, shape, dtype, values (the largest difference) or which item; None when they agree."""
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
-        if not isinstance(answer, _Tensor):
-            many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
-            return f"expected a tensor, got {type(answer).__name__}{many}"
-        if answer.shape != expected.shape:
-            return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
-        if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
-            if not answer.is_complex() and _equal(answer.double(), expected.double()):
-                converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
-                return (
-                    f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
-                    f"(convert with .{converter}())"
-                )
-            return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
-        if not expected.dtype.is_floating_point:
-            wrong = int((answer != expected).sum())
-            return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
-        a, e = answer.double(), expected.double()
-        if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
-            return None
-        if (a.isnan() & ~e.isnan()).any():
-            return "your output holds nan"
-        difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
-        where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
-        index = f" at index {shape_str(where)}" if where else ""
-        return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
+        return _compare_tensors(answer, expected, atol)
     if isinstance(expected, (bool, str)):
         if type(answer) is not type(expected):
             return f"expected a {type(expected).__name__}, got {type(answer).__name__}"
@@ -430,9 +437,8 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
-    apply), or ``matches``, a test of the answer, or a wrong ``item`` of a tuple answer; ``problem`` says what is
-    wrong (or makes that from the answer) and ``hint`` how to put it right, in words."""
+    """A plausible wrong answer: what it computes (``wrong``, None where it does not apply), a test of the answer
+    (``matches``) or a wrong ``item`` of a tuple; ``problem`` (or a function of the answer) and ``hint``, in words."""
 
     problem: str | Callable[[Any], str]
     hint: str
@@ -459,27 +465,20 @@ def _copy(values: tuple) -> tuple:
     return tuple(copy.deepcopy(values))  # no two runs share a tensor or a module
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException, where: str = "") -> str:
     message = " ".join(str(error).split())
-    return f"{type(error).__name__}" + (f": {message}" if message else "")
+    return " ".join(filter(None, (type(error).__name__, where))) + (f": {message}" if message else "")
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function, called on each hidden case and compared with what ``reference`` gives;
-    or, with ``value``, a value compared with what ``reference`` gives.
+    """An answer (a function called on each hidden case, or with ``value`` a value) against ``reference(*case)``.
 
-    - ``cases(*given, **options)`` draws the hidden cases (tuples), from what the check cell passes after the answer;
-      ``describe(number, total, *case)`` names one; ``arguments(*case)`` is what the answer gets (by default the
-      case); ``run(answer, *arguments)`` runs it when it is not simply called.
-    - ``convert(answer)`` turns an answer of another accepted form into the reference's (or raises
-      :class:`WrongFormError`); ``differ(answer, expected)`` says why they differ (by default :func:`compare`).
-    - ``hint``: the idea and the lesson section to reread; ``mistakes(*case)``: the named :class:`Mistake` s, tried in
-      order when the answer is wrong.
-    - ``forbidden`` kernels (the ``*_KERNELS`` groups) and the package's code, except ``allowed``, are refused with
-      ``rule``; ``loop_free()`` gives a small and a large case, and the answer's steps may not grow between them.
-    - ``time_limit``: seconds an answer may run on one case before it is stopped and told so.
-    - ``done``: the correct verdict's detail (``{n}``: the number of cases), or a function of the first case.
+    ``cases(*given)`` draws the cases from what the check cell passes; ``arguments(*case)`` is what the answer gets,
+    ``run(answer, *arguments)`` runs it; ``convert`` and ``differ`` read and compare it (raising
+    :class:`WrongFormError`); ``mistakes(*case)`` are tried in order when it is wrong. ``forbidden`` kernels and the
+    package's code (except ``allowed``) are refused with ``rule``; ``loop_free()`` gives a small and a large case
+    between which the answer's steps may not grow; ``done`` is the correct verdict's detail (``{n}``: the cases).
     """
 
     name: str
@@ -590,9 +589,7 @@ class Exercise:
             problem += ": look for a loop that never ends"
             hint = self.hint
         except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
-            message = " ".join(str(error).split())
-            problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
-            hint = self.hint
+            problem, hint = f"your code raised {_one_line(error, where)}", self.hint
         changed = _restore(snapshot)
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
         library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
