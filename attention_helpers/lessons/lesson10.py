@@ -3,13 +3,11 @@ compared with the layer on the whole sequence, and a top-k filter."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator, plain
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, attend, compare, hidden_generator, plain
 
 _SEED = 10_01
 
@@ -26,34 +24,18 @@ def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     return cases
 
 
-def _attend(
-    layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor, swap: bool = False
-) -> torch.Tensor:
-    """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
-    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes (with ``swap``, keys and values
-    swapped)."""
-    batch = x_new.shape[0]
-    queries = layer.split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
-    keys, values = layer.split_heads(layer.W_key(keys_from)), layer.split_heads(layer.W_value(keys_from))
-    if swap:
-        keys, values = values, keys
-    weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
-    return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
-
-
-SWAPPED_HINT = (
-    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them in "
-    "that order in the cache too"
-)
-
-
 def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
     """What four plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``: (what is wrong,
     its own hint or None for the general one, the outputs)."""
-    steps = range(x.shape[1])
 
-    def run(keys_from, swap=False):
-        return torch.cat([_attend(layer, x[:, t : t + 1], keys_from(t), swap) for t in steps], 1)
+    def run(keys_from, swap=False):  # each new query attending over the keys and values of keys_from(t), unmasked
+        outputs = []
+        for t in range(x.shape[1]):
+            queries = layer.split_heads(layer.W_query(x[:, t : t + 1]))  # (batch, num_heads, 1, head_dim)
+            keys, values = (layer.split_heads(projection(keys_from(t))) for projection in (layer.W_key, layer.W_value))
+            scored, mixed = (values, keys) if swap else (keys, values)
+            outputs.append(layer.out_proj(layer.merge_heads(attend(queries, scored, mixed))))
+        return torch.cat(outputs, 1)
 
     return [
         (
@@ -77,7 +59,8 @@ def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str,
         (
             "the keys and values are swapped: the scores compare the query with the values, and the weights mix "
             "the keys",
-            SWAPPED_HINT,
+            "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
+            "in that order in the cache too",
             run(lambda t: x[:, : t + 1], swap=True),
         ),
     ]
@@ -94,10 +77,15 @@ KV_RULE = (
 )
 
 
+CACHE_HINT = (
+    "a KV cache keeps the keys and values themselves, not the inputs: each step projects only the new token and "
+    "appends its key and value to the cached ones"
+)
+
+
 def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """Feed ``x`` ``(batch, num_tokens, d_in)`` to ``kv_step`` one token at a time, starting from no cache; return the
-    outputs ``(batch, num_tokens, d_out)``. :class:`WrongFormError` for a step that changes its ``x_new``, projects
-    more than the new token (keys or values recomputed from cached inputs) or returns no ``(out, cache)`` pair."""
+    """``x`` fed to ``kv_step`` one token at a time from no cache: the outputs ``(batch, num_tokens, d_out)``; a step
+    that changes its ``x_new``, projects more than the new token or returns no ``(out, cache)`` is of the wrong form."""
     projected: list[int] = []  # how many tokens each call of W_key and W_value projects
     hooks = [
         projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
@@ -111,25 +99,15 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
             if not torch.equal(x_new, x[:, t : t + 1]):
                 raise WrongFormError(f"your function changed its input x_new in place at step {t}", IN_PLACE_HINT)
             if any(count > 1 for count in projected):
-                raise WrongFormError(
-                    f"at step {t} W_key or W_value projected {max(projected)} tokens: a KV cache keeps the keys and "
-                    "values themselves, so each step projects only the new token",
-                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
-                )
+                raise WrongFormError(f"at step {t} W_key or W_value projected {max(projected)} tokens", CACHE_HINT)
             projected.clear()
             if not isinstance(result, (tuple, list)) or len(result) != 2:
                 raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
             out, cache = result
             if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
-                raise WrongFormError(
-                    f"your cache holds the inputs at step {t}, not their keys and values: every step then projects "
-                    "all the tokens again",
-                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
-                )
+                raise WrongFormError(f"your cache holds the inputs at step {t}, not their keys and values", CACHE_HINT)
             if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
-                raise WrongFormError(
-                    f"at step {t}, out: {compare(out, torch.zeros(x.shape[0], 1, layer.d_out))}", KV_HINT
-                )
+                raise WrongFormError(f"at step {t}, out: {compare(out, torch.zeros(len(x), 1, layer.d_out))}", KV_HINT)
             outputs.append(out)
     finally:
         for hook in hooks:
@@ -138,7 +116,6 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
 
 
 def _leaves(cache) -> list:
-    """The tensors in a cache of tuples, lists and dicts."""
     if isinstance(cache, torch.Tensor):
         return [cache]
     items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
@@ -146,7 +123,6 @@ def _leaves(cache) -> list:
 
 
 def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
-    """Whether ``leaf`` is the inputs so far, or the first of them, ``(batch, tokens, d_in)``."""
     leaf = plain(leaf)
     return any(leaf.shape == seen.shape and torch.equal(leaf, seen) for seen in (inputs, inputs[:, :1]))
 
