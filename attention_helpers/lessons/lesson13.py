@@ -1,7 +1,6 @@
 """Lesson 13's checks: the reader's function runs on real ranks. A function defined in a notebook cell cannot be
-imported by a new process, so the check sends its source with what it uses from its module (modules under any alias,
-the functions defined next to it, plain values); each rank defines them again, with ``torch``, ``dist``, ``F`` and
-``math`` in scope."""
+imported by a new process: the check sends its source with what it uses from its module, and each rank defines them
+again, with ``torch``, ``dist``, ``F`` and ``math`` in scope."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, trusted
+from . import Exercise, Mistake, WrongFormError, _one_line, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -95,8 +94,7 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
     if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
         raise WrongFormError(
-            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock",
-            hint,
+            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock", hint
         )
     for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
         raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
@@ -129,26 +127,23 @@ def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
     return model, ids[:, :-1], ids[:, 1:]
 
 
-def _gradients(share: int = 0, world_size: int = 1) -> list[torch.Tensor]:
-    """The hidden model's gradients on share ``share`` of ``world_size`` of the hidden batch (the whole by default)."""
+def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Tensor]]:
+    """The hidden model and its gradients on share ``share`` of ``world_size`` of the hidden batch (by default all)."""
     model, inputs, targets = _hidden_model_and_batch()
     with torch.enable_grad():
-        loss = language_model_loss(
-            model(inputs.tensor_split(world_size)[share]), targets.tensor_split(world_size)[share]
-        )
-        loss.backward()
-    return [parameter.grad for parameter in model.parameters()]
+        split = (inputs.tensor_split(world_size)[share], targets.tensor_split(world_size)[share])
+        language_model_loss(model(split[0]), split[1]).backward()
+    return model, [parameter.grad for parameter in model.parameters()]
 
 
 def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
     """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or the
     error as one line."""
-    model, inputs, targets = _hidden_model_and_batch()
-    language_model_loss(model(inputs.tensor_split(world_size)[rank]), targets.tensor_split(world_size)[rank]).backward()
+    model, _ = _gradients(rank, world_size)
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
-        return " ".join(f"{type(error).__name__}: {error}".split())
+        return _one_line(error)
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
@@ -165,9 +160,7 @@ def _gradients_differ(reports, whole) -> str | None:
 
 def _all_ranks_hold(expected_on_rank):
     """A test of the reports: every rank's gradients equal ``expected_on_rank(rank)``."""
-    return lambda reports: all(
-        _gradients_differ([grads], expected_on_rank(rank)) is None for rank, grads in enumerate(reports)
-    )
+    return lambda reports: all(_gradients_differ([g], expected_on_rank(rank)) is None for rank, g in enumerate(reports))
 
 
 GRADIENTS_HINT = (
@@ -179,7 +172,7 @@ GRADIENTS_HINT = (
 # ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda world_size: _gradients(),
+    reference=lambda world_size: _gradients()[1],
     cases=lambda: [(2,), (3,)],
     run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
@@ -189,17 +182,17 @@ exercise_1 = Exercise(
         Mistake(
             "every rank's gradients are still those of its own share of the batch",
             GRADIENTS_HINT,
-            matches=_all_ranks_hold(lambda rank: _gradients(rank, world_size)),
+            matches=_all_ranks_hold(lambda rank: _gradients(rank, world_size)[1]),
         ),
         Mistake(
             "the gradients are the sum over the ranks, not the mean",
             "divide the sum by the number of ranks",
-            matches=_all_ranks_hold(lambda rank: [world_size * g for g in _gradients()]),
+            matches=_all_ranks_hold(lambda rank: [world_size * g for g in _gradients()[1]]),
         ),
         Mistake(
             "the gradients are the sum divided by 2, not by the number of ranks",
             "divide by the number of ranks, which the process group knows: here it is not 2",
-            matches=_all_ranks_hold(lambda rank: [world_size / 2 * g for g in _gradients()]),
+            matches=_all_ranks_hold(lambda rank: [world_size / 2 * g for g in _gradients()[1]]),
         ),
     ],
     done=": on 2 and 3 ranks, every gradient equals the whole batch's",
@@ -228,7 +221,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
                 return "ring_pass must return the pair (k_block, v_block) it received"
             senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
     except Exception as error:  # the reader's code
-        return " ".join(f"{type(error).__name__}: {error}".split())
+        return _one_line(error)
     return senders
 
 
