@@ -10,7 +10,17 @@ import torch
 
 from .._checks import shape_str
 from ..functional import attention_with_weights, random_dot_products
-from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import (
+    ATTENTION_KERNELS,
+    OVER_QUERIES,
+    UNSCALED,
+    Exercise,
+    Mistake,
+    WrongFormError,
+    attend,
+    compare,
+    hidden_generator,
+)
 
 SEED = 303
 
@@ -27,11 +37,11 @@ def _attention_cases(generator: torch.Generator):
 
 def _mistakes(x, W_query, W_key, W_value):
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
-    scores = queries @ keys.transpose(-2, -1)
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
+    width = "d_k is the width of the keys (keys.shape[-1])"
 
-    def mix(scaled_scores, dim=-1, by=values):
-        return torch.softmax(scaled_scores, dim=dim) @ by
+    def mix(**mistake):
+        return attend(queries, keys, values, **mistake)
 
     return [
         Mistake(
@@ -39,27 +49,15 @@ def _mistakes(x, W_query, W_key, W_value):
             "the weights mix the values, the inputs projected by W_value, not the inputs themselves",
             matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == x.shape,
         ),
-        Mistake("the scores are not scaled", "divide the scores by the square root of the keys' width", mix(scores)),
-        Mistake("you divided the scores by d_k", "divide by the square root of d_k, not by d_k", mix(scores / d_k)),
-        Mistake(
-            "you divided by sqrt(d_in)",
-            "d_k is the width of the keys (keys.shape[-1]), not of the input",
-            mix(scores / math.sqrt(d_in)),
-        ),
-        Mistake(
-            "you divided by the square root of the values' width",
-            "d_k is the width of the keys (keys.shape[-1])",
-            mix(scores / math.sqrt(d_v)),
-        ),
-        Mistake(
-            "the softmax runs over the queries",
-            "each query's weights, a row, must sum to 1: softmax over dim=-1",
-            mix(scores / math.sqrt(d_k), dim=-2),
-        ),
+        Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
+        Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
+        Mistake("you divided by sqrt(d_in)", width, mix(scale=math.sqrt(d_in))),
+        Mistake("you divided by the square root of the values' width", width, mix(scale=math.sqrt(d_v))),
+        Mistake(*OVER_QUERIES, mix(dim=-2)),
         Mistake(
             "your scores are transposed: row i must hold query i against every key",
             "each row of the scores is one query against every key: queries first, keys transposed second",
-            mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
+            attend(keys, queries, values),
         ),
     ]
 
@@ -117,10 +115,7 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
         Mistake(
-            "you multiplied sqrt(d_k) by std once",
-            "each product q_i k_i holds two factors of spread std",
-            d_k**0.5 * std,
-            item=0,
+            "you multiplied sqrt(d_k) by std once", "q_i k_i holds two factors of spread std", d_k**0.5 * std, item=0
         ),
         Mistake(
             "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0

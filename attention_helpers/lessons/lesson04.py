@@ -90,6 +90,10 @@ def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, tor
 
 def _wrong_attentions(queries, keys, values, window):
     mask = window_mask_loops(queries.shape[-2], window)
+
+    def mix(**mistake):
+        return attend(queries, keys, values, **mistake)
+
     weights_after = attend(queries, keys, torch.eye(keys.shape[-2])).masked_fill(mask, 0.0)
     return [
         Mistake(
@@ -100,29 +104,25 @@ def _wrong_attentions(queries, keys, values, window):
         Mistake(
             "you hid the keys the window allows and kept the others",
             "masked_fill writes where the mask is True",
-            attend(queries, keys, values, hide=~mask),
+            mix(hide=~mask),
         ),
         Mistake(
             "your output is plain causal attention",
             "hide what your sliding-window mask hides, not only the future",
-            attend(queries, keys, values, hide=causal_mask(queries.shape[-2])),
+            mix(hide=causal_mask(queries.shape[-2])),
         ),
-        Mistake(
-            UNSCALED,
-            "divide the scores by the square root of the keys' width",
-            attend(queries, keys, values, scale=1.0, hide=mask),
-        ),
+        Mistake(UNSCALED, "divide them by the square root of the keys' width", mix(scale=1.0, hide=mask)),
         Mistake(
             "the hidden keys still get weight: you filled their scores with 0",
             "a score of 0 is still a score; fill with minus infinity, whose exponential is exactly 0",
-            attend(queries, keys, values, hide=mask, fill=0.0),
+            mix(hide=mask, fill=0.0),
         ),
         Mistake(
             "you zeroed the hidden weights after the softmax without renormalising, so rows do not sum to 1",
             "mask the scores with -inf before the softmax (method B)",
             weights_after @ values,
         ),
-        Mistake(*OVER_QUERIES, attend(queries, keys, values, hide=mask, dim=-2)),
+        Mistake(*OVER_QUERIES, mix(hide=mask, dim=-2)),
     ]
 
 
@@ -201,11 +201,7 @@ exercise_3 = Exercise(
             "a row after j sees the same tokens, only in another order, and attention ignores their order",
             list(range(i, n)),
         ),
-        Mistake(
-            f"rows between {i} and {j} change too",
-            f"those rows now see token {j}'s old embedding in place of token {i}'s",
-            [i, j],
-        ),
+        Mistake(f"rows between {i} and {j} change too", f"they now see token {j}'s embedding, not {i}'s", [i, j]),
         Mistake(f"row {j} changes too", "row j has a new query: token i's old embedding", list(range(i, j))),
     ],
     done=" for all {n} hidden swaps",

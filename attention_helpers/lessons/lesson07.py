@@ -25,11 +25,7 @@ _PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9)
 
 # (wrong mask from the right one, the lengths and num_tokens; what it means; hint)
 _PADDING_MISTAKES = (
-    (
-        lambda mask, lengths, n: ~mask,
-        "your mask is True at the real tokens",
-        "it is True at padding, the positions to hide",
-    ),
+    (lambda mask, lengths, n: ~mask, "your mask is True at the real tokens", "it is True at padding, to hide it"),
     (
         lambda mask, lengths, n: torch.arange(n) > lengths[:, None],
         "the first padding position of each sequence is not marked",
@@ -166,11 +162,7 @@ _BLOCK_MISTAKES = (
         "your block is post-LN: it normalises after adding the residual",
         "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
     ),
-    (
-        {"residuals": (False, True)},
-        "the attention sublayer has no residual connection",
-        "add the attention's input back",
-    ),
+    ({"residuals": (False, True)}, "the attention sublayer has no residual", "add the attention's input back"),
     (
         {"residuals": (True, False)},
         "the feed-forward sublayer has no residual connection",
@@ -182,16 +174,8 @@ _BLOCK_MISTAKES = (
         "the residual adds the normalised x, not x itself",
         "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
     ),
-    (
-        {"norms": (2, 1)},
-        "norm1 and norm2 are swapped",
-        "norm1 goes before the attention, norm2 before the feed-forward",
-    ),
-    (
-        {"norms": (1, 1)},
-        "norm1 is used before both sublayers",
-        "each sublayer has its own LayerNorm: norm1, then norm2",
-    ),
+    ({"norms": (2, 1)}, "norm1 and norm2 are swapped", "norm1 goes before the attention, norm2 before the FFN"),
+    ({"norms": (1, 1)}, "norm1 is used before both sublayers", "each sublayer has its own: norm1, then norm2"),
     (
         {"norms": (0, 0)},
         "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",

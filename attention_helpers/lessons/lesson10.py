@@ -144,11 +144,7 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
             )
             for problem, hint, wrong in _wrong_caches(layer, x)
         ),
-        Mistake(
-            lambda answer: compare(answer, expected),
-            KV_HINT,
-            matches=lambda answer: True,
-        ),
+        Mistake(lambda answer: compare(answer, expected), KV_HINT, matches=lambda answer: True),
     ]
 
 
@@ -208,7 +204,7 @@ def _top_k_mistakes(logits, k):
         Mistake(
             "you kept the k smallest logits, not the largest",
             TOP_K_HINT,
-            logits.masked_fill(logits > smallest, float("-inf")),
+            logits.masked_fill(logits > smallest, -torch.inf),
         ),
         Mistake(
             "the dropped logits are 0, not -inf: softmax still gives them a probability",

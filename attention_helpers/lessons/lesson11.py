@@ -150,11 +150,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             matches=streams(_swapped),
         ),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
-        Mistake(
-            "the old sum was rescaled by exp(new max - old max), the wrong way round",
-            UPDATE_HINT,
-            matches=streams(_inverted_rescale),
-        ),
+        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
     ]
 
 

@@ -96,11 +96,7 @@ def _cross_variants(mha, x, keys, values, mask):
             "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
             _cross_attend(mha, x, keys, values, mask, math.sqrt(d_model)),
         ),
-        Mistake(
-            UNSCALED,
-            "divide the scores by sqrt(head_dim) before the softmax",
-            _cross_attend(mha, x, keys, values, mask, 1.0),
-        ),
+        Mistake(UNSCALED, "divide them by sqrt(head_dim)", _cross_attend(mha, x, keys, values, mask, 1.0)),
         Mistake(*HEADS_MIXED, _cross_attend(mha, x, keys, values, mask, merge_without_transpose=True)),
         Mistake(*NO_OUT_PROJ, _cross_attend(mha, x, keys, values, mask, out_proj=False)),
     ]
@@ -198,14 +194,10 @@ def _layer_variants(layer, x, memory, mask):
             for norm in (layer.norm2, layer.norm1, layer.norm3)
         ),
         Mistake(
-            "the self-attention and the cross-attention are swapped",
-            "self-attention (norm1) comes first",
-            layer_with(order=(2, 1)),
+            "self-attention and cross-attention are swapped", "self-attention comes first", layer_with(order=(2, 1))
         ),
         Mistake(
-            "the output is normalised once more at the end",
-            "a pre-LN layer returns the residual stream",
-            layer.norm3(layer_with()),
+            "the output is normalised once more at the end", "return the residual stream", layer.norm3(layer_with())
         ),
     ]
 
