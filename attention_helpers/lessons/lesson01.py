@@ -42,9 +42,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake("only the rows were divided by their lengths", both, (x / lengths) @ x.T),
         Mistake("you divided by the squared length of the query only", both, x @ x.T / lengths**2),
         Mistake(
-            "you divided by the length of each column (dim=0)",
-            "a token's length is the norm of its row, taken along the last dimension",
-            by_column @ by_column.T,
+            "you divided by the length of each column (dim=0)", "a token's length is its row's", by_column @ by_column.T
         ),
     ]
 
@@ -89,7 +87,7 @@ def _as_indices(answer) -> torch.Tensor:
 
 
 def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
-    cosines = cosine_matrix_reference(x)
+    cosines, dots, inf = cosine_matrix_reference(x), (x @ x.T).fill_diagonal_(-torch.inf), torch.inf
     return [
         Mistake(
             lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
@@ -97,19 +95,11 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
             matches=lambda answer: answer.shape != (len(x),),
         ),
         Mistake(
-            "every token is its own best match",
-            "a token's cosine with itself is 1, the largest possible: hide the diagonal before picking the best",
-            torch.arange(len(x)),
+            "every token is its own best match", "its cosine with itself is 1: hide the diagonal", torch.arange(len(x))
         ),
+        Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
         Mistake(
-            "you ranked by dot product",
-            "the dot product favours long vectors; rank by cosine similarity, which ignores lengths",
-            (x @ x.T).fill_diagonal_(float("-inf")).argmax(dim=-1),
-        ),
-        Mistake(
-            "you picked the least similar token",
-            "the most similar token has the largest cosine, not the smallest",
-            cosines.fill_diagonal_(float("inf")).argmin(dim=-1),
+            "you picked the least similar token", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)
         ),
     ]
 

@@ -40,25 +40,24 @@ def _mistakes(x, W_query, W_key, W_value):
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
     width = "d_k is the width of the keys (keys.shape[-1])"
 
+    values_hint = "the weights mix the values, the inputs projected by W_value"
+
+    def input_shaped(answer) -> bool:
+        return answer.shape == x.shape
+
     def mix(**mistake):
         return attend(queries, keys, values, **mistake)
 
     return [
         Mistake(
-            "your output has the input's width: you mixed the inputs, not the values",
-            "the weights mix the values, the inputs projected by W_value, not the inputs themselves",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == x.shape,
+            "your output has the input's width: you mixed the inputs, not the values", values_hint, matches=input_shaped
         ),
         Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
         Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
         Mistake("you divided by sqrt(d_in)", width, mix(scale=math.sqrt(d_in))),
         Mistake("you divided by the square root of the values' width", width, mix(scale=math.sqrt(d_v))),
         Mistake(*OVER_QUERIES, mix(dim=-2)),
-        Mistake(
-            "your scores are transposed: row i must hold query i against every key",
-            "each row of the scores is one query against every key: queries first, keys transposed second",
-            attend(keys, queries, values),
-        ),
+        Mistake("your scores are transposed", "queries first, keys transposed second", attend(keys, queries, values)),
     ]
 
 
@@ -121,12 +120,7 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
             "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
         ),
         Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
-        Mistake(
-            "T = sqrt(d_k) does not bring the spread back to 1",
-            "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
-            d_k**0.5,
-            item=1,
-        ),
+        Mistake("T = sqrt(d_k) does not bring the spread back to 1", "divide by the spread itself", d_k**0.5, item=1),
         Mistake(
             lambda answer: f"dividing by T = {answer[1]:.4g} does not bring the spread back to 1",
             "dividing q · k by T divides its spread by T",

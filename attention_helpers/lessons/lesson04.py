@@ -91,6 +91,8 @@ def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, tor
 def _wrong_attentions(queries, keys, values, window):
     mask = window_mask_loops(queries.shape[-2], window)
 
+    causal = causal_mask(queries.shape[-2])
+
     def mix(**mistake):
         return attend(queries, keys, values, **mistake)
 
@@ -101,16 +103,8 @@ def _wrong_attentions(queries, keys, values, window):
             "a row of only -inf scores gives nan: check that every token sees at least itself",
             matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
         ),
-        Mistake(
-            "you hid the keys the window allows and kept the others",
-            "masked_fill writes where the mask is True",
-            mix(hide=~mask),
-        ),
-        Mistake(
-            "your output is plain causal attention",
-            "hide what your sliding-window mask hides, not only the future",
-            mix(hide=causal_mask(queries.shape[-2])),
-        ),
+        Mistake("you hid the keys the window allows", "masked_fill writes where the mask is True", mix(hide=~mask)),
+        Mistake("your output is plain causal attention", "hide what your sliding-window mask hides", mix(hide=causal)),
         Mistake(UNSCALED, "divide them by the square root of the keys' width", mix(scale=1.0, hide=mask)),
         Mistake(
             "the hidden keys still get weight: you filled their scores with 0",
@@ -196,11 +190,7 @@ exercise_3 = Exercise(
     hint=SWAP_HINT,
     describe=lambda number, total, n, i, j, rows: f"for {n} tokens when tokens {i} and {j} swap",
     mistakes=lambda n, i, j, rows: [
-        Mistake(
-            f"rows after {j} do not change",
-            "a row after j sees the same tokens, only in another order, and attention ignores their order",
-            list(range(i, n)),
-        ),
+        Mistake(f"rows after {j} do not change", "they see the same tokens, in another order", list(range(i, n))),
         Mistake(f"rows between {i} and {j} change too", f"they now see token {j}'s embedding, not {i}'s", [i, j]),
         Mistake(f"row {j} changes too", "row j has a new query: token i's old embedding", list(range(i, j))),
     ],

@@ -20,7 +20,6 @@ from . import (
     hidden_generator,
     is_number,
     not_answered,
-    not_yet,
     plain,
 )
 
@@ -339,50 +338,49 @@ def _two_losses(losses) -> tuple[float, float]:
     return float(losses[0]), float(losses[1])
 
 
-def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
-    """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
-    loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
-    length), then with every block's attention converted to ``num_kv_heads`` kv heads."""
-    name = "Exercise 2"
-    if to_grouped is None or losses is None:
-        return not_answered(name)
-    if not TO_GROUPED.judge(to_grouped):
-        return False
+def _losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> list[tuple[float, float]]:
+    """The one case: the check's (loss_before, loss_after) for ``model``, whose every block it converts."""
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
-        return not_yet(
-            name,
-            "the model given to the check is already grouped: the conversion changed it in place",
-            "convert a copy of the model and keep the trained model as it was",
-        )
+        raise TypeError("the model given to the check is already grouped: the conversion changed it in place")
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
         block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    before, after = (evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
-    return Exercise(
-        name,
-        reference=lambda: (before, after),
-        cases=lambda: [()],
-        hint="convert the attention of every block of a copy of the model, then measure the held-out loss of both",
-        mistakes=lambda: [
-            Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
-            Mistake(
-                "loss_before is not the trained model's held-out loss",
-                "measure the held-out loss with the model's own context length, on the model before any conversion",
-                item=0,
-            ),
-            Mistake(
-                "loss_after equals loss_before: the model you measured was not converted",
-                "replace the attention of every block of a copy by its grouped version before measuring again",
-                before,
-                item=1,
-            ),
-        ],
-        done=": the grouped layers are right, and both losses match the check's",
-        convert=_two_losses,
-        differ=lambda losses, expected: (
-            None
-            if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
-            else "loss_after is not the held-out loss with every block converted"
+    return [tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))]
+
+
+LOSSES = Exercise(
+    "Exercise 2",
+    reference=lambda before, after: (before, after),
+    cases=_losses,
+    hint="convert the attention of every block of a copy of the model, then measure the held-out loss of both",
+    mistakes=lambda before, after: [
+        Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
+        Mistake(
+            "loss_before is not the trained model's held-out loss",
+            "measure the held-out loss with the model's own context length, on the model before any conversion",
+            item=0,
         ),
-        value=True,
-    ).check(losses)
+        Mistake(
+            "loss_after equals loss_before: the model you measured was not converted",
+            "replace the attention of every block of a copy by its grouped version before measuring again",
+            before,
+            item=1,
+        ),
+    ],
+    done=": the grouped layers are right, and both losses match the check's",
+    convert=_two_losses,
+    differ=lambda losses, expected: (
+        None
+        if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
+        else "loss_after is not the held-out loss with every block converted"
+    ),
+    value=True,
+)
+
+
+def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
+    """``to_grouped(attention, num_kv_heads)`` on hidden layers, then ``losses = (loss_before, loss_after)``:
+    ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss``), before and after converting every block."""
+    if to_grouped is None or losses is None:
+        return not_answered("Exercise 2")
+    return bool(TO_GROUPED.judge(to_grouped)) and LOSSES.check(losses, model, held_out_ids, num_kv_heads)
