@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..functional import causal_mask
-from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hidden_generator, is_number, plain
+from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hidden_generator, plain
 
 SEED = 505
 
@@ -210,19 +210,15 @@ _EMPTY_ROW_MISTAKES = (
     (lambda n, p: n * p, "that counts one dropped weight as an empty row", _ROWS_HINT),
     (
         lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
-        "that is the expected number of rows that keep all their weights",
-        "a weight is dropped with probability p, not 1 - p",
+        "that counts rows that keep all their weights",
+        "p, not 1 - p",
     ),
     (
         lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)),
         "that is the probability that at least one row is empty",
         "the expected number of empty rows is the sum of each row's probability of being empty",
     ),
-    (
-        lambda n, p: sum(p**k for k in range(1, n + 1)) / n,
-        "that is the expected fraction of empty rows",
-        "the question asks for the number of rows: do not divide by num_tokens",
-    ),
+    (lambda n, p: sum(p**k for k in range(1, n + 1)) / n, "that is the expected fraction of empty rows", "not / n"),
 )
 
 
@@ -235,14 +231,7 @@ exercise_2 = Exercise(
     "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
     "attention weights')",
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
-    mistakes=lambda num_tokens, p: [
-        Mistake(
-            lambda answer: f"expected a number, got {type(answer).__name__}",
-            "return a float",
-            matches=lambda answer: not is_number(answer),
-        ),
-        *(Mistake(problem, hint, formula(num_tokens, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES),
-    ],
+    mistakes=lambda n, p: [Mistake(problem, hint, formula(n, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES],
     returned_none="return a float",
     convert=as_number,
     atol=1e-5,  # a float32 sum is right to about 1e-7 of it; every named mistake is off by far more

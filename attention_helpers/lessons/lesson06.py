@@ -39,18 +39,8 @@ _SHAPE_MISTAKES = (
         "the attention weights are not (batch, num_heads, num_tokens, head_dim)",
         "each head has one weight per (query, key) pair: (batch, num_heads, num_tokens, num_tokens)",
     ),
-    (
-        2,
-        (2, 5, 5),
-        "the attention weights have no head axis",
-        "every head computes its own weights: (batch, num_heads, num_tokens, num_tokens)",
-    ),
-    (
-        3,
-        (2, 5, 4),
-        "the output is not one head wide",
-        "the heads are merged back side by side, num_heads * head_dim = d_out, and out_proj keeps d_out",
-    ),
+    (2, (2, 5, 5), "the attention weights have no head axis", "every head computes its own weights"),
+    (3, (2, 5, 4), "the output is not one head wide", "the heads are merged back side by side, d_out wide"),
     (3, (2, 3, 5, 4), "the output still has a head axis", "the heads are merged back into (batch, num_tokens, d_out)"),
 )
 
@@ -128,11 +118,7 @@ _FUSED_MISTAKES = (
         "(batch, num_tokens, d_out), without moving the head axis back",
         "move the head axis back next to head_dim before merging: a straight reshape mixes several tokens of one head",
     ),
-    (
-        {"scale": "none"},
-        "the scores are not scaled: the 1 / sqrt(head_dim) is missing",
-        "divide each head's scores by sqrt(head_dim) before the softmax",
-    ),
+    ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
     ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
     (
         {"split": "view_only"},
@@ -149,11 +135,7 @@ _FUSED_MISTAKES = (
     ({"mask": "diagonal"}, "your causal mask hides each token's own key too", "never hide the query's own key"),
     ({"no_out_projection": True}, "the heads' merged output is not projected by W_out", NO_OUT_PROJ[1]),
     ({"softmax_dim": -2}, *OVER_QUERIES),
-    (
-        {"out_not_transposed": True},
-        "the output projection is x @ W_out instead of x @ W_out.T",
-        "W_out is stored like nn.Linear's weight, (out_features, in_features): it needs transposing",
-    ),
+    ({"out_not_transposed": True}, "the output projection is x @ W_out instead of x @ W_out.T", "it needs transposing"),
 )
 
 # (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes

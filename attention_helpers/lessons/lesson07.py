@@ -31,11 +31,7 @@ _PADDING_MISTAKES = (
         "the first padding position of each sequence is not marked",
         "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
     ),
-    (
-        lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1,
-        "the last real token of each sequence is marked as padding",
-        "position t is padding when t >= length, not t >= length - 1",
-    ),
+    (lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1, "the last real token is marked", "t >= length"),
     (lambda mask, lengths, n: mask.T, "your mask is (num_tokens, batch)", "put the sequences on the rows"),
 )
 
@@ -85,7 +81,7 @@ _LAYER_NORM_MISTAKES = (
     (
         {"correction": 1},
         "the variance divides by d - 1",
-        "x.var divides by d - 1 by default (Bessel's correction), LayerNorm by d: see the correction argument of x.var",
+        "LayerNorm divides by d: see the correction argument of x.var",
     ),
     ({"where_eps": "outside"}, "eps is added after the square root", "add eps to the variance, inside the square root"),
     (
@@ -163,17 +159,9 @@ _BLOCK_MISTAKES = (
         "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
     ),
     ({"residuals": (False, True)}, "the attention sublayer has no residual", "add the attention's input back"),
-    (
-        {"residuals": (True, False)},
-        "the feed-forward sublayer has no residual connection",
-        "add the feed-forward network's input back to its output",
-    ),
+    ({"residuals": (True, False)}, "the feed-forward sublayer has no residual", "add the feed-forward network's input"),
     ({"residuals": (False, False)}, "neither sublayer has a residual connection", "add each sublayer's input back"),
-    (
-        {"residual_normalised": True},
-        "the residual adds the normalised x, not x itself",
-        "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
-    ),
+    ({"residual_normalised": True}, "the residual adds the normalised x, not x itself", "keep x un-normalised there"),
     ({"norms": (2, 1)}, "norm1 and norm2 are swapped", "norm1 goes before the attention, norm2 before the FFN"),
     ({"norms": (1, 1)}, "norm1 is used before both sublayers", "each sublayer has its own: norm1, then norm2"),
     (

@@ -45,6 +45,7 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
         return []
     padded_rows = (attention_mask == 0).any(dim=1)
     inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
+    all_tokens, real_sum = token_embeddings.mean(dim=1), (token_embeddings * attention_mask[..., None]).sum(dim=1)
 
     def over_the_padding(answer) -> bool:
         if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
@@ -53,21 +54,13 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
         return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
 
     return [
+        Mistake("your mean includes the padding tokens too", "leave out where attention_mask is 0", all_tokens),
         Mistake(
-            "your mean includes the padding tokens too",
-            "leave out the positions where attention_mask is 0 before summing",
-            token_embeddings.mean(dim=1),
+            "you divided by the padded length",
+            "divide by the number of real tokens",
+            real_sum / attention_mask.shape[1],
         ),
-        Mistake(
-            "you divided by the padded length, not by the number of real tokens",
-            "divide by the number of real tokens of each sentence",
-            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
-        ),
-        Mistake(
-            "your vectors have length 1: that is the sentence embedding, normalised after the mean",
-            "return the mean itself; the model normalises it afterwards",
-            F.normalize(expected, dim=-1),
-        ),
+        Mistake("your vectors have length 1", "return the mean itself, not normalised", F.normalize(expected, dim=-1)),
         Mistake(
             "your mean is over the padding, not the real tokens: the mask is inverted",
             "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
