@@ -130,12 +130,12 @@ def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
     """The named mistakes of exercise 1 on one hidden case (the first step may differ: no key at all)."""
     expected = layer(x)
+
+    def has_nan(answer) -> bool:
+        return bool(answer.isnan().any())
+
     return [
-        Mistake(
-            "your outputs hold nan: a query attended to no key at all",
-            "append the new key and value to the cache before the new query attends: it must see itself",
-            matches=lambda answer: bool(answer.isnan().any()),
-        ),
+        Mistake("your outputs hold nan: a query attended to no key at all", "it must see itself", matches=has_nan),
         *(
             Mistake(
                 problem,
@@ -187,7 +187,7 @@ TOP_K_HINT = (
 def _top_k_mistakes(logits, k):
     """The named mistakes of exercise 2 on one hidden case."""
     expected = top_k_filter(logits, k)
-    smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
+    smallest, inf = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:], -torch.inf
 
     def kept(answer):  # how many logits each row keeps
         same_shape = isinstance(answer, torch.Tensor) and answer.shape == logits.shape
@@ -202,14 +202,10 @@ def _top_k_mistakes(logits, k):
             matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k),
         ),
         Mistake(
-            "you kept the k smallest logits, not the largest",
-            TOP_K_HINT,
-            logits.masked_fill(logits > smallest, -torch.inf),
+            "you kept the k smallest logits, not the largest", TOP_K_HINT, logits.masked_fill(logits > smallest, inf)
         ),
         Mistake(
-            "the dropped logits are 0, not -inf: softmax still gives them a probability",
-            "set them to minus infinity, whose exponential is 0",
-            expected.masked_fill(expected == float("-inf"), 0.0),
+            "the dropped logits are 0, not -inf", "set them to minus infinity", expected.masked_fill(expected == inf, 0)
         ),
         Mistake(
             lambda answer: f"each row keeps {int(kept(answer)[0])} logits, not k = {k}",

@@ -122,6 +122,9 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
         steps = list(zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
         return any(m == own != seen for m, own, seen in steps)
 
+    def swapped(answer) -> bool:
+        return streams(_swapped)(answer)
+
     def streams(update):
         wrong = _stream(update, row, block_size)
         return lambda answer: compare(answer, wrong, atol=1e-5) is None
@@ -144,9 +147,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
         Mistake(
-            "your update returns the pair the other way round, (running_sum, running_max)",
-            "return (running_max, running_sum), the order in which update receives them",
-            matches=streams(_swapped),
+            "your update returns the pair the other way round", "return (running_max, running_sum)", matches=swapped
         ),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
         Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
@@ -348,24 +349,16 @@ def _losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> list[t
     return [tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))]
 
 
+CONVERT = "convert the attention of every block of a copy of the model, then measure the held-out loss of both"
 LOSSES = Exercise(
     "Exercise 2",
     reference=lambda before, after: (before, after),
     cases=_losses,
-    hint="convert the attention of every block of a copy of the model, then measure the held-out loss of both",
+    hint=CONVERT,
     mistakes=lambda before, after: [
         Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
-        Mistake(
-            "loss_before is not the trained model's held-out loss",
-            "measure the held-out loss with the model's own context length, on the model before any conversion",
-            item=0,
-        ),
-        Mistake(
-            "loss_after equals loss_before: the model you measured was not converted",
-            "replace the attention of every block of a copy by its grouped version before measuring again",
-            before,
-            item=1,
-        ),
+        Mistake("loss_before is not the trained model's held-out loss", "measure it before any conversion", item=0),
+        Mistake("loss_after equals loss_before: the model you measured was not converted", CONVERT, before, item=1),
     ],
     done=": the grouped layers are right, and both losses match the check's",
     convert=_two_losses,

@@ -169,25 +169,27 @@ def _layer_variants(layer, x, memory, mask):
                 h = (normalised if residual_normalised else h) + sublayer(normalised)
         return h
 
+    def unmasked(h):
+        return cross(h, hide=None)
+
+    def on_target(h):
+        return cross(h, hide=None, source=h)
+
     again = "the encoder's memory is normalised again"
     again_hint = "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input"
     pre_ln = "pre-LN normalises each sublayer's input and adds its output to the unnormalised x"
     return [
         Mistake("this is the post-LN layer of section 3", pre_ln, layer_with(post_ln=True)),
         Mistake(
-            "the residual adds the normalised copy",
-            "add the sublayer's output to the unnormalised x",
-            layer_with(residual_normalised=True),
+            "the residual adds the normalised copy", "add to the unnormalised x", layer_with(residual_normalised=True)
         ),
         Mistake(
-            "the cross-attention attends to the source's padding",
-            "pass memory_key_padding_mask to layer.cross_attention",
-            layer_with(lambda h: cross(h, hide=None)),
+            "the cross-attention attends to the source's padding", "pass memory_key_padding_mask", layer_with(unmasked)
         ),
         Mistake(
-            "the cross-attention reads the target instead of the encoder's output",
-            "the keys and values of cross-attention come from the encoder's memory",
-            layer_with(lambda h: cross(h, hide=None, source=h)),
+            "the cross-attention reads the target instead",
+            "its keys come from the encoder's memory",
+            layer_with(on_target),
         ),
         *(
             Mistake(again, again_hint, layer_with(lambda h, norm=norm: cross(h, source=norm(memory))))

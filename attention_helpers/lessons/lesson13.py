@@ -168,6 +168,27 @@ GRADIENTS_HINT = (
     "processes in place, and the mean divides by the number of ranks, whatever it is (reread '2. Data parallel')"
 )
 
+
+def _gradient_mistakes(world_size: int) -> list[Mistake]:
+    whole = _gradients()[1]
+    own = _all_ranks_hold(lambda rank: _gradients(rank, world_size)[1])
+
+    def times(factor):
+        return _all_ranks_hold(lambda rank: [factor * g for g in whole])
+
+    return [
+        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, matches=own),
+        Mistake(
+            "the gradients are the sum over the ranks, not the mean", "divide by the ranks", matches=times(world_size)
+        ),
+        Mistake(
+            "the gradients are the sum divided by 2, not by the number of ranks",
+            "divide by the number of ranks, which the process group knows: here it is not 2",
+            matches=times(world_size / 2),
+        ),
+    ]
+
+
 # ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
 # ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
 exercise_1 = Exercise(
@@ -178,23 +199,7 @@ exercise_1 = Exercise(
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
-    mistakes=lambda world_size: [
-        Mistake(
-            "every rank's gradients are still those of its own share of the batch",
-            GRADIENTS_HINT,
-            matches=_all_ranks_hold(lambda rank: _gradients(rank, world_size)[1]),
-        ),
-        Mistake(
-            "the gradients are the sum over the ranks, not the mean",
-            "divide the sum by the number of ranks",
-            matches=_all_ranks_hold(lambda rank: [world_size * g for g in _gradients()[1]]),
-        ),
-        Mistake(
-            "the gradients are the sum divided by 2, not by the number of ranks",
-            "divide by the number of ranks, which the process group knows: here it is not 2",
-            matches=_all_ranks_hold(lambda rank: [world_size / 2 * g for g in _gradients()[1]]),
-        ),
-    ],
+    mistakes=_gradient_mistakes,
     done=": on 2 and 3 ranks, every gradient equals the whole batch's",
     differ=_gradients_differ,
 ).check
