@@ -332,8 +332,7 @@ def hidden_generator(seed: int) -> torch.Generator:
 
 
 class WrongFormError(Exception):
-    """An answer of the wrong form, raised by an exercise's ``convert`` or ``run``: ``problem`` says what was
-    expected, ``hint`` how to give it."""
+    """An answer of the wrong form (raised by ``convert`` or ``run``): what was expected, and how to give it."""
 
     def __init__(self, problem: str, hint: str):
         super().__init__(problem)
@@ -354,10 +353,7 @@ HEADS_MIXED = (
     "the heads are merged without moving the head axis back first, which mixes positions and heads",
     "move the head axis back next to head_dim before merging the heads",
 )
-NO_OUT_PROJ = (
-    "the heads' outputs are not mixed by out_proj",
-    "finish with the output projection, which mixes the heads",
-)
+NO_OUT_PROJ = ("the heads' outputs are not mixed by out_proj", "finish with the output projection, which mixes them")
 
 
 def attend(queries, keys, values, *, scale=None, hide=None, fill=float("-inf"), dim=-1) -> torch.Tensor:
@@ -511,8 +507,7 @@ class Exercise:
         return bool(cases) and correct(self.name, done)
 
     def judge(self, candidate, *given, **options) -> list[tuple]:
-        """:meth:`check` without the "correct" line: the hidden cases when the answer is right on all of them, else
-        an empty list after printing the "not yet" verdict."""
+        """:meth:`check` without the "correct" line: the cases when the answer is right, else [] (after "not yet")."""
         try:
             cases = list(self.cases(*given, **options))
             return cases if self._judge(candidate, cases) else []
@@ -606,7 +601,7 @@ class Exercise:
             problem, hint = f"your code runs {what} {where}", self.rule
         if problem is None:
             for index, original in originals:
-                if not _same(plain(given[index]), original):
+                if compare(given[index], original, atol=0) is not None:
                     label = _argument_name(candidate, index)
                     problem = f"your function changed its input {label} in place {where}"
                     hint = self.in_place_hint
@@ -638,15 +633,6 @@ def _time_limit(seconds: float | None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:
-    """Whether ``tensor`` still holds what ``original`` holds (nan equal to nan)."""
-    if tensor.shape != original.shape or tensor.dtype != original.dtype:
-        return False
-    if tensor.is_floating_point():
-        return _allclose(tensor, original, rtol=0, atol=0, equal_nan=True)
-    return _equal(tensor, original)
 
 
 def _argument_name(candidate, index: int) -> str:
