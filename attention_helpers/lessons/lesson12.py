@@ -152,28 +152,17 @@ def _layer_cases():
 
 def _layer_variants(layer, x, memory, mask):
     """What the plausible mistakes compute, each with the hint that names it."""
+    norms = (layer.norm1, layer.norm2, layer.norm3)
 
     def cross(h, hide=mask, source=memory):
         return layer.cross_attention(h, hide, memory=source)
 
     def layer_with(cross=cross, residual_normalised=False, order=(1, 2), post_ln=False):
-        sublayers = {1: layer.self_attention, 2: cross}
-        h = x
-        for norm, sublayer in zip(
-            (layer.norm1, layer.norm2, layer.norm3), (*map(sublayers.get, order), layer.ffn), strict=True
-        ):
-            if post_ln:
-                h = norm(h + sublayer(h))
-            else:
-                normalised = norm(h)
-                h = (normalised if residual_normalised else h) + sublayer(normalised)
+        h, sublayers = x, {1: layer.self_attention, 2: cross}
+        for norm, sublayer in zip(norms, (*map(sublayers.get, order), layer.ffn), strict=True):
+            normalised = norm(h)
+            h = norm(h + sublayer(h)) if post_ln else (normalised if residual_normalised else h) + sublayer(normalised)
         return h
-
-    def unmasked(h):
-        return cross(h, hide=None)
-
-    def on_target(h):
-        return cross(h, hide=None, source=h)
 
     again = "the encoder's memory is normalised again"
     again_hint = "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input"
@@ -184,17 +173,16 @@ def _layer_variants(layer, x, memory, mask):
             "the residual adds the normalised copy", "add to the unnormalised x", layer_with(residual_normalised=True)
         ),
         Mistake(
-            "the cross-attention attends to the source's padding", "pass memory_key_padding_mask", layer_with(unmasked)
+            "the cross-attention attends to the source's padding",
+            "pass memory_key_padding_mask",
+            layer_with(lambda h: cross(h, hide=None)),
         ),
         Mistake(
             "the cross-attention reads the target instead",
             "its keys come from the encoder's memory",
-            layer_with(on_target),
+            layer_with(lambda h: cross(h, hide=None, source=h)),
         ),
-        *(
-            Mistake(again, again_hint, layer_with(lambda h, norm=norm: cross(h, source=norm(memory))))
-            for norm in (layer.norm2, layer.norm1, layer.norm3)
-        ),
+        *(Mistake(again, again_hint, layer_with(lambda h, n=n: cross(h, source=n(memory)))) for n in norms),
         Mistake(
             "self-attention and cross-attention are swapped", "self-attention comes first", layer_with(order=(2, 1))
         ),
