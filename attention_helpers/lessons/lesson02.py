@@ -58,8 +58,8 @@ exercise_1 = Exercise(
     cases=lambda: _softmax_cases(hidden_generator(SEED)),
     hint="divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
     "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')",
-    describe=lambda number, total, x, dim, temperature: (
-        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
+    describe=lambda n, total, x, dim, t: (
+        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={t}"
     ),
     mistakes=_softmax_mistakes,
     returned_none="return the weights",

@@ -68,9 +68,7 @@ exercise_1 = Exercise(
     cases=lambda: _attention_cases(hidden_generator(SEED)),
     hint="project the inputs into queries, keys and values; score every query against every key; scale by the square "
     "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')",
-    describe=lambda number, total, x, *weights: (
-        f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
-    ),
+    describe=lambda n, total, x, *weights: f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)",
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
     returned_none="return the context vectors",

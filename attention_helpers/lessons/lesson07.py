@@ -43,8 +43,8 @@ exercise_1 = Exercise(
     cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
     hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
     "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
-    describe=lambda number, total, lengths, num_tokens: (
-        f"on case {number} of {total} (lengths {lengths.tolist()}, num_tokens {num_tokens})"
+    describe=lambda n, total, lengths, tokens: (
+        f"on case {n} of {total} (lengths {lengths.tolist()}, num_tokens {tokens})"
     ),
     mistakes=lambda lengths, n: [
         Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
@@ -102,9 +102,7 @@ exercise_2 = Exercise(
     cases=_layer_norm_cases,
     hint="each token is normalised on its own: subtract its mean, divide by the square root of its biased variance "
     "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')",
-    describe=lambda number, total, x, gamma, beta, eps: (
-        f"on case {number} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})"
-    ),
+    describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
         Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
     ],

@@ -157,8 +157,8 @@ exercise_1 = Exercise(
     cases=_attention_cases,
     run=_step_by_step,
     hint=KV_HINT,
-    describe=lambda number, total, layer, x: (
-        f"on hidden case {number} of {total} ({x.shape[1]} tokens, batch {x.shape[0]}, d_in {x.shape[2]})"
+    describe=lambda n, total, layer, x: (
+        f"on hidden case {n} of {total} ({x.shape[1]} tokens, batch {len(x)}, d_in {x.shape[2]})"
     ),
     mistakes=_kv_mistakes,
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
@@ -221,8 +221,8 @@ exercise_2 = Exercise(
     reference=top_k_filter,
     cases=_top_k_cases,
     hint=TOP_K_HINT,
-    describe=lambda number, total, logits, k: (
-        f"on hidden case {number} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
+    describe=lambda n, total, logits, k: (
+        f"on hidden case {n} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
     ),
     mistakes=_top_k_mistakes,
     returned_none="return the filtered logits",

@@ -89,8 +89,7 @@ _no_rescale = functools.partial(_update, rescale="none")
 _inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
-def _swapped(running_max, running_sum, block):
-    """The right step returning its pair the other way round, (running_sum, running_max)."""
+def _swapped(running_max, running_sum, block):  # the right step, its pair the other way round
     return _update(running_max, running_sum, block)[::-1]
 
 
@@ -122,9 +121,6 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
         steps = list(zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
         return any(m == own != seen for m, own, seen in steps)
 
-    def swapped(answer) -> bool:
-        return streams(_swapped)(answer)
-
     def streams(update):
         wrong = _stream(update, row, block_size)
         return lambda answer: compare(answer, wrong, atol=1e-5) is None
@@ -146,9 +142,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             "subtract the running maximum inside exp, so that no exponent is positive",
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
-        Mistake(
-            "your update returns the pair the other way round", "return (running_max, running_sum)", matches=swapped
-        ),
+        Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(_swapped)),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
         Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
     ]
@@ -162,9 +156,7 @@ exercise_1 = Exercise(
     cases=_rows,
     run=_stream,
     hint=UPDATE_HINT,
-    describe=lambda number, total, row, block_size: (
-        f"on hidden row {number} of {total} ({len(row)} scores in blocks of {block_size})"
-    ),
+    describe=lambda n, total, row, size: f"on hidden row {n} of {total} ({len(row)} scores in blocks of {size})",
     mistakes=_stream_mistakes,
     done=" on all {n} hidden rows, equal to torch.softmax",
     returned_none="return the pair (running_max, running_sum)",
