@@ -36,7 +36,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake(
             lambda answer: f"your matrix has shape {shape_str(answer.shape)}, one row and column per coordinate",
             "compare tokens (rows), not coordinates: the result has one row and one column per token",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (d, d) and d != len(x),
+            matches=lambda answer: answer.shape == (d, d) and d != len(x),
         ),
         Mistake("these are the dot products", both, x @ x.T),
         Mistake("only the rows were divided by their lengths", both, (x / lengths) @ x.T),

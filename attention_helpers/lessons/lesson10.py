@@ -24,48 +24,6 @@ def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     return cases
 
 
-def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
-    """What four plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``: (what is wrong,
-    its own hint or None for the general one, the outputs)."""
-
-    def run(keys_from, swap=False):  # each new query attending over the keys and values of keys_from(t), unmasked
-        outputs = []
-        for t in range(x.shape[1]):
-            queries = layer.split_heads(layer.W_query(x[:, t : t + 1]))  # (batch, num_heads, 1, head_dim)
-            keys, values = (layer.split_heads(projection(keys_from(t))) for projection in (layer.W_key, layer.W_value))
-            scored, mixed = (values, keys) if swap else (keys, values)
-            outputs.append(layer.out_proj(layer.merge_heads(attend(queries, scored, mixed))))
-        return torch.cat(outputs, 1)
-
-    return [
-        (
-            "each new token attends only to itself: its key and value are never appended to the cache, or the "
-            "grown cache is not returned",
-            None,
-            run(lambda t: x[:, t : t + 1]),
-        ),
-        (
-            "each new token attends only to the first token: a causal mask's first row was applied to the single "
-            "new query",
-            None,
-            run(lambda t: x[:, :1]),
-        ),
-        (
-            "each new token attends to the tokens before it but not to itself: the attention ran before its key "
-            "and value were appended",
-            None,
-            run(lambda t: x[:, : max(t, 1)]),
-        ),
-        (
-            "the keys and values are swapped: the scores compare the query with the values, and the weights mix "
-            "the keys",
-            "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
-            "in that order in the cache too",
-            run(lambda t: x[:, : t + 1], swap=True),
-        ),
-    ]
-
-
 KV_HINT = (
     "each step projects only the new token, splits it into heads, appends its key and value to the cached ones "
     "along the token axis, lets the new query attend to all of them (no mask is needed: nothing cached lies in its "
@@ -128,21 +86,48 @@ def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
 
 
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one hidden case (the first step may differ: no key at all)."""
+    """The named mistakes of exercise 1 on one hidden case, compared after the first step (which may see no key)."""
     expected = layer(x)
 
-    def has_nan(answer) -> bool:
-        return bool(answer.isnan().any())
+    def after_first(keys_from, swap=False):  # each new query attending over the keys and values of keys_from(t)
+        outputs = []
+        for t in range(x.shape[1]):
+            queries = layer.split_heads(layer.W_query(x[:, t : t + 1]))  # (batch, num_heads, 1, head_dim)
+            keys, values = (layer.split_heads(projection(keys_from(t))) for projection in (layer.W_key, layer.W_value))
+            scored, mixed = (values, keys) if swap else (keys, values)
+            outputs.append(layer.out_proj(layer.merge_heads(attend(queries, scored, mixed))))
+        wrong = torch.cat(outputs, 1)
+        return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
 
     return [
-        Mistake("your outputs hold nan: a query attended to no key at all", "it must see itself", matches=has_nan),
-        *(
-            Mistake(
-                problem,
-                hint or KV_HINT,
-                matches=lambda answer, wrong=wrong: compare(answer[:, 1:], wrong[:, 1:]) is None,
-            )
-            for problem, hint, wrong in _wrong_caches(layer, x)
+        Mistake(
+            "your outputs hold nan: a query saw no key",
+            "it must see itself",
+            matches=lambda out: bool(out.isnan().any()),
+        ),
+        Mistake(
+            "each new token attends only to itself: its key and value are never appended to the cache, or the grown "
+            "cache is not returned",
+            KV_HINT,
+            matches=after_first(lambda t: x[:, t : t + 1]),
+        ),
+        Mistake(
+            "each new token attends only to the first token: a causal mask's first row was applied to the new query",
+            KV_HINT,
+            matches=after_first(lambda t: x[:, :1]),
+        ),
+        Mistake(
+            "each new token attends to the tokens before it but not to itself: the attention ran before its key and "
+            "value were appended",
+            KV_HINT,
+            matches=after_first(lambda t: x[:, : max(t, 1)]),
+        ),
+        Mistake(
+            "the keys and values are swapped: the scores compare the query with the values, and the weights mix the "
+            "keys",
+            "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
+            "in that order in the cache too",
+            matches=after_first(lambda t: x[:, : t + 1], swap=True),
         ),
         Mistake(lambda answer: compare(answer, expected), KV_HINT, matches=lambda answer: True),
     ]
@@ -199,7 +184,7 @@ def _top_k_mistakes(logits, k):
         Mistake(
             lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
             "return logits of the input's shape, with -inf everywhere except at the k largest",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k),
+            matches=lambda answer: answer.shape == (logits.shape[0], k),
         ),
         Mistake(
             "you kept the k smallest logits, not the largest", TOP_K_HINT, logits.masked_fill(logits > smallest, inf)
