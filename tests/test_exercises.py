@@ -488,3 +488,27 @@ def test_the_lessons_checks_stay_small_and_their_functions_short():
         if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 50
     ]
     assert not long, f"functions over 50 lines in lessons/: {', '.join(long)}"
+
+
+@pytest.mark.parametrize(
+    ("lesson", "exercise"),
+    [pair for pair in _declared_exercises() if not pair[1].value],
+    ids=lambda item: item if isinstance(item, int) else item.name,
+)
+def test_every_named_mistake_is_wrong_on_some_hidden_case(lesson, exercise):
+    """A mistake table entry that computes the right answer (a planted slip in a variant builder) is never named:
+    every mistake with a ``wrong`` result must differ from the reference on at least one hidden case."""
+    from attention_helpers.lessons import compare
+
+    differ = exercise.differ or (lambda answer, expected: compare(answer, expected, exercise.atol))
+    declared, wrong_somewhere = set(), set()
+    for case in exercise.cases():
+        with torch.no_grad():
+            expected = exercise.reference(*case)
+        for index, mistake in enumerate(exercise.mistakes(*case)):
+            if mistake.wrong is None or mistake.item is not None:
+                continue
+            declared.add(index)
+            if differ(mistake.wrong, expected) is not None:
+                wrong_somewhere.add(index)
+    assert declared == wrong_somewhere, f"lesson {lesson} {exercise.name}: never wrong: {declared - wrong_somewhere}"
