@@ -917,13 +917,17 @@ def test_an_answer_that_switches_off_the_watch_or_patches_the_checks_is_refused_
         (None, "sentences must be the lesson's list of sentences"),
         ([1, 2, 3, 4, 5, 6], "sentences must be the lesson's list of sentences"),
         ([], "sentences must be the lesson's list of sentences"),
-        (["The cat is sleeping on the carpet.", "Stocks fell today."], "holds the question itself"),
+        (["The cat is sleeping on the carpet.", "Stocks fell today."], "sentences must be the lesson's list"),
+        (["The cat is sleeping on the carpet.", *lesson09.SENTENCES[1:]], "sentences must be the lesson's list"),
+        ([*lesson09.SENTENCES[:5], "A cat sleeps on the carpet."], "sentences must be the lesson's list"),
     ],
 )
-def test_lesson_09_exercise_2_judges_odd_sentences_in_one_sentence(sentences, said, capsys):
+def test_lesson_09_exercise_2_judges_only_its_own_sentences_and_says_so_in_one_sentence(sentences, said, capsys):
+    """A list with the question in it, or a sentence changed to be nearest, would make the check easy."""
     result = lesson09.exercise_2(0, sentences)
     out = capsys.readouterr().out
     assert result is False and out.count("\n") == 1 and said in out, out
+    assert lesson09.exercise_2(0, list(lesson09.SENTENCES)) is False, "index 0 shares a word, not the meaning"
 
 
 _POOL_STARTED_BEFORE = concurrent.futures.ThreadPoolExecutor(1)
@@ -937,6 +941,35 @@ def _softmax_in_a_pool_started_before(x, dim=-1, temperature=1.0):
 def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
     result, out = verdict(lesson02.exercise_1, _softmax_in_a_pool_started_before, capsys)
     assert result is False and "your code hands work to another thread or process (concurrent.futures" in out, out
+
+
+def test_work_fed_through_a_plain_list_to_a_spinning_thread_started_before_the_check_is_refused(capsys):
+    """No queue, no executor: the answer appends its scores to a list that a thread of the reader's, started before
+    the check, polls; the softmax runs there, out of the trace's sight."""
+    work, results, stop = [], [], []
+
+    def spin():
+        while not stop:
+            if work:
+                x, dim, temperature = work.pop()
+                results.append(torch.softmax(x / temperature, dim))
+            time.sleep(0.001)
+
+    def softmax_by_the_spinning_thread(x, dim=-1, temperature=1.0):
+        work.append((x, dim, temperature))
+        while not results:
+            time.sleep(0.001)
+        return results.pop()
+
+    spinner = threading.Thread(target=spin, name="spinner", daemon=True)
+    spinner.start()
+    try:
+        result, out = verdict(lesson02.exercise_1, softmax_by_the_spinning_thread, capsys)
+    finally:
+        stop.append(True)
+        spinner.join()
+    assert result is False and "your code has a thread of its own running beside the check (spinner)" in out, out
+    assert verdict(lesson02.exercise_1, RIGHT[(2, 1)][0], capsys)[0] is True, "once it ends, the check judges again"
 
 
 # "Endless" for the check: 20 s is forty times its limit in the test; ending at all keeps a broken timer from hanging

@@ -42,10 +42,23 @@ def test_average_gradients(capsys):
     for wrong, reason in (
         (summed_gradients, "the sum over the ranks, not the mean"),
         (first_parameter_only, "parameters' gradients are not the mean"),
-        (lambda model: None, "define it with def"),
+        (lambda model: None, "still those of its own share"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)
         assert not ok and "not yet" in out and reason in out and "Hint: " in out, out
+
+
+# A correct answer written as a lambda: a rank receives its compiled code, the names it uses with it.
+mean_by_lambda = lambda model: [  # noqa: E731 (the form a learner wrote)
+    tdist.all_reduce(p.grad) or p.grad.div_(tdist.get_world_size() * SCALE) for p in model.parameters()
+]
+
+
+def test_a_correct_answer_written_as_a_lambda_is_accepted(capsys):
+    ok, out = verdict(capsys, checks.exercise_1, mean_by_lambda)
+    assert ok and out.startswith("Exercise 1: correct"), out
+    ok, out = verdict(capsys, checks.exercise_1, lambda model: [tdist.all_reduce(p.grad) for p in model.parameters()])
+    assert not ok and "the sum over the ranks, not the mean" in out, out
 
 
 def test_gradients_left_alone_are_named(capsys):

@@ -1,14 +1,9 @@
 """The lessons' exercise checks (``lessonNN``) and parameter checks (``parameters``).
 
-A check prints one line and returns whether the answer is right: ``<name>: Not answered yet (the answer is still
-None).``, ``<name>: not yet, <what is wrong>. Hint: <hint>`` or ``<name>: correct<detail>.`` Every exercise is an
-:class:`Exercise`, judged by :meth:`Exercise.check` the same way: the references first, on copies the answer never
-sees; the answer on copies of its own, under a :class:`Trace` of the kernels that actually run (under any alias), of
-the package's and libraries' functions it calls and of the threads or processes it starts; answers that run a
-``forbidden`` kernel, loop in Python where ``loop_free`` asks not to, change their inputs or torch itself, are
-refused; then answer and reference are compared as plain tensors, types before values, with functions bound at
-import. A check never raises. Hints name the mistake and the lesson section to reread; worked answers live in
-``solutions/`` only.
+A check prints one line, ``Not answered yet``, ``not yet, <what is wrong>. Hint: <hint>`` or ``correct``, and returns
+whether the answer is right; it never raises. Every exercise is an :class:`Exercise`: references first, on copies the
+answer never sees; the answer on its own copies under a :class:`Trace` of what actually runs; then a comparison of
+plain tensors, types before values. Hints say the idea in words; worked answers live in ``solutions/`` only.
 """
 
 from __future__ import annotations
@@ -116,6 +111,19 @@ def _is_readers(code) -> bool:
     return not code.co_filename.startswith((*_LIBRARY, _PACKAGE, "<frozen "))
 
 
+def _readers_threads() -> list[str]:
+    """Other threads running the reader's code, started before the check: work handed to one through a plain list
+    runs where the trace cannot see it."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    found = []
+    for ident, frame in sys._current_frames().items():
+        while ident != _thread.get_ident() and frame is not None and not _is_readers(frame.f_code):
+            frame = frame.f_back
+        if ident != _thread.get_ident() and frame is not None:
+            found.append(f"has a thread of its own running beside the check ({names.get(ident, ident)})")
+    return found
+
+
 def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
     if event.startswith(_PROCESS_EVENTS):
         _watched(int, "a process")()
@@ -140,10 +148,9 @@ sys.addaudithook(_audit)
 
 
 class Trace(TorchDispatchMode):
-    """Records what the code run inside does: the ATen kernels and torch functions (``kernels``), their number
-    (``operations``), the lines of the reader's own code run (``lines``), the package's functions (``package``) and
-    the libraries' (``library``) called, the threads or processes started (``elsewhere``). Nothing is recorded inside
-    the ``allowed`` package classes or functions, nor inside :func:`trusted`."""
+    """Records the kernels and torch functions run (``kernels``, ``operations``), the reader's lines run (``lines``),
+    the package's and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or
+    :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
@@ -268,15 +275,7 @@ class _FunctionTrace(TorchFunctionMode):
 _NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
 _NAMESPACES += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
-_CHANGING = {
-    "__slotnames__",
-    "__warningregistry__",
-    "_",
-    "last_type",
-    "last_value",
-    "last_traceback",
-    "last_exc",
-}  # changed by Python itself
+_CHANGING = {"__slotnames__", "__warningregistry__", "_", "last_type", "last_value", "last_traceback", "last_exc"}
 
 
 def _namespaces() -> list:
@@ -292,7 +291,7 @@ def _restore(snapshot: list[tuple]) -> list[str]:
         now = vars(namespace)
         for key in set(now) | set(before):
             value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or key in _CHANGING:  # copyreg caches __slotnames__ on a first pickle
+            if now.get(key, _MISSING) is value or key in _CHANGING:  # changed by Python itself (copyreg, the REPL)
                 continue
             if value is _MISSING and isinstance(now[key], ModuleType):
                 continue  # a submodule torch imported lazily
@@ -333,8 +332,7 @@ def hidden_generator(seed: int) -> torch.Generator:
 
 
 class WrongFormError(Exception):
-    """An answer of the wrong form, raised by an exercise's ``convert`` or ``run``: ``problem`` says what was
-    expected, ``hint`` how to give it."""
+    """An answer of the wrong form (raised by ``convert`` or ``run``): what was expected, and how to give it."""
 
     def __init__(self, problem: str, hint: str):
         super().__init__(problem)
@@ -346,6 +344,23 @@ IN_PLACE_HINT = (
     "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
     "x[...] = ...): the caller's tensor must stay as it was"
 )
+
+
+# Mistakes several exercises name: (what is wrong, the hint)
+UNSCALED = "the scores are not scaled"
+OVER_QUERIES = ("the softmax runs over the queries", "each query's weights, a row, must sum to 1: softmax over dim=-1")
+HEADS_MIXED = (
+    "the heads are merged without moving the head axis back first, which mixes positions and heads",
+    "move the head axis back next to head_dim before merging the heads",
+)
+NO_OUT_PROJ = ("the heads' outputs are not mixed by out_proj", "finish with the output projection, which mixes them")
+
+
+def attend(queries, keys, values, *, scale=None, hide=None, fill=float("-inf"), dim=-1) -> torch.Tensor:
+    """Scaled dot-product attention (the scale by default sqrt(d_k)); each keyword is what a named mistake changes:
+    the scale, the keys ``hide`` hides and the ``fill`` of their scores, the softmax's ``dim``."""
+    scores = queries @ keys.transpose(-2, -1) / (keys.shape[-1] ** 0.5 if scale is None else scale)
+    return torch.softmax(scores if hide is None else scores.masked_fill(hide, fill), dim=dim) @ values
 
 
 def is_number(value) -> bool:
@@ -362,37 +377,38 @@ def _kind(dtype: torch.dtype) -> str:
     return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "int"
 
 
+def _compare_tensors(answer, expected: torch.Tensor, atol: float) -> str | None:
+    if not isinstance(answer, _Tensor):
+        many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
+        return f"expected a tensor, got {type(answer).__name__}{many}"
+    if answer.shape != expected.shape:
+        return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
+    if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
+        if not answer.is_complex() and _equal(answer.double(), expected.double()):
+            converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
+            values = f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype}"
+            return f"{values} (convert with .{converter}())"
+        return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
+    if not expected.dtype.is_floating_point:
+        wrong = int((answer != expected).sum())
+        return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
+    a, e = answer.double(), expected.double()
+    if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
+        return None
+    if (a.isnan() & ~e.isnan()).any():
+        return "your output holds nan"
+    difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
+    where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
+    index = f" at index {shape_str(where)}" if where else ""
+    return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
+
+
 def compare(answer, expected, atol: float = 1e-4) -> str | None:
-    """Why ``answer`` differs from ``expected`` (tensor, number, string, bool or a tuple/list of them; tensors and
-    numbers within ``atol``), or None when they agree: the type, the shape, the dtype, the entries (with the largest
-    difference), or which item."""
+    """Why ``answer`` differs from ``expected`` (a tensor, number, string, bool or a tuple or list of them, within
+    ``atol``): the type, shape, dtype, values (the largest difference) or which item; None when they agree."""
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
-        if not isinstance(answer, _Tensor):
-            many = f" of {len(answer)} items" if isinstance(answer, (tuple, list)) else ""
-            return f"expected a tensor, got {type(answer).__name__}{many}"
-        if answer.shape != expected.shape:
-            return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
-        if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
-            if not answer.is_complex() and _equal(answer.double(), expected.double()):
-                converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
-                return (
-                    f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype} "
-                    f"(convert with .{converter}())"
-                )
-            return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
-        if not expected.dtype.is_floating_point:
-            wrong = int((answer != expected).sum())
-            return f"the shape is right but {wrong} of {expected.numel()} entries differ" if wrong else None
-        a, e = answer.double(), expected.double()
-        if _allclose(a, e, atol=atol, rtol=0, equal_nan=True):
-            return None
-        if (a.isnan() & ~e.isnan()).any():
-            return "your output holds nan"
-        difference = (a - e).abs().nan_to_num(float("inf")).masked_fill(a.isnan() & e.isnan(), 0.0)
-        where = tuple(int(i) for i in _unravel(difference.argmax(), difference.shape))
-        index = f" at index {shape_str(where)}" if where else ""
-        return f"the shape is right but some values differ (largest difference {float(difference[where]):.4g}{index})"
+        return _compare_tensors(answer, expected, atol)
     if isinstance(expected, (bool, str)):
         if type(answer) is not type(expected):
             return f"expected a {type(expected).__name__}, got {type(answer).__name__}"
@@ -417,9 +433,8 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A plausible wrong answer on one hidden case: ``wrong``, what it computes (None where the mistake does not
-    apply), or ``matches``, a test of the answer, or a wrong ``item`` of a tuple answer; ``problem`` says what is
-    wrong (or makes that from the answer) and ``hint`` how to put it right, in words."""
+    """A plausible wrong answer: what it computes (``wrong``, None where it does not apply), a test of the answer
+    (``matches``) or a wrong ``item`` of a tuple; ``problem`` (or a function of the answer) and ``hint``, in words."""
 
     problem: str | Callable[[Any], str]
     hint: str
@@ -446,27 +461,20 @@ def _copy(values: tuple) -> tuple:
     return tuple(copy.deepcopy(values))  # no two runs share a tensor or a module
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException, where: str = "") -> str:
     message = " ".join(str(error).split())
-    return f"{type(error).__name__}" + (f": {message}" if message else "")
+    return " ".join(filter(None, (type(error).__name__, where))) + (f": {message}" if message else "")
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise whose answer is a function, called on each hidden case and compared with what ``reference`` gives;
-    or, with ``value``, a value compared with what ``reference`` gives.
+    """An answer (a function called on each hidden case, or with ``value`` a value) against ``reference(*case)``.
 
-    - ``cases(*given, **options)`` draws the hidden cases (tuples), from what the check cell passes after the answer;
-      ``describe(number, total, *case)`` names one; ``arguments(*case)`` is what the answer gets (by default the
-      case); ``run(answer, *arguments)`` runs it when it is not simply called.
-    - ``convert(answer)`` turns an answer of another accepted form into the reference's (or raises
-      :class:`WrongFormError`); ``differ(answer, expected)`` says why they differ (by default :func:`compare`).
-    - ``hint``: the idea and the lesson section to reread; ``mistakes(*case)``: the named :class:`Mistake` s, tried in
-      order when the answer is wrong.
-    - ``forbidden`` kernels (the ``*_KERNELS`` groups) and the package's code, except ``allowed``, are refused with
-      ``rule``; ``loop_free()`` gives a small and a large case, and the answer's steps may not grow between them.
-    - ``time_limit``: seconds an answer may run on one case before it is stopped and told so.
-    - ``done``: the correct verdict's detail (``{n}``: the number of cases), or a function of the first case.
+    ``cases(*given)`` draws the cases from what the check cell passes; ``arguments(*case)`` is what the answer gets,
+    ``run(answer, *arguments)`` runs it; ``convert`` and ``differ`` read and compare it (raising
+    :class:`WrongFormError`); ``mistakes(*case)`` are tried in order when it is wrong. ``forbidden`` kernels and the
+    package's code (except ``allowed``) are refused with ``rule``; ``loop_free()`` gives a small and a large case
+    between which the answer's steps may not grow; ``done`` is the correct verdict's detail (``{n}``: the cases).
     """
 
     name: str
@@ -499,8 +507,7 @@ class Exercise:
         return bool(cases) and correct(self.name, done)
 
     def judge(self, candidate, *given, **options) -> list[tuple]:
-        """:meth:`check` without the "correct" line: the hidden cases when the answer is right on all of them, else
-        an empty list after printing the "not yet" verdict."""
+        """:meth:`check` without the "correct" line: the cases when the answer is right, else [] (after "not yet")."""
         try:
             cases = list(self.cases(*given, **options))
             return cases if self._judge(candidate, cases) else []
@@ -566,8 +573,10 @@ class Exercise:
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
+            trace.elsewhere += _readers_threads()
             with torch.no_grad(), trace, _time_limit(self.time_limit):
                 result = self.run(candidate, *given) if self.run is not None else candidate(*given)
+            trace.elsewhere += _readers_threads()
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except _TooLong:
@@ -575,9 +584,7 @@ class Exercise:
             problem += ": look for a loop that never ends"
             hint = self.hint
         except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
-            message = " ".join(str(error).split())
-            problem = f"your code raised {type(error).__name__} {where}" + (f": {message}" if message else "")
-            hint = self.hint
+            problem, hint = f"your code raised {_one_line(error, where)}", self.hint
         changed = _restore(snapshot)
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
         library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
@@ -594,7 +601,7 @@ class Exercise:
             problem, hint = f"your code runs {what} {where}", self.rule
         if problem is None:
             for index, original in originals:
-                if not _same(plain(given[index]), original):
+                if compare(given[index], original, atol=0) is not None:
                     label = _argument_name(candidate, index)
                     problem = f"your function changed its input {label} in place {where}"
                     hint = self.in_place_hint
@@ -626,15 +633,6 @@ def _time_limit(seconds: float | None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def _same(tensor: torch.Tensor, original: torch.Tensor) -> bool:
-    """Whether ``tensor`` still holds what ``original`` holds (nan equal to nan)."""
-    if tensor.shape != original.shape or tensor.dtype != original.dtype:
-        return False
-    if tensor.is_floating_point():
-        return _allclose(tensor, original, rtol=0, atol=0, equal_nan=True)
-    return _equal(tensor, original)
 
 
 def _argument_name(candidate, index: int) -> str:

@@ -8,7 +8,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import softmax_stable
-from . import ATTENTION_KERNELS, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
+from . import ATTENTION_KERNELS, OVER_QUERIES, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
 ATTENTION_RULE = (
@@ -32,37 +32,26 @@ def _softmax_mistakes(x, dim, temperature):
     scaled = x / temperature
     global_shift, naive = torch.exp(scaled - scaled.max()), torch.exp(scaled)
     other_dim = 0 if dim in (-1, x.dim() - 1) else -1
+    other, shifted = softmax_stable(scaled, other_dim), scaled - scaled.amax(dim=dim, keepdim=True)
     return [
         Mistake(
             "your output holds nan: exp of a large score overflows to inf, and inf / inf is nan",
             "subtract the maximum along dim before torch.exp; softmax only sees differences between scores",
             naive / naive.sum(dim=dim, keepdim=True),
         ),
-        Mistake(
-            "the temperature is ignored",
-            "divide the scores by the temperature before the softmax",
-            softmax_stable(x, dim) if temperature != 1 else None,
-        ),
+        Mistake("the temperature is ignored", "divide the scores by the temperature", softmax_stable(x, dim)),
         Mistake(
             "you multiplied by the temperature",
-            "divide the scores by it: T < 1 sharpens, T > 1 flattens",
-            softmax_stable(x * temperature, dim) if temperature != 1 else None,
+            "divide by it: T < 1 sharpens, T > 1 flattens",
+            softmax_stable(x * temperature, dim),
         ),
-        Mistake(
-            f"the slices along dim={other_dim} sum to 1, not those along dim={dim}",
-            "normalise along dim",
-            softmax_stable(scaled, other_dim),
-        ),
+        Mistake(f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim", other),
         Mistake(
             "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
             "subtract each slice's own maximum along dim, not the maximum of the whole tensor",
             global_shift / global_shift.sum(dim=dim, keepdim=True),
         ),
-        Mistake(
-            "the slices do not sum to 1",
-            "divide by the sum of the exponentials along dim",
-            torch.exp(scaled - scaled.amax(dim=dim, keepdim=True)),
-        ),
+        Mistake("the slices do not sum to 1", "divide by the sum of the exponentials along dim", shifted.exp()),
     ]
 
 
@@ -73,8 +62,8 @@ exercise_1 = Exercise(
     cases=lambda: _softmax_cases(hidden_generator(SEED)),
     hint="divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
     "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')",
-    describe=lambda number, total, x, dim, temperature: (
-        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={temperature}"
+    describe=lambda n, total, x, dim, t: (
+        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={t}"
     ),
     mistakes=_softmax_mistakes,
     returned_none="return the weights",
@@ -87,12 +76,12 @@ exercise_1 = Exercise(
 
 def _context_mistakes(x):
     scores = x @ x.transpose(-2, -1)
+
+    def weights_shaped(answer) -> bool:
+        return answer.shape == scores.shape
+
     return [
-        Mistake(
-            "the softmax runs over the queries (dim=-2 or dim=1)",
-            "each query's weights, a row, must sum to 1: softmax over dim=-1",
-            softmax_stable(scores, dim=-2) @ x,
-        ),
+        Mistake(*OVER_QUERIES, softmax_stable(scores, dim=-2) @ x),
         Mistake("the scores are not normalised", "turn the scores into weights with a softmax first", scores @ x),
         Mistake(
             "you divided the scores by sqrt(d)",
@@ -102,13 +91,11 @@ def _context_mistakes(x):
         ),
         Mistake(
             "you divided the scores by their sum",
-            "use the softmax: dividing by the sum fails for negative scores",
-            (scores / scores.sum(dim=-1, keepdim=True)) @ x,
+            "a softmax: a sum fails for negative scores",
+            (scores / scores.sum(-1, keepdim=True)) @ x,
         ),
         Mistake(
-            "you returned the attention weights",
-            "multiply the weights by the inputs to mix the token vectors",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == scores.shape,
+            "you returned the attention weights", "mix the token vectors with these weights", matches=weights_shaped
         ),
     ]
 
@@ -163,7 +150,7 @@ def _three_words(answer) -> tuple:
 _CHANGES = (
     (
         "adding 10 to every score",
-        "softmax only sees the differences between scores: exp(x + 10) = exp(x) * exp(10), and the factor cancels",
+        "softmax only sees the differences: exp(x + 10) = exp(x) * exp(10), and exp(10) cancels",
     ),
     ("multiplying every score by 10", "multiplying by 10 is a temperature of 0.1: every difference grows tenfold"),
     ("dividing every score by 10", "dividing by 10 is a temperature of 10: every difference shrinks tenfold"),

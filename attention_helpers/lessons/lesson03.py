@@ -10,7 +10,17 @@ import torch
 
 from .._checks import shape_str
 from ..functional import attention_with_weights, random_dot_products
-from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import (
+    ATTENTION_KERNELS,
+    OVER_QUERIES,
+    UNSCALED,
+    Exercise,
+    Mistake,
+    WrongFormError,
+    attend,
+    compare,
+    hidden_generator,
+)
 
 SEED = 303
 
@@ -27,40 +37,27 @@ def _attention_cases(generator: torch.Generator):
 
 def _mistakes(x, W_query, W_key, W_value):
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
-    scores = queries @ keys.transpose(-2, -1)
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
+    width = "d_k is the width of the keys (keys.shape[-1])"
 
-    def mix(scaled_scores, dim=-1, by=values):
-        return torch.softmax(scaled_scores, dim=dim) @ by
+    values_hint = "the weights mix the values, the inputs projected by W_value"
+
+    def input_shaped(answer) -> bool:
+        return answer.shape == x.shape
+
+    def mix(**mistake):
+        return attend(queries, keys, values, **mistake)
 
     return [
         Mistake(
-            "your output has the input's width: you mixed the inputs, not the values",
-            "the weights mix the values, the inputs projected by W_value, not the inputs themselves",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == x.shape,
+            "your output has the input's width: you mixed the inputs, not the values", values_hint, matches=input_shaped
         ),
-        Mistake("the scores are not scaled", "divide the scores by the square root of the keys' width", mix(scores)),
-        Mistake("you divided the scores by d_k", "divide by the square root of d_k, not by d_k", mix(scores / d_k)),
-        Mistake(
-            "you divided by sqrt(d_in)",
-            "d_k is the width of the keys (keys.shape[-1]), not of the input",
-            mix(scores / math.sqrt(d_in)),
-        ),
-        Mistake(
-            "you divided by the square root of the values' width",
-            "d_k is the width of the keys (keys.shape[-1])",
-            mix(scores / math.sqrt(d_v)),
-        ),
-        Mistake(
-            "the softmax runs over the queries",
-            "each query's weights, a row, must sum to 1: softmax over dim=-1",
-            mix(scores / math.sqrt(d_k), dim=-2),
-        ),
-        Mistake(
-            "your scores are transposed: row i must hold query i against every key",
-            "each row of the scores is one query against every key: queries first, keys transposed second",
-            mix(scores.transpose(-2, -1) / math.sqrt(d_k)),
-        ),
+        Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
+        Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
+        Mistake("you divided by sqrt(d_in)", width, mix(scale=math.sqrt(d_in))),
+        Mistake("you divided by the square root of the values' width", width, mix(scale=math.sqrt(d_v))),
+        Mistake(*OVER_QUERIES, mix(dim=-2)),
+        Mistake("your scores are transposed", "queries first, keys transposed second", attend(keys, queries, values)),
     ]
 
 
@@ -71,9 +68,7 @@ exercise_1 = Exercise(
     cases=lambda: _attention_cases(hidden_generator(SEED)),
     hint="project the inputs into queries, keys and values; score every query against every key; scale by the square "
     "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')",
-    describe=lambda number, total, x, *weights: (
-        f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)"
-    ),
+    describe=lambda n, total, x, *weights: f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)",
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
     returned_none="return the context vectors",
@@ -117,21 +112,13 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
         Mistake(
-            "you multiplied sqrt(d_k) by std once",
-            "each product q_i k_i holds two factors of spread std",
-            d_k**0.5 * std,
-            item=0,
+            "you multiplied sqrt(d_k) by std once", "q_i k_i holds two factors of spread std", d_k**0.5 * std, item=0
         ),
         Mistake(
             "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
         ),
         Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
-        Mistake(
-            "T = sqrt(d_k) does not bring the spread back to 1",
-            "sqrt(d_k) is right only for entries of spread 1; divide by the spread itself",
-            d_k**0.5,
-            item=1,
-        ),
+        Mistake("T = sqrt(d_k) does not bring the spread back to 1", "divide by the spread itself", d_k**0.5, item=1),
         Mistake(
             lambda answer: f"dividing by T = {answer[1]:.4g} does not bring the spread back to 1",
             "dividing q · k by T divides its spread by T",

@@ -9,7 +9,7 @@ import torch
 
 from .._checks import shape_str
 from ..functional import attention_with_weights, causal_mask
-from . import ATTENTION_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
+from . import ATTENTION_KERNELS, OVER_QUERIES, UNSCALED, Exercise, Mistake, WrongFormError, attend, hidden_generator
 
 SEED = 404
 
@@ -36,31 +36,14 @@ def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
 
 def _mask_mistakes(n: int, window: int) -> list[Mistake]:
     expected = window_mask_loops(n, window)
-    keys = f"{window} key{'s' if window > 1 else ''}"
-
-    def equal_as_bool(wrong):
-        return lambda answer: torch.equal(answer.detach().bool(), wrong) and not torch.equal(wrong, expected)
-
     too = "each token sees itself and the window - 1 tokens before it, window keys in all: count the diagonals again"
     variants = [
-        (
-            ~expected,
-            "your mask is True where a key may be seen",
-            "True must mark the keys to hide (as in ah.causal_mask)",
-        ),
+        (~expected, "your mask is True where a key may be seen", "True must mark the keys to hide (as in causal_mask)"),
         (causal_mask(n), "your mask hides only the future", "also hide the keys more than window - 1 positions back"),
-        (
-            expected & expected.T,
-            "your mask lets a token see later tokens",
-            "the future must stay hidden: True wherever j > i",
-        ),
+        (expected & expected.T, "your mask lets a token see later tokens", "the future must stay hidden: j > i"),
         (expected.T, "your mask is transposed (rows must be queries, columns keys)", MASK_HINT),
         *[
-            (
-                window_mask_loops(n, window + off),
-                f"your window is one token too {size} (each token should see {keys})",
-                too,
-            )
+            (window_mask_loops(n, window + off), f"your window is one token too {size} (each sees {window})", too)
             for off, size in ((1, "wide"), (-1, "narrow"))
             if window + off >= 1
         ],
@@ -71,7 +54,11 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
             "one row per query and one column per key",
             matches=lambda answer: answer.shape != expected.shape,
         ),
-        *(Mistake(problem, hint, matches=equal_as_bool(wrong)) for wrong, problem, hint in variants),
+        *(
+            Mistake(problem, hint, matches=lambda answer, wrong=wrong: torch.equal(answer.detach().bool(), wrong))
+            for wrong, problem, hint in variants
+            if not torch.equal(wrong, expected)
+        ),
         Mistake(
             lambda answer: f"the values are right but the dtype is {answer.dtype}, expected torch.bool",
             "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()",
@@ -96,73 +83,54 @@ exercise_1 = Exercise(
 def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
     cases = []
     for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8)):
-        d_k, d_v = 6, 5
-        queries = 2 * torch.randn(batch, n, d_k, generator=generator)
-        keys = 2 * torch.randn(batch, n, d_k, generator=generator)
-        values = torch.randn(batch, n, d_v, generator=generator)
-        cases.append((queries, keys, values, window))
+        queries, keys = 2 * torch.randn(2, batch, n, 6, generator=generator)  # d_k 6, d_v 5
+        cases.append((queries, keys, torch.randn(batch, n, 5, generator=generator), window))
     return cases
 
 
-def _reference_attention(queries, keys, values, mask):
-    return attention_with_weights(queries, keys, values, mask=mask)[0]
-
-
 def _wrong_attentions(queries, keys, values, window):
-    n, d_k = queries.shape[-2], queries.shape[-1]
-    mask = window_mask_loops(n, window)
-    scores = queries @ keys.transpose(-2, -1)
-    weights_after = torch.softmax(scores / d_k**0.5, dim=-1).masked_fill(mask, 0.0)
+    mask = window_mask_loops(queries.shape[-2], window)
+
+    causal = causal_mask(queries.shape[-2])
+
+    def mix(**mistake):
+        return attend(queries, keys, values, **mistake)
+
+    weights_after = attend(queries, keys, torch.eye(keys.shape[-2])).masked_fill(mask, 0.0)
     return [
         Mistake(
             "your output holds nan",
             "a row of only -inf scores gives nan: check that every token sees at least itself",
             matches=lambda answer: isinstance(answer, torch.Tensor) and bool(answer.isnan().any()),
         ),
-        Mistake(
-            "you hid the keys the window allows and kept the others",
-            "masked_fill writes where the mask is True",
-            _reference_attention(queries, keys, values, ~mask),
-        ),
-        Mistake(
-            "your output is plain causal attention",
-            "hide what your sliding-window mask hides, not only the future",
-            _reference_attention(queries, keys, values, causal_mask(n)),
-        ),
-        Mistake(
-            "the scores are not scaled",
-            "divide the scores by the square root of the keys' width",
-            torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ values,
-        ),
+        Mistake("you hid the keys the window allows", "masked_fill writes where the mask is True", mix(hide=~mask)),
+        Mistake("your output is plain causal attention", "hide what your sliding-window mask hides", mix(hide=causal)),
+        Mistake(UNSCALED, "divide them by the square root of the keys' width", mix(scale=1.0, hide=mask)),
         Mistake(
             "the hidden keys still get weight: you filled their scores with 0",
             "a score of 0 is still a score; fill with minus infinity, whose exponential is exactly 0",
-            torch.softmax(scores.masked_fill(mask, 0.0) / d_k**0.5, dim=-1) @ values,
+            mix(hide=mask, fill=0.0),
         ),
         Mistake(
             "you zeroed the hidden weights after the softmax without renormalising, so rows do not sum to 1",
             "mask the scores with -inf before the softmax (method B)",
             weights_after @ values,
         ),
-        Mistake(
-            "the softmax runs over the queries (dim=-2)",
-            "each query's weights, a row, must sum to 1: dim=-1",
-            torch.softmax(scores.masked_fill(mask, float("-inf")) / d_k**0.5, dim=-2) @ values,
-        ),
+        Mistake(*OVER_QUERIES, mix(hide=mask, dim=-2)),
     ]
 
 
 # ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=lambda queries, keys, values, window: _reference_attention(
-        queries, keys, values, window_mask_loops(queries.shape[-2], window)
-    ),
+    reference=lambda queries, keys, values, window: attention_with_weights(
+        queries, keys, values, mask=window_mask_loops(queries.shape[-2], window)
+    )[0],
     cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
     hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
-    describe=lambda number, total, queries, keys, values, window: (
-        f"on hidden case {number} (batch {values.shape[0]}, {values.shape[1]} tokens, window {window})"
+    describe=lambda n, total, q, k, v, window: (
+        f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {window})"
     ),
     mistakes=_wrong_attentions,
     returned_none="return the context vectors",
@@ -222,16 +190,8 @@ exercise_3 = Exercise(
     hint=SWAP_HINT,
     describe=lambda number, total, n, i, j, rows: f"for {n} tokens when tokens {i} and {j} swap",
     mistakes=lambda n, i, j, rows: [
-        Mistake(
-            f"rows after {j} do not change",
-            "a row after j sees the same tokens, only in another order, and attention ignores their order",
-            list(range(i, n)),
-        ),
-        Mistake(
-            f"rows between {i} and {j} change too",
-            f"those rows now see token {j}'s old embedding in place of token {i}'s",
-            [i, j],
-        ),
+        Mistake(f"rows after {j} do not change", "they see the same tokens, in another order", list(range(i, n))),
+        Mistake(f"rows between {i} and {j} change too", f"they now see token {j}'s embedding, not {i}'s", [i, j]),
         Mistake(f"row {j} changes too", "row j has a new query: token i's old embedding", list(range(i, j))),
     ],
     done=" for all {n} hidden swaps",

@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..functional import causal_mask
-from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hidden_generator, is_number, plain
+from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hidden_generator, plain
 
 SEED = 505
 
@@ -37,8 +37,8 @@ def _band(p: float, n: int) -> float:
 
 
 def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
-    """(x, p, training, seed): training mode on large tensors (a batch axis, enough entries to measure the fraction
-    dropped and its independence) at several seeds and rates, a batch of 1, evaluation mode, p = 0 and p = 1."""
+    """(x, p, training, seed): large tensors (enough entries to measure the fraction dropped and its independence)
+    at several seeds and rates, a batch of 1, evaluation mode, p = 0 and p = 1."""
     generator = hidden_generator(SEED)
     small = _hidden_tensor(generator, 1, 7, 5)
     large = _hidden_tensor(generator, 6, 101, 97)
@@ -53,8 +53,8 @@ def _describe_dropout(number, total, x, p, training, seed) -> str:
 
 
 def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
-    """The reader's dropout on x three times, stacked in float64: after torch.manual_seed(seed), again without
-    seeding, and after torch.manual_seed(seed) once more. The reader's random state is put back afterwards."""
+    """The reader's dropout on x three times, in float64: after torch.manual_seed(seed), again, and after
+    torch.manual_seed(seed) once more; the reader's random state is put back afterwards."""
     outputs = []
     with torch.random.fork_rng(devices=[]):
         for reseed in (True, False, True):
@@ -74,8 +74,8 @@ def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
 
 
 def _joint_drops(dropped: torch.Tensor, p: float) -> str | None:
-    """The axis whose neighbours are dropped together most unlike p * p, as they are when a mask is drawn once per
-    row, per column or per batch, or follows a pattern; None when every axis is within five standard deviations."""
+    """The axis whose neighbours are dropped together most unlike p * p (a mask drawn once per row, column or
+    batch, or a pattern), or None when every axis is within five standard deviations."""
     deviations = {}
     for axis, name in enumerate(("the sequences of the batch", "neighbouring rows", "neighbouring columns")):
         pairs = dropped.narrow(axis, 0, dropped.shape[axis] - 1) & dropped.narrow(axis, 1, dropped.shape[axis] - 1)
@@ -85,8 +85,7 @@ def _joint_drops(dropped: torch.Tensor, p: float) -> str | None:
 
 
 def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
-    """What is wrong with the three outputs on ``case`` = (x, p, training, seed), or None: judged by properties that
-    hold for every mask."""
+    """What is wrong with the three outputs on ``case``, or None: judged by properties every mask has."""
     x, p, training, _ = case
     x = x.double()
     if not training or p == 0:
@@ -117,23 +116,23 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
     return None
 
 
-def _own_hint(p: float, training: bool) -> str | None:
-    """The hint for a case that is not plain training mode (evaluation mode, p = 0 or 1), else None."""
-    if not training:
-        return "in evaluation mode dropout does nothing: return x as it is"
-    if p == 0:
-        return "with p = 0 no entry is dropped"
-    if p == 1:
-        return "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"
-    return None
+# The hints of the cases that are not plain training mode: (test of (p, training), hint)
+_OWN_HINTS = (
+    (lambda p, training: not training, "in evaluation mode dropout does nothing: return x as it is"),
+    (lambda p, training: p == 0, "with p = 0 no entry is dropped"),
+    (lambda p, training: p == 1, "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+)
 
 
 def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one case."""
-    hint = _own_hint(p, training)
     case = (x, p, training, seed)
-    if hint is not None:
-        return [Mistake(lambda outs: _dropout_differs(outs, case), hint, matches=lambda outs: True)]
+    own = [
+        Mistake(lambda outs: _dropout_differs(outs, case), hint, matches=lambda outs: True)
+        for test, hint in _OWN_HINTS
+        if test(p, training)
+    ]
+    if own:
+        return own[:1]
     x = x.double()
 
     def survivors_are(factor):
@@ -145,6 +144,7 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
     def problem_is(*words):
         return lambda outs: any(word in (_dropout_differs(outs, case) or "") for word in words)
 
+    scale = "scale the survivors so that each entry keeps its expected value x"
     return [
         Mistake("the output holds nan", DROPOUT_HINT, matches=lambda outs: bool(outs.isnan().any())),
         Mistake(
@@ -163,21 +163,9 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
             "function, or count calls",
             matches=problem_is("two calls", "manual_seed"),
         ),
-        Mistake(
-            "the surviving entries equal x: they are not scaled",
-            "scale the survivors so that each entry keeps its expected value x",
-            matches=survivors_are(1.0),
-        ),
-        Mistake(
-            "the surviving entries are x / p",
-            "the survivors are a fraction 1 - p of the entries, so they are divided by 1 - p, not p",
-            matches=survivors_are(1 / p),
-        ),
-        Mistake(
-            "the surviving entries are x * (1 - p)",
-            "divide by 1 - p instead of multiplying: the survivors must grow to make up for the zeros",
-            matches=survivors_are(1 - p),
-        ),
+        Mistake("the surviving entries equal x: they are not scaled", scale, matches=survivors_are(1.0)),
+        Mistake("the surviving entries are x / p", f"{scale}: divide by 1 - p", matches=survivors_are(1 / p)),
+        Mistake("the surviving entries are x * (1 - p)", f"{scale}: divide by 1 - p", matches=survivors_are(1 - p)),
     ]
 
 
@@ -199,15 +187,15 @@ exercise_1 = Exercise(
 
 
 def _expected_empty_rows(num_tokens: int, p: float) -> float:
-    """The reference: row i of causal weights has i + 1 visible (non-zero) weights, each dropped on its own."""
-    visible = (~causal_mask(num_tokens)).sum(dim=-1).double()  # (num_tokens,): 1, 2, ..., num_tokens
+    visible = (~causal_mask(num_tokens)).sum(dim=-1).double()  # row i sees i + 1 weights, each dropped on its own
     return float((p**visible).sum())
 
 
 # (num_tokens, p): odd and even lengths, a single token, rates that tell each wrong formula apart
 _EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65))
+_ROWS_HINT = "a row is empty only when every weight it can see is dropped: p ** (weights it sees)"
 
-# Plausible wrong formulas and what they mean.
+# Plausible wrong formulas, what they mean and the hint.
 _EMPTY_ROW_MISTAKES = (
     (
         lambda n, p: sum(p**k for k in range(n)),
@@ -219,14 +207,10 @@ _EMPTY_ROW_MISTAKES = (
         "that is the chance that one row of all num_tokens weights is emptied",
         "each row sees a different number of tokens; the expected count is the sum of every row's probability",
     ),
-    (
-        lambda n, p: n * p,
-        "that counts one dropped weight as an empty row",
-        "a row is empty only when every weight it can see is dropped: p ** (weights it sees)",
-    ),
+    (lambda n, p: n * p, "that counts one dropped weight as an empty row", _ROWS_HINT),
     (
         lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
-        "that is the expected number of rows that keep all their weights",
+        "that counts rows that keep all their weights",
         "a weight is dropped with probability p, not 1 - p",
     ),
     (
@@ -251,14 +235,7 @@ exercise_2 = Exercise(
     "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
     "attention weights')",
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
-    mistakes=lambda num_tokens, p: [
-        Mistake(
-            lambda answer: f"expected a number, got {type(answer).__name__}",
-            "return a float",
-            matches=lambda answer: not is_number(answer),
-        ),
-        *(Mistake(problem, hint, formula(num_tokens, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES),
-    ],
+    mistakes=lambda n, p: [Mistake(problem, hint, formula(n, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES],
     returned_none="return a float",
     convert=as_number,
     atol=1e-5,  # a float32 sum is right to about 1e-7 of it; every named mistake is off by far more

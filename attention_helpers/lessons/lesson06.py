@@ -3,14 +3,11 @@ query/key/value weight, compared with the package's ``MultiHeadAttention`` given
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 import torch
 
 from ..attention import MultiHeadAttention
 from ..functional import causal_mask
-from . import ATTENTION_KERNELS, Exercise, Mistake, compare, hidden_generator
+from . import ATTENTION_KERNELS, NO_OUT_PROJ, OVER_QUERIES, Exercise, Mistake, attend, compare, hidden_generator
 
 SEED = 606
 
@@ -42,18 +39,8 @@ _SHAPE_MISTAKES = (
         "the attention weights are not (batch, num_heads, num_tokens, head_dim)",
         "each head has one weight per (query, key) pair: (batch, num_heads, num_tokens, num_tokens)",
     ),
-    (
-        2,
-        (2, 5, 5),
-        "the attention weights have no head axis",
-        "every head computes its own weights: (batch, num_heads, num_tokens, num_tokens)",
-    ),
-    (
-        3,
-        (2, 5, 4),
-        "the output is not one head wide",
-        "the heads are merged back side by side, num_heads * head_dim = d_out, and out_proj keeps d_out",
-    ),
+    (2, (2, 5, 5), "the attention weights have no head axis", "every head computes its own weights"),
+    (3, (2, 5, 4), "the output is not one head wide", "the heads are merged back side by side, d_out wide"),
     (3, (2, 3, 5, 4), "the output still has a head axis", "the heads are merged back into (batch, num_tokens, d_out)"),
 )
 
@@ -104,14 +91,12 @@ def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale
         queries, keys, values = (t.reshape(batch, num_heads, num_tokens, head_dim) for t in qkv.chunk(3, dim=-1))
     else:
         queries, keys, values = (t.unflatten(-1, (num_heads, head_dim)).transpose(1, 2) for t in qkv.chunk(3, -1))
-    attn_scores = queries @ keys.transpose(-2, -1)  # (batch, num_heads, num_tokens, num_tokens)
-    if (mask == "causal" and causal) or mask == "always":
-        attn_scores = attn_scores.masked_fill(causal_mask(num_tokens), -torch.inf)
-    elif mask == "diagonal" and causal:  # the query's own key hidden too (a finite fill, so row 0 is not nan)
+    hide = causal_mask(num_tokens) if (mask == "causal" and causal) or mask == "always" else None
+    if mask == "diagonal" and causal:  # the query's own key hidden too (a finite fill, so row 0 is not nan)
         hide = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu()
-        attn_scores = attn_scores.masked_fill(hide, torch.finfo(attn_scores.dtype).min)
-    divisor = {"head_dim": head_dim**0.5, "d_out": d_out**0.5, "none": 1.0}[scale]
-    context_vec = torch.softmax(attn_scores / divisor, dim=slip.get("softmax_dim", -1)) @ values
+    scale = {"head_dim": head_dim**0.5, "d_out": d_out**0.5, "none": 1.0}[scale]
+    fill = -torch.inf if mask != "diagonal" else torch.finfo(x.dtype).min
+    context_vec = attend(queries, keys, values, scale=scale, hide=hide, fill=fill, dim=slip.get("softmax_dim", -1))
     if merge != "reshape_only":  # (batch, num_heads, num_tokens, head_dim) -> (batch, num_tokens, num_heads, ...)
         context_vec = context_vec.transpose(1, 2)
     context_vec = context_vec.reshape(batch, num_tokens, d_out)
@@ -131,19 +116,10 @@ _FUSED_MISTAKES = (
         {"merge": "reshape_only"},
         "your output is what you get by reshaping (batch, num_heads, num_tokens, head_dim) straight to "
         "(batch, num_tokens, d_out), without moving the head axis back",
-        "move the head axis back next to head_dim before merging: a reshape straight from (batch, num_heads, "
-        "num_tokens, head_dim) reads the numbers head by head, so one output row mixes several tokens of one head",
+        "move the head axis back next to head_dim before merging: a straight reshape mixes several tokens of one head",
     ),
-    (
-        {"scale": "none"},
-        "the scores are not scaled: the 1 / sqrt(head_dim) is missing",
-        "divide each head's scores by sqrt(head_dim) before the softmax",
-    ),
-    (
-        {"scale": "d_out"},
-        "the scores are divided by sqrt(d_out)",
-        "each head's dot products run over head_dim numbers: divide by sqrt(head_dim), not sqrt(d_out)",
-    ),
+    ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
+    ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
     (
         {"split": "view_only"},
         "the heads were cut with a view straight to (batch, num_heads, num_tokens, head_dim)",
@@ -154,36 +130,12 @@ _FUSED_MISTAKES = (
         "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
         "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first",
     ),
-    (
-        {"mask": "never"},
-        "no causal mask with causal=True",
-        "with causal=True, hide the scores above the diagonal (the future) before the softmax",
-    ),
-    (
-        {"mask": "always"},
-        "the causal mask is applied with causal=False",
-        "apply the mask only when causal is True: with causal=False every token sees every token",
-    ),
-    (
-        {"mask": "diagonal"},
-        "your causal mask hides each token's own key too",
-        "hide only the keys after the query, never the query's own key",
-    ),
-    (
-        {"no_out_projection": True},
-        "the heads' merged output is not projected by W_out",
-        "finish with the output projection W_out, which mixes the heads",
-    ),
-    (
-        {"softmax_dim": -2},
-        "the softmax runs over the queries",
-        "take the softmax over the keys (dim=-1), so that each query's weights sum to 1",
-    ),
-    (
-        {"out_not_transposed": True},
-        "the output projection is x @ W_out instead of x @ W_out.T",
-        "W_out is stored like nn.Linear's weight, (out_features, in_features): it needs transposing",
-    ),
+    ({"mask": "never"}, "no causal mask with causal=True", "with causal=True, hide the scores above the diagonal"),
+    ({"mask": "always"}, "the causal mask is applied with causal=False", "apply the mask only when causal is True"),
+    ({"mask": "diagonal"}, "your causal mask hides each token's own key too", "never hide the query's own key"),
+    ({"no_out_projection": True}, "the heads' merged output is not projected by W_out", NO_OUT_PROJ[1]),
+    ({"softmax_dim": -2}, *OVER_QUERIES),
+    ({"out_not_transposed": True}, "the output projection is x @ W_out instead of x @ W_out.T", "it needs transposing"),
 )
 
 # (batch, num_tokens, d_in, d_out, num_heads, causal): d_in != d_out, a batch of 1, odd lengths, both modes
@@ -202,63 +154,15 @@ def _fused_reference(x, W_qkv, W_out, num_heads, causal):
     _, num_tokens, d_in = x.shape
     mha = MultiHeadAttention(d_in, W_out.shape[0], num_tokens, 0.0, num_heads, causal=causal, proj_bias=False)
     with torch.no_grad():
-        for layer, weight in zip((mha.W_query, mha.W_key, mha.W_value), W_qkv.chunk(3), strict=True):
+        for layer, weight in zip(
+            (mha.W_query, mha.W_key, mha.W_value, mha.out_proj), (*W_qkv.chunk(3), W_out), strict=True
+        ):
             layer.weight.copy_(weight)
-        mha.out_proj.weight.copy_(W_out)
         return mha.eval()(x)
 
 
-def _fused_mistakes(fused_attention, x, W_qkv, W_out, num_heads, causal) -> list[Mistake]:
-    """The named mistakes of exercise 2 on one hidden case; the last one runs the answer on shuffled tokens."""
-    args = (x, W_qkv, W_out, num_heads, causal)
-    return [
-        Mistake(
-            "your output holds nan",
-            "a row whose scores are all -inf gives nan: the causal mask hides only the keys after the query, never "
-            "the query itself",
-            matches=lambda answer: bool(answer.isnan().any()),
-        ),
-        *(Mistake(meaning, hint, _multi_head(*args, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
-        Mistake(
-            "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
-            MERGE_HINT,
-            matches=lambda answer: not _equivariant(fused_attention, args),
-        ),
-    ]
-
-
-_FUSED = Exercise(
-    "Exercise 2",
-    reference=_fused_reference,
-    cases=lambda: [
-        (*_fused_inputs(generator, *sizes[:4]), *sizes[4:])
-        for generator in [hidden_generator(SEED)]
-        for sizes in _FUSED_CASES
-    ],
-    hint="one projection gives queries, keys and values side by side; cut it into the three, split each into heads "
-    "with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over the keys, "
-    "mix the values, then move the heads back next to head_dim before merging and projecting (reread 'One "
-    "projection, split into heads')",
-    describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
-        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
-        f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
-    ),
-    forbidden=ATTENTION_KERNELS,
-    rule="the exercise asks for the heads written out with plain tensor operations, not a ready-made attention (the "
-    "package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split into "
-    "heads'",
-)
-
-
-def exercise_2(fused_attention) -> bool:
-    """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs."""
-    mistakes = functools.partial(_fused_mistakes, fused_attention)  # the last mistake runs the answer again
-    return dataclasses.replace(_FUSED, mistakes=mistakes).check(fused_attention)
-
-
-def _equivariant(fused_attention, args) -> bool:
+def _equivariant(fused_attention, x, W_qkv, W_out, num_heads, causal) -> bool:
     """Without a mask, permuting the tokens must permute the output rows the same way."""
-    x, W_qkv, W_out, num_heads, _ = args
     perm = torch.roll(torch.arange(x.shape[1]), 1)  # every token moves one place
     try:
         shuffled_first = fused_attention(x[:, perm], W_qkv, W_out, num_heads, False)
@@ -266,3 +170,40 @@ def _equivariant(fused_attention, args) -> bool:
     except Exception:  # the reader's code; its failure is reported by the main comparison
         return True
     return compare(shuffled_first, shuffled_after, atol=1e-4) is None
+
+
+def exercise_2(fused_attention) -> bool:
+    """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs; the
+    last named mistake runs the answer again, on shuffled tokens."""
+    return Exercise(
+        "Exercise 2",
+        reference=_fused_reference,
+        cases=lambda: [
+            (*_fused_inputs(generator, *c[:4]), *c[4:]) for generator in [hidden_generator(SEED)] for c in _FUSED_CASES
+        ],
+        hint="one projection gives queries, keys and values side by side; cut it into the three, split each into "
+        "heads with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over "
+        "the keys, mix the values, then move the heads back next to head_dim before merging and projecting (reread "
+        "'One projection, split into heads')",
+        describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
+            f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
+            f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
+        ),
+        mistakes=lambda *case: [
+            Mistake(
+                "your output holds nan",
+                "a row whose scores are all -inf gives nan: the causal mask never hides the query itself",
+                matches=lambda answer: bool(answer.isnan().any()),
+            ),
+            *(Mistake(meaning, hint, _multi_head(*case, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
+            Mistake(
+                "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
+                MERGE_HINT,
+                matches=lambda answer: not _equivariant(fused_attention, *case),
+            ),
+        ],
+        forbidden=ATTENTION_KERNELS,
+        rule="the exercise asks for the heads written out with plain tensor operations, not a ready-made attention "
+        "(the package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split "
+        "into heads'",
+    ).check(fused_attention)

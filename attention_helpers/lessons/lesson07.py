@@ -23,28 +23,20 @@ def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
 _PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9))
 
 
-# (wrong mask from the right one and the inputs, what it means, hint)
+# (wrong mask from the right one, the lengths and num_tokens; what it means; hint)
 _PADDING_MISTAKES = (
+    (lambda mask, lengths, n: ~mask, "your mask is True at the real tokens", "it is True at padding, to hide it"),
     (
-        lambda mask, lengths, n: ~mask,
-        "your mask is True at the real tokens",
-        "a key_padding_mask is True at padding, the positions to hide (PyTorch's convention)",
-    ),
-    (
-        lambda mask, lengths, n: torch.arange(n)[None, :] > lengths[:, None],
+        lambda mask, lengths, n: torch.arange(n) > lengths[:, None],
         "the first padding position of each sequence is not marked",
-        "position t is padding when t >= length: positions count from 0, so a sequence of length 4 fills 0 to 3",
+        "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
     ),
     (
-        lambda mask, lengths, n: torch.arange(n)[None, :] >= lengths[:, None] - 1,
-        "the last real token of each sequence is marked as padding",
+        lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1,
+        "the last real token is marked as padding",
         "position t is padding when t >= length, not t >= length - 1",
     ),
-    (
-        lambda mask, lengths, n: mask.T,
-        "your mask is (num_tokens, batch)",
-        "put the sequences on the rows and the positions on the columns",
-    ),
+    (lambda mask, lengths, n: mask.T, "your mask is (num_tokens, batch)", "put the sequences on the rows"),
 )
 
 
@@ -55,8 +47,8 @@ exercise_1 = Exercise(
     cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
     hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
     "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
-    describe=lambda number, total, lengths, num_tokens: (
-        f"on case {number} of {total} (lengths {lengths.tolist()}, num_tokens {num_tokens})"
+    describe=lambda n, total, lengths, tokens: (
+        f"on case {n} of {total} (lengths {lengths.tolist()}, num_tokens {tokens})"
     ),
     mistakes=lambda lengths, n: [
         Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
@@ -69,37 +61,23 @@ exercise_1 = Exercise(
 
 
 def _layer_norm_cases() -> list[tuple]:
-    """(x, gamma, beta, eps): odd widths, a batch of 1, and nearly constant tokens, whose variance is smaller than
-    eps, so that where eps goes matters."""
+    """(x, gamma, beta, eps): odd widths, a batch of 1, and tokens whose variance is below eps (where eps goes
+    matters)."""
     generator = hidden_generator(SEED)
     cases = []
-    for shape, eps, spread in (
-        ((4, 3), 1e-5, 1.0),
-        ((1, 5, 7), 1e-5, 3.0),
-        ((3, 2, 2, 6), 1e-3, 1.0),
-        ((2, 9), 1e-2, 0.02),
-    ):
-        d = shape[-1]
-        gamma, beta = torch.randn(d, generator=generator), torch.randn(d, generator=generator)
+    for shape, eps, spread in (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02)):
+        gamma, beta = torch.randn(2, shape[-1], generator=generator)
         x = spread * torch.randn(shape, generator=generator) + torch.randn(shape[:-1] + (1,), generator=generator)
         cases.append((x, gamma, beta, eps))
     return cases
 
 
-def _reference_layer_norm(x, gamma, beta, eps):
-    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
-
-
 def _normalise(x, gamma, beta, eps, *, correction=0, where_eps="inside", spread="var", dim=-1, affine=True):
-    mean = x.mean(dim=dim, keepdim=True)
+    """LayerNorm by hand, or with one plausible mistake (the keywords)."""
     var = x.var(dim=dim, keepdim=True, correction=correction)
-    if spread == "std":
-        var = var.sqrt()
-    if where_eps == "none":
-        denominator = torch.sqrt(var)
-    else:
-        denominator = torch.sqrt(var + eps) if where_eps == "inside" else torch.sqrt(var) + eps
-    normalized = (x - mean) / denominator
+    var = var.sqrt() if spread == "std" else var
+    denominator = {"none": var.sqrt(), "inside": (var + eps).sqrt(), "outside": var.sqrt() + eps}[where_eps]
+    normalized = (x - x.mean(dim=dim, keepdim=True)) / denominator
     return gamma * normalized + beta if affine else normalized
 
 
@@ -107,50 +85,28 @@ _LAYER_NORM_MISTAKES = (
     (
         {"correction": 1},
         "the variance divides by d - 1",
-        "x.var divides by d - 1 by default (Bessel's correction); LayerNorm divides by d: read the correction "
-        "argument of x.var",
+        "LayerNorm divides by d: see the correction argument of x.var",
     ),
-    (
-        {"where_eps": "outside"},
-        "eps is added after the square root",
-        "add eps to the variance, inside the square root",
-    ),
+    ({"where_eps": "outside"}, "eps is added after the square root", "add eps to the variance, inside the square root"),
     (
         {"where_eps": "none"},
         "eps is missing: nearly constant tokens, whose variance is below eps, come out far too large",
-        "add eps to the variance before the square root: it keeps a (nearly) constant token from dividing by "
-        "(almost) zero",
+        "add eps to the variance before the square root: it keeps a constant token from dividing by zero",
     ),
-    (
-        {"spread": "std"},
-        "you divided by the square root of the standard deviation",
-        "divide by the square root of the variance (plus eps), which is the standard deviation",
-    ),
-    (
-        {"affine": False},
-        "gamma and beta are not applied",
-        "after normalising, scale by gamma and shift by beta",
-    ),
-    (
-        {"dim": 0},
-        "the statistics run over the first axis",
-        "each token is normalised on its own: mean and variance over the last dimension, dim=-1, with keepdim=True",
-    ),
+    ({"spread": "std"}, "you divided by the square root of the standard deviation", "divide by the standard deviation"),
+    ({"affine": False}, "gamma and beta are not applied", "after normalising, scale by gamma and shift by beta"),
+    ({"dim": 0}, "the statistics run over the first axis", "each token is normalised on its own, over dim=-1"),
 )
 
 
 # ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=_reference_layer_norm,
+    reference=lambda x, gamma, beta, eps: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
     cases=_layer_norm_cases,
-    hint=(
-        "each token is normalised on its own: subtract its mean, divide by the square root of its biased variance "
-        "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')"
-    ),
-    describe=lambda number, total, x, gamma, beta, eps: (
-        f"on case {number} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})"
-    ),
+    hint="each token is normalised on its own: subtract its mean, divide by the square root of its biased variance "
+    "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')",
+    describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
         Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
     ],
@@ -169,9 +125,7 @@ def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int
     generator = hidden_generator(SEED + case_number)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + case_number)
-        layer = nn.TransformerEncoderLayer(
-            d_model, num_heads, ffn_hidden, dropout=0.0, batch_first=True, norm_first=True
-        )
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, ffn_hidden, 0.0, batch_first=True, norm_first=True)
     with torch.no_grad():
         for norm in (layer.norm1, layer.norm2):
             norm.weight.copy_(1 + 0.5 * torch.randn(d_model, generator=generator))
@@ -180,33 +134,21 @@ def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int
     return layer.eval()
 
 
-def _parts(torch_layer: nn.TransformerEncoderLayer, num_tokens: int) -> dict:
-    """The package's parts with copies of torch_layer's weights (to name mistakes, never as the reference)."""
-    ffn = FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features, 0.0)
+def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_ln=False, **wiring):
+    """The pre-LN block from the package's parts with copies of ``torch_layer``'s weights, or one plausible
+    miswiring (to name a mistake, never as the reference): ``norms`` are torch_layer's (1, 2) or fresh ones (0)."""
+    ffn = FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features, 0.0).eval()
     ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
     ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
-    return {
-        "attention": MultiHeadAttention.from_torch(torch_layer.self_attn).eval(),
-        "causal_attention": MultiHeadAttention.from_torch(
-            torch_layer.self_attn, causal=True, context_length=num_tokens
-        ).eval(),
-        "norm1": LayerNorm.from_torch(torch_layer.norm1),
-        "norm2": LayerNorm.from_torch(torch_layer.norm2),
-        "fresh_norm": LayerNorm(torch_layer.linear1.in_features, eps=torch_layer.norm1.eps),  # gamma 1, beta 0
-        "ffn": ffn.eval(),
-    }
-
-
-def _pre_ln_block(parts: dict, x, *, residuals=(True, True), norms=("norm1", "norm2"), **wiring):
-    """The pre-LN block from the package's ``parts``, or one of its plausible miswirings (to name a mistake):
-    ``norms`` names the two LayerNorms ("fresh": new ones, torch_layer's weights not copied)."""
-    attention = parts["causal_attention" if wiring.get("causal") else "attention"]
-    for sublayer, norm, residual in zip((attention, parts["ffn"]), norms, residuals, strict=True):
-        norm = parts["fresh_norm" if norm == "fresh" else norm]
-        if wiring.get("post_ln"):
-            x = norm(x + sublayer(x))
+    causal = dict(causal=True, context_length=x.shape[1]) if wiring.get("causal") else {}
+    attention = MultiHeadAttention.from_torch(torch_layer.self_attn, **causal).eval()
+    layer_norms = {0: LayerNorm(x.shape[-1], eps=torch_layer.norm1.eps)}  # gamma 1, beta 0
+    layer_norms |= {1: LayerNorm.from_torch(torch_layer.norm1), 2: LayerNorm.from_torch(torch_layer.norm2)}
+    for sublayer, norm, residual in zip((attention, ffn), norms, residuals, strict=True):
+        h = layer_norms[norm](x)
+        if post_ln:
+            x = layer_norms[norm](x + sublayer(x))
         else:
-            h = norm(x)
             x = ((h if wiring.get("residual_normalised") else x) + sublayer(h)) if residual else sublayer(h)
     return x
 
@@ -218,66 +160,40 @@ _BLOCK_MISTAKES = (
         "your block is post-LN: it normalises after adding the residual",
         "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
     ),
-    (
-        {"residuals": (False, True)},
-        "the attention sublayer has no residual connection",
-        "add the attention's input back to its output",
-    ),
-    (
-        {"residuals": (True, False)},
-        "the feed-forward sublayer has no residual connection",
-        "add the feed-forward network's input back to its output",
-    ),
-    (
-        {"residuals": (False, False)},
-        "neither sublayer has a residual connection",
-        "each sublayer's input is added back to its output",
-    ),
+    ({"residuals": (False, True)}, "the attention sublayer has no residual", "add the attention's input back"),
+    ({"residuals": (True, False)}, "the feed-forward sublayer has no residual", "add the feed-forward network's input"),
+    ({"residuals": (False, False)}, "neither sublayer has a residual connection", "add each sublayer's input back"),
     (
         {"residual_normalised": True},
         "the residual adds the normalised x, not x itself",
         "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
     ),
+    ({"norms": (2, 1)}, "norm1 and norm2 are swapped", "norm1 goes before the attention, norm2 before the FFN"),
+    ({"norms": (1, 1)}, "norm1 is used before both sublayers", "each sublayer has its own: norm1, then norm2"),
     (
-        {"norms": ("norm2", "norm1")},
-        "norm1 and norm2 are swapped",
-        "norm1 goes before the attention, norm2 before the feed-forward",
-    ),
-    (
-        {"norms": ("norm1", "norm1")},
-        "norm1 is used before both sublayers",
-        "each sublayer has its own LayerNorm: norm1 before the attention, norm2 before the feed-forward network",
-    ),
-    (
-        {"norms": ("fresh", "fresh")},
+        {"norms": (0, 0)},
         "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
         "copy torch_layer's two LayerNorms too: the from_torch constructors copy a part's parameters",
     ),
-    (
-        {"causal": True},
-        "your attention uses a causal mask",
-        "an encoder has no causal mask: from_torch's default causal=False, or causal=False in the constructor",
-    ),
+    ({"causal": True}, "your attention uses a causal mask", "an encoder has no causal mask: causal=False"),
 )
 
 
 def _block_cases() -> list[tuple]:
-    """(torch_layer, x, its output, the package's parts with copies of its weights) for each hidden shape: the output
-    and the parts come first, since running the answer changes torch_layer's parameters."""
+    """(torch_layer, x, its output) for each hidden shape: the output first, since running the answer changes
+    torch_layer's parameters."""
     cases = []
     for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
         torch_layer = _torch_block(number, d_model, num_heads, ffn_hidden)
-        generator = hidden_generator(SEED + 10 * number)
-        x = 3 * torch.randn(batch, num_tokens, d_model, generator=generator) + 1  # clearly not normalised
+        x = 3 * torch.randn(batch, num_tokens, d_model, generator=hidden_generator(SEED + 10 * number)) + 1
         with torch.no_grad():
-            cases.append((torch_layer, x, torch_layer(x), _parts(torch_layer, num_tokens)))
+            cases.append((torch_layer, x, torch_layer(x)))
     return cases
 
 
 def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor):
-    """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode. :class:`WrongFormError`
-    for an output that follows torch_layer's parameters (0.5 is added to them: a block holding copies does not
-    change)."""
+    """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode; an output that follows
+    torch_layer's parameters (0.5 is added to them: a block holding copies does not change) is of the wrong form."""
     block = block_class(torch_layer)
     if isinstance(block, nn.Module):
         block.eval()  # compared in evaluation mode: no dropout
@@ -298,19 +214,19 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
 # ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
 exercise_3 = Exercise(
     "Exercise 3",
-    reference=lambda torch_layer, x, expected, parts: expected,
+    reference=lambda torch_layer, x, expected: expected,
     cases=_block_cases,
-    arguments=lambda torch_layer, x, expected, parts: (torch_layer, x),
+    arguments=lambda torch_layer, x, expected: (torch_layer, x),
     run=_build_and_run,
     hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
     "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
     "encoder layer: post-LN and pre-LN')",
-    describe=lambda number, total, torch_layer, x, expected, parts: (
+    describe=lambda number, total, torch_layer, x, expected: (
         f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_model {x.shape[2]}, "
         f"{torch_layer.self_attn.num_heads} heads, ffn_hidden {torch_layer.linear1.out_features})"
     ),
-    mistakes=lambda torch_layer, x, expected, parts: [
-        Mistake(meaning, hint, _pre_ln_block(parts, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
+    mistakes=lambda torch_layer, x, expected: [
+        Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
     ],
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",
     returned_none="return the block",

@@ -22,44 +22,30 @@ def _model() -> SentenceEncoder:
     return SentenceEncoder.from_pretrained()
 
 
-def _padded_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Hidden batches of ``(token_ids, attention_mask)``, both ``(batch, num_tokens)``: ``[CLS]``, random word
-    pieces and ``[SEP]``, padded to the longest; one batch of a single sentence (no padding at all)."""
-    generator = hidden_generator(_SEED)
-    batches = []
-    for lengths in ((7, 13, 4), (9,), (3, 11)):  # tokens per sentence, [CLS] and [SEP] included
-        width = max(lengths)
-        token_ids = torch.full((len(lengths), width), PAD)
-        for row, length in enumerate(lengths):
-            words = torch.randint(1996, 29_000, (length - 2,), generator=generator)  # ordinary word pieces
-            token_ids[row, :length] = torch.cat([torch.tensor([CLS]), words, torch.tensor([SEP])])
-        attention_mask = (torch.arange(width) < torch.tensor(lengths)[:, None]).long()  # 1 = real token
-        batches.append((token_ids, attention_mask))
-    return batches
-
-
 @functools.lru_cache(maxsize=1)
 @torch.no_grad()
 def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
-    """For each hidden batch: the tokenizer's mask, the model's token vectors ``(batch, num_tokens, 384)`` for the
-    padded batch, and the reference ``(batch, 384)``: each sentence run alone, without any padding, then averaged."""
-    model = _model()
-    cases = []
-    for token_ids, attention_mask in _padded_batches():
-        token_embeddings = model(token_ids, attention_mask=attention_mask)
-        expected = torch.cat(
-            [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
-        )
-        cases.append((attention_mask, token_embeddings, expected))
+    """For hidden padded batches of ``[CLS]``, random word pieces and ``[SEP]`` (one of a single sentence, no padding):
+    the tokenizer's mask, the model's ``(batch, num_tokens, 384)`` token vectors, and the reference ``(batch, 384)``,
+    each sentence run alone, without any padding, then averaged."""
+    generator, model, cases = hidden_generator(_SEED), _model(), []
+    for lengths in ((7, 13, 4), (9,), (3, 11)):  # tokens per sentence, [CLS] and [SEP] included
+        token_ids = torch.full((len(lengths), max(lengths)), PAD)
+        for row, length in enumerate(lengths):
+            words = torch.randint(1996, 29_000, (length - 2,), generator=generator)  # ordinary word pieces
+            token_ids[row, :length] = torch.cat([torch.tensor([CLS]), words, torch.tensor([SEP])])
+        attention_mask = (torch.arange(max(lengths)) < torch.tensor(lengths)[:, None]).long()  # 1 = real token
+        alone = [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
+        cases.append((attention_mask, model(token_ids, attention_mask=attention_mask), torch.cat(alone)))
     return tuple(cases)
 
 
 def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one padded batch (none on a batch without padding)."""
     if not bool((attention_mask == 0).any()):
         return []
     padded_rows = (attention_mask == 0).any(dim=1)
     inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
+    all_tokens, real_sum = token_embeddings.mean(dim=1), (token_embeddings * attention_mask[..., None]).sum(dim=1)
 
     def over_the_padding(answer) -> bool:
         if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
@@ -68,21 +54,13 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
         return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
 
     return [
+        Mistake("your mean includes the padding tokens too", "leave out where attention_mask is 0", all_tokens),
         Mistake(
-            "your mean includes the padding tokens too",
-            "leave out the positions where attention_mask is 0 before summing",
-            token_embeddings.mean(dim=1),
+            "you divided by the padded length",
+            "divide by the number of real tokens",
+            real_sum / attention_mask.shape[1],
         ),
-        Mistake(
-            "you divided by the padded length, not by the number of real tokens",
-            "divide by the number of real tokens of each sentence",
-            (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1],
-        ),
-        Mistake(
-            "your vectors have length 1: that is the sentence embedding, normalised after the mean",
-            "return the mean itself; the model normalises it afterwards",
-            F.normalize(expected, dim=-1),
-        ),
+        Mistake("your vectors have length 1", "return the mean itself, not normalised", F.normalize(expected, dim=-1)),
         Mistake(
             "your mean is over the padding, not the real tokens: the mask is inverted",
             "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
@@ -109,26 +87,15 @@ exercise_1 = Exercise(
 ).check
 
 
-def _index(answer, num_sentences: int) -> int:
-    """An index into the list: an int, or a one-element integer tensor such as ``sims.argmax()``."""
+def _index(answer) -> int:
+    """An index into the sentences: an int, or a one-element integer tensor such as ``sims.argmax()``."""
     if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
         answer = answer.item()
     if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        raise WrongFormError(
-            f"expected an index (an int), got {type(answer).__name__}", "answer with the sentence's position"
-        )
-    if not 0 <= answer < num_sentences:
-        raise WrongFormError(f"{answer} is not an index of the list", f"indices run from 0 to {num_sentences - 1}")
+        raise WrongFormError(f"expected an index (an int), got {type(answer).__name__}", "give the sentence's position")
+    if not 0 <= answer < len(SENTENCES):
+        raise WrongFormError(f"{answer} is not an index of the list", f"indices run from 0 to {len(SENTENCES) - 1}")
     return int(answer)
-
-
-def _index_differs(answer, expected: tuple[int, int]) -> str | None:
-    nearest, num_sentences = expected
-    try:
-        index = _index(answer, num_sentences)
-    except WrongFormError as wrong:
-        return f"{wrong.problem} ({wrong.hint})"
-    return None if index == nearest else f"sentence {index} is not the nearest"
 
 
 def _shares_a_word(sentence: str) -> list[str]:
@@ -137,22 +104,31 @@ def _shares_a_word(sentence: str) -> list[str]:
     return sorted(question_words & set(sentence.lower().strip(".?!").split()) - {"the", "a", "is", "on"})
 
 
+# The lesson's sentences: the check judges the index in its own copy, never in a list it is given.
+SENTENCES = (
+    "A cat sits on the mat.",
+    "A kitten is lying on a rug.",
+    "The stock market fell sharply today.",
+    "Investors lost money as shares dropped.",
+    "How do I bake bread at home?",
+    "A simple recipe for homemade bread.",
+)
+
+
 def _nearest(sentences) -> list[tuple]:
-    """The one case: (sentences, the index nearest to QUESTION, its cosine similarity)."""
-    if not isinstance(sentences, (list, tuple)) or len(sentences) < 2 or not all(isinstance(s, str) for s in sentences):
-        raise TypeError("sentences must be the lesson's list of sentences")
-    if QUESTION in sentences:
-        raise TypeError("sentences holds the question itself, which is always nearest to itself")
-    vectors = _model().encode(list(sentences) + [QUESTION])  # length 1 each: dot product = cosine similarity
+    """The one case: (the lesson's sentences, the index nearest to QUESTION, its cosine similarity)."""
+    if not isinstance(sentences, (list, tuple)) or tuple(sentences) != SENTENCES:
+        raise TypeError("sentences must be the lesson's list of sentences, as its cell defines them")
+    vectors = _model().encode([*SENTENCES, QUESTION])  # length 1 each: dot product = cosine similarity
     similarities = vectors[:-1] @ vectors[-1]
     nearest = int(similarities.argmax())
-    return [(tuple(sentences), nearest, float(similarities[nearest]))]
+    return [(SENTENCES, nearest, float(similarities[nearest]))]
 
 
 # ``answer``: the index in ``sentences`` of the sentence nearest in meaning to :data:`QUESTION`.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=lambda sentences, nearest, similarity: (nearest, len(sentences)),
+    reference=lambda sentences, nearest, similarity: nearest,
     cases=_nearest,
     hint="encode the sentences and the question; the largest cosine similarity is the nearest (reread '5. What a "
     "sentence encoder is for')",
@@ -166,6 +142,7 @@ exercise_2 = Exercise(
         )
     ],
     done=lambda sentences, nearest, similarity: f": {sentences[nearest]!r}, cosine similarity {similarity:.2f}",
-    differ=_index_differs,
+    convert=_index,
+    differ=lambda index, nearest: None if index == nearest else f"sentence {index} is not the nearest",
     value=True,
 ).check

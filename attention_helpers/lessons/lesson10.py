@@ -3,13 +3,11 @@ compared with the layer on the whole sequence, and a top-k filter."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, hidden_generator, plain
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, attend, compare, hidden_generator, plain
 
 _SEED = 10_01
 
@@ -26,63 +24,6 @@ def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     return cases
 
 
-def _attend(
-    layer: MultiHeadAttention, x_new: torch.Tensor, keys_from: torch.Tensor, swap: bool = False
-) -> torch.Tensor:
-    """The new query ``(batch, 1, d_in)`` attending over the keys and values of ``keys_from``
-    ``(batch, num_keys, d_in)`` with no mask: what one cached step computes (with ``swap``, keys and values
-    swapped)."""
-    batch = x_new.shape[0]
-    queries = layer.split_heads(layer.W_query(x_new))  # (batch, num_heads, 1, head_dim)
-    keys, values = layer.split_heads(layer.W_key(keys_from)), layer.split_heads(layer.W_value(keys_from))
-    if swap:
-        keys, values = values, keys
-    weights = torch.softmax(queries @ keys.transpose(-2, -1) / math.sqrt(layer.head_dim), dim=-1)
-    return layer.out_proj((weights @ values).transpose(1, 2).reshape(batch, 1, layer.d_out))
-
-
-SWAPPED_HINT = (
-    "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them in "
-    "that order in the cache too"
-)
-
-
-def _wrong_caches(layer: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
-    """What four plausible mistakes give, step by step, on ``x`` ``(batch, num_tokens, d_in)``: (what is wrong,
-    its own hint or None for the general one, the outputs)."""
-    steps = range(x.shape[1])
-
-    def run(keys_from, swap=False):
-        return torch.cat([_attend(layer, x[:, t : t + 1], keys_from(t), swap) for t in steps], 1)
-
-    return [
-        (
-            "each new token attends only to itself: its key and value are never appended to the cache, or the "
-            "grown cache is not returned",
-            None,
-            run(lambda t: x[:, t : t + 1]),
-        ),
-        (
-            "each new token attends only to the first token: a causal mask's first row was applied to the single "
-            "new query",
-            None,
-            run(lambda t: x[:, :1]),
-        ),
-        (
-            "each new token attends to the tokens before it but not to itself: the attention ran before its key "
-            "and value were appended",
-            None,
-            run(lambda t: x[:, : max(t, 1)]),
-        ),
-        (
-            "the keys and values are swapped: the scores compare the query with the values, and the weights mix "
-            "the keys",
-            SWAPPED_HINT,
-            run(lambda t: x[:, : t + 1], swap=True),
-        ),
-    ]
-
-
 KV_HINT = (
     "each step projects only the new token, splits it into heads, appends its key and value to the cached ones "
     "along the token axis, lets the new query attend to all of them (no mask is needed: nothing cached lies in its "
@@ -94,10 +35,15 @@ KV_RULE = (
 )
 
 
+CACHE_HINT = (
+    "a KV cache keeps the keys and values themselves, not the inputs: each step projects only the new token and "
+    "appends its key and value to the cached ones"
+)
+
+
 def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """Feed ``x`` ``(batch, num_tokens, d_in)`` to ``kv_step`` one token at a time, starting from no cache; return the
-    outputs ``(batch, num_tokens, d_out)``. :class:`WrongFormError` for a step that changes its ``x_new``, projects
-    more than the new token (keys or values recomputed from cached inputs) or returns no ``(out, cache)`` pair."""
+    """``x`` fed to ``kv_step`` one token at a time from no cache: the outputs ``(batch, num_tokens, d_out)``; a step
+    that changes its ``x_new``, projects more than the new token or returns no ``(out, cache)`` is of the wrong form."""
     projected: list[int] = []  # how many tokens each call of W_key and W_value projects
     hooks = [
         projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
@@ -111,25 +57,15 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
             if not torch.equal(x_new, x[:, t : t + 1]):
                 raise WrongFormError(f"your function changed its input x_new in place at step {t}", IN_PLACE_HINT)
             if any(count > 1 for count in projected):
-                raise WrongFormError(
-                    f"at step {t} W_key or W_value projected {max(projected)} tokens: a KV cache keeps the keys and "
-                    "values themselves, so each step projects only the new token",
-                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
-                )
+                raise WrongFormError(f"at step {t} W_key or W_value projected {max(projected)} tokens", CACHE_HINT)
             projected.clear()
             if not isinstance(result, (tuple, list)) or len(result) != 2:
                 raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
             out, cache = result
             if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
-                raise WrongFormError(
-                    f"your cache holds the inputs at step {t}, not their keys and values: every step then projects "
-                    "all the tokens again",
-                    "cache the keys and values themselves, not the inputs, and append the new token's to them",
-                )
+                raise WrongFormError(f"your cache holds the inputs at step {t}, not their keys and values", CACHE_HINT)
             if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
-                raise WrongFormError(
-                    f"at step {t}, out: {compare(out, torch.zeros(x.shape[0], 1, layer.d_out))}", KV_HINT
-                )
+                raise WrongFormError(f"at step {t}, out: {compare(out, torch.zeros(len(x), 1, layer.d_out))}", KV_HINT)
             outputs.append(out)
     finally:
         for hook in hooks:
@@ -138,7 +74,6 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
 
 
 def _leaves(cache) -> list:
-    """The tensors in a cache of tuples, lists and dicts."""
     if isinstance(cache, torch.Tensor):
         return [cache]
     items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
@@ -146,33 +81,55 @@ def _leaves(cache) -> list:
 
 
 def _holds_inputs(leaf: torch.Tensor, inputs: torch.Tensor) -> bool:
-    """Whether ``leaf`` is the inputs so far, or the first of them, ``(batch, tokens, d_in)``."""
     leaf = plain(leaf)
     return any(leaf.shape == seen.shape and torch.equal(leaf, seen) for seen in (inputs, inputs[:, :1]))
 
 
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one hidden case (the first step may differ: no key at all)."""
+    """The named mistakes of exercise 1 on one hidden case, compared after the first step (which may see no key)."""
     expected = layer(x)
+
+    def after_first(keys_from, swap=False):  # each new query attending over the keys and values of keys_from(t)
+        outputs = []
+        for t in range(x.shape[1]):
+            queries = layer.split_heads(layer.W_query(x[:, t : t + 1]))  # (batch, num_heads, 1, head_dim)
+            keys, values = (layer.split_heads(projection(keys_from(t))) for projection in (layer.W_key, layer.W_value))
+            scored, mixed = (values, keys) if swap else (keys, values)
+            outputs.append(layer.out_proj(layer.merge_heads(attend(queries, scored, mixed))))
+        wrong = torch.cat(outputs, 1)
+        return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
+
     return [
         Mistake(
-            "your outputs hold nan: a query attended to no key at all",
-            "append the new key and value to the cache before the new query attends: it must see itself",
-            matches=lambda answer: bool(answer.isnan().any()),
-        ),
-        *(
-            Mistake(
-                problem,
-                hint or KV_HINT,
-                matches=lambda answer, wrong=wrong: compare(answer[:, 1:], wrong[:, 1:]) is None,
-            )
-            for problem, hint, wrong in _wrong_caches(layer, x)
+            "your outputs hold nan: a query saw no key",
+            "it must see itself",
+            matches=lambda out: bool(out.isnan().any()),
         ),
         Mistake(
-            lambda answer: compare(answer, expected),
+            "each new token attends only to itself: its key and value are never appended to the cache, or the grown "
+            "cache is not returned",
             KV_HINT,
-            matches=lambda answer: True,
+            matches=after_first(lambda t: x[:, t : t + 1]),
         ),
+        Mistake(
+            "each new token attends only to the first token: a causal mask's first row was applied to the new query",
+            KV_HINT,
+            matches=after_first(lambda t: x[:, :1]),
+        ),
+        Mistake(
+            "each new token attends to the tokens before it but not to itself: the attention ran before its key and "
+            "value were appended",
+            KV_HINT,
+            matches=after_first(lambda t: x[:, : max(t, 1)]),
+        ),
+        Mistake(
+            "the keys and values are swapped: the scores compare the query with the values, and the weights mix the "
+            "keys",
+            "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
+            "in that order in the cache too",
+            matches=after_first(lambda t: x[:, : t + 1], swap=True),
+        ),
+        Mistake(lambda answer: compare(answer, expected), KV_HINT, matches=lambda answer: True),
     ]
 
 
@@ -185,8 +142,8 @@ exercise_1 = Exercise(
     cases=_attention_cases,
     run=_step_by_step,
     hint=KV_HINT,
-    describe=lambda number, total, layer, x: (
-        f"on hidden case {number} of {total} ({x.shape[1]} tokens, batch {x.shape[0]}, d_in {x.shape[2]})"
+    describe=lambda n, total, layer, x: (
+        f"on hidden case {n} of {total} ({x.shape[1]} tokens, batch {len(x)}, d_in {x.shape[2]})"
     ),
     mistakes=_kv_mistakes,
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
@@ -215,7 +172,7 @@ TOP_K_HINT = (
 def _top_k_mistakes(logits, k):
     """The named mistakes of exercise 2 on one hidden case."""
     expected = top_k_filter(logits, k)
-    smallest = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:]
+    smallest, inf = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:], -torch.inf
 
     def kept(answer):  # how many logits each row keeps
         same_shape = isinstance(answer, torch.Tensor) and answer.shape == logits.shape
@@ -227,17 +184,13 @@ def _top_k_mistakes(logits, k):
         Mistake(
             lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
             "return logits of the input's shape, with -inf everywhere except at the k largest",
-            matches=lambda answer: isinstance(answer, torch.Tensor) and answer.shape == (logits.shape[0], k),
+            matches=lambda answer: answer.shape == (logits.shape[0], k),
         ),
         Mistake(
-            "you kept the k smallest logits, not the largest",
-            TOP_K_HINT,
-            logits.masked_fill(logits > smallest, float("-inf")),
+            "you kept the k smallest logits, not the largest", TOP_K_HINT, logits.masked_fill(logits > smallest, inf)
         ),
         Mistake(
-            "the dropped logits are 0, not -inf: softmax still gives them a probability",
-            "set them to minus infinity, whose exponential is 0",
-            expected.masked_fill(expected == float("-inf"), 0.0),
+            "the dropped logits are 0, not -inf", "set them to minus infinity", expected.masked_fill(expected == inf, 0)
         ),
         Mistake(
             lambda answer: f"each row keeps {int(kept(answer)[0])} logits, not k = {k}",
@@ -253,8 +206,8 @@ exercise_2 = Exercise(
     reference=top_k_filter,
     cases=_top_k_cases,
     hint=TOP_K_HINT,
-    describe=lambda number, total, logits, k: (
-        f"on hidden case {number} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
+    describe=lambda n, total, logits, k: (
+        f"on hidden case {n} of {total} (k = {k}, logits of shape {tuple(logits.shape)})"
     ),
     mistakes=_top_k_mistakes,
     returned_none="return the filtered logits",

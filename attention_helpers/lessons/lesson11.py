@@ -20,7 +20,6 @@ from . import (
     hidden_generator,
     is_number,
     not_answered,
-    not_yet,
     plain,
 )
 
@@ -29,9 +28,7 @@ _INF = float("inf")
 
 
 def _rows() -> list[tuple[torch.Tensor, int]]:
-    """Hidden rows of scores and block sizes: the largest scores first, odd lengths, ``-inf`` entries, a first block
-    of only ``-inf``, a later block of only ``-inf``, scores near 1000 (``exp`` overflows without the max), one
-    score."""
+    """Hidden (row of scores, block size): ``-inf`` entries and blocks, scores near 1000, one score."""
     generator = hidden_generator(_SEED)
     # The largest scores come first: a block's own maximum, used in place of the running one, overflows exp later.
     plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * torch.randn(9, generator=generator)])
@@ -65,9 +62,8 @@ def _pair(result, step: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
-    """Feed ``row`` to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
-    update keeps no state of its own between calls); return the final (max, sum) and the running max after every
-    block of ``row``."""
+    """``row`` fed to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
+    update keeps no state between calls): the final (max, sum) and the running max after every block."""
     states = [(torch.tensor(-_INF), torch.tensor(0.0)), (torch.tensor(-_INF), torch.tensor(0.0))]
     other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
@@ -95,8 +91,7 @@ _no_rescale = functools.partial(_update, rescale="none")
 _inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
-def _swapped(running_max, running_sum, block):
-    """The right step returning its pair the other way round, (running_sum, running_max)."""
+def _swapped(running_max, running_sum, block):  # the right step, its pair the other way round
     return _update(running_max, running_sum, block)[::-1]
 
 
@@ -120,9 +115,7 @@ def _softmax_differs(answer, expected) -> str | None:
 
 
 def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one hidden row."""
     blocks = [row[start : start + block_size] for start in range(0, len(row), block_size)]
-
     block_maxima = [float(block.max()) for block in blocks]
     seen_maxima = [float(row[: start + block_size].max()) for start in range(0, len(row), block_size)]
 
@@ -151,17 +144,9 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             "subtract the running maximum inside exp, so that no exponent is positive",
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
-        Mistake(
-            "your update returns the pair the other way round, (running_sum, running_max)",
-            "return (running_max, running_sum), the order in which update receives them",
-            matches=streams(_swapped),
-        ),
+        Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(_swapped)),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
-        Mistake(
-            "the old sum was rescaled by exp(new max - old max), the wrong way round",
-            UPDATE_HINT,
-            matches=streams(_inverted_rescale),
-        ),
+        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
     ]
 
 
@@ -173,9 +158,7 @@ exercise_1 = Exercise(
     cases=_rows,
     run=_stream,
     hint=UPDATE_HINT,
-    describe=lambda number, total, row, block_size: (
-        f"on hidden row {number} of {total} ({len(row)} scores in blocks of {block_size})"
-    ),
+    describe=lambda n, total, row, size: f"on hidden row {n} of {total} ({len(row)} scores in blocks of {size})",
     mistakes=_stream_mistakes,
     done=" on all {n} hidden rows, equal to torch.softmax",
     returned_none="return the pair (running_max, running_sum)",
@@ -187,55 +170,31 @@ exercise_1 = Exercise(
 # ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
 
 
-def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int) -> GroupedQueryAttention:
-    """The check's conversion: key/value head ``g`` of the result is the mean of the key/value heads of
-    query heads ``g * group .. (g + 1) * group - 1`` (the grouping of ``GroupedQueryAttention``)."""
-    head_dim, group = attention.head_dim, attention.num_heads // num_kv_heads
-    grouped = GroupedQueryAttention(
-        attention.d_in,
-        attention.d_out,
-        attention.context_length,
-        attention.dropout.p,
-        attention.num_heads,
-        qkv_bias=attention.W_query.bias is not None,
-        num_kv_heads=num_kv_heads,
-    )
-    state = {k: v.clone() for k, v in attention.state_dict().items()}
-    for which in ("W_key", "W_value"):
-        weight = state[f"{which}.weight"]  # (num_heads * head_dim, d_in)
-        state[f"{which}.weight"] = weight.view(num_kv_heads, group, head_dim, -1).mean(dim=1).flatten(0, 1)
-        if f"{which}.bias" in state:
-            state[f"{which}.bias"] = state[f"{which}.bias"].view(num_kv_heads, group, head_dim).mean(dim=1).flatten()
+def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, how="mean") -> GroupedQueryAttention:
+    """The check's conversion: key/value head ``g`` is the mean of those of query heads ``g * group`` to
+    ``(g + 1) * group - 1`` (the grouping of ``GroupedQueryAttention``); ``how`` gives a mistake's heads instead: each
+    group's "first", the "summed" heads, or the mean over "strided" groups (heads h, h + num_kv_heads, ...)."""
+    group, bias = attention.num_heads // num_kv_heads, attention.W_query.bias is not None
+    sizes = (attention.d_in, attention.d_out, attention.context_length, attention.dropout.p, attention.num_heads)
+    grouped = GroupedQueryAttention(*sizes, qkv_bias=bias, num_kv_heads=num_kv_heads)
+    state = {key: value.clone() for key, value in attention.state_dict().items()}
+    for key in [key for key in state if key.startswith(("W_key.", "W_value."))]:
+        original = state[key]  # (num_heads * head_dim, d_in) or (num_heads * head_dim,)
+        by_group = original.view(num_kv_heads, group, -1)
+        strided = original.view(group, num_kv_heads, -1).mean(dim=0)
+        heads = {"mean": by_group.mean(dim=1), "first": by_group[:, 0], "summed": by_group.sum(dim=1)}.get(how, strided)
+        state[key] = heads.reshape(-1, *original.shape[1:])
     grouped.load_state_dict(state)
     return grouped.train(attention.training)
 
 
-def _regrouped(attention, num_kv_heads: int, how: str) -> GroupedQueryAttention:
-    """The check's conversion with the key/value heads of a plausible mistake: each group's "first" head, the "summed"
-    heads, or the mean over "strided" groups (heads h, h + num_kv_heads, ...: not the grouping the module uses)."""
-    group = attention.num_heads // num_kv_heads
-    converted = reference_to_grouped(attention, num_kv_heads)
-    with torch.no_grad():
-        for which in ("W_key", "W_value"):
-            for name, parameter in getattr(converted, which).named_parameters():  # weight, and bias if any
-                original = getattr(getattr(attention, which), name)
-                by_group = original.view(num_kv_heads, group, -1)  # (num_kv_heads, group, head_dim [* d_in])
-                heads = {
-                    "first": by_group[:, 0],
-                    "summed": by_group.sum(dim=1),
-                    "strided": original.view(group, num_kv_heads, -1).mean(dim=0),
-                }[how]
-                parameter.copy_(heads.reshape(parameter.shape))
-    return converted
-
-
-_first_of_group = functools.partial(_regrouped, how="first")
-_strided = functools.partial(_regrouped, how="strided")
-_summed = functools.partial(_regrouped, how="summed")
+_first_of_group = functools.partial(reference_to_grouped, how="first")
+_strided = functools.partial(reference_to_grouped, how="strided")
+_summed = functools.partial(reference_to_grouped, how="summed")
 
 
 def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
-    """Hidden causal layers (``d_in != d_out``, biases on and off) with a kv-head count and an input."""
+    """Hidden (causal layer, kv-head count, input): ``d_in != d_out``, biases on and off."""
     generator = hidden_generator(_SEED + 1)
     cases = []
     for d_in, d_out, num_heads, num_kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
@@ -254,8 +213,8 @@ GROUPED_HINT = (
 
 
 def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> GroupedQueryAttention:
-    """The answer's conversion of ``layer``, in evaluation mode; :class:`WrongFormError` for another module, another
-    number of kv heads, a changed ``layer`` or parameters shared with it."""
+    """The answer's conversion of ``layer``, in evaluation mode (another module, a changed ``layer`` or parameters
+    shared with it are of the wrong form)."""
     original = copy.deepcopy(layer.state_dict())
     converted = to_grouped(layer, num_kv_heads)
     if not isinstance(converted, GroupedQueryAttention):
@@ -279,8 +238,6 @@ def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: t
 
 
 def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 2's conversion on one hidden layer: wrong groupings, then the first
-    parameter that differs from the check's conversion."""
     reference = reference_to_grouped(layer, num_kv_heads).state_dict()
 
     def computes(wrong):
@@ -341,9 +298,8 @@ TO_GROUPED = Exercise(
 
 
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
-    """Lesson 10's GPT, small (2 layers of 4 heads, ``d_model`` 64, 32 characters of context), trained for
-    ``num_steps`` steps on the Shakespeare text with AdamW on one thread; returns the model (in eval mode) and
-    the held-out ids ``(20_000,)``, characters it never trained on."""
+    """Lesson 10's GPT, small, trained ``num_steps`` steps on the Shakespeare text on one thread: the model (in eval
+    mode) and ``(20_000,)`` held-out ids, characters it never trained on."""
     text = shakespeare_text()
     data = CharTokenizer(text).encode(text)  # (num_characters,)
     split = int(0.9 * len(data))
@@ -352,16 +308,9 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = GPT(
-                GPTConfig(
-                    vocab_size=int(data.max()) + 1,
-                    context_length=32,
-                    d_model=64,
-                    num_heads=4,
-                    num_layers=2,
-                    dropout=0.0,
-                )
-            )
+            vocab = int(data.max()) + 1
+            config = GPTConfig(vocab_size=vocab, context_length=32, d_model=64, num_heads=4, num_layers=2, dropout=0.0)
+            model = GPT(config)
             optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
             generator = torch.Generator().manual_seed(seed)
             for _ in range(num_steps):
@@ -384,50 +333,41 @@ def _two_losses(losses) -> tuple[float, float]:
     return float(losses[0]), float(losses[1])
 
 
-def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
-    """``to_grouped(attention, num_kv_heads)``, checked on hidden layers, and ``losses = (loss_before,
-    loss_after)``: ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss`` with the model's context
-    length), then with every block's attention converted to ``num_kv_heads`` kv heads."""
-    name = "Exercise 2"
-    if to_grouped is None or losses is None:
-        return not_answered(name)
-    if not TO_GROUPED.judge(to_grouped):
-        return False
+def _losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> list[tuple[float, float]]:
+    """The one case: the check's (loss_before, loss_after) for ``model``, whose every block it converts."""
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
-        return not_yet(
-            name,
-            "the model given to the check is already grouped: the conversion changed it in place",
-            "convert a copy of the model and keep the trained model as it was",
-        )
+        raise TypeError("the model given to the check is already grouped: the conversion changed it in place")
     grouped = copy.deepcopy(model)
     for block in grouped.blocks:
         block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    before, after = (evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
-    return Exercise(
-        name,
-        reference=lambda: (before, after),
-        cases=lambda: [()],
-        hint="convert the attention of every block of a copy of the model, then measure the held-out loss of both",
-        mistakes=lambda: [
-            Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
-            Mistake(
-                "loss_before is not the trained model's held-out loss",
-                "measure the held-out loss with the model's own context length, on the model before any conversion",
-                item=0,
-            ),
-            Mistake(
-                "loss_after equals loss_before: the model you measured was not converted",
-                "replace the attention of every block of a copy by its grouped version before measuring again",
-                before,
-                item=1,
-            ),
-        ],
-        done=": the grouped layers are right, and both losses match the check's",
-        convert=_two_losses,
-        differ=lambda losses, expected: (
-            None
-            if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
-            else "loss_after is not the held-out loss with every block converted"
-        ),
-        value=True,
-    ).check(losses)
+    return [tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))]
+
+
+CONVERT = "convert the attention of every block of a copy of the model, then measure the held-out loss of both"
+LOSSES = Exercise(
+    "Exercise 2",
+    reference=lambda before, after: (before, after),
+    cases=_losses,
+    hint=CONVERT,
+    mistakes=lambda before, after: [
+        Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
+        Mistake("loss_before is not the trained model's held-out loss", "measure it before any conversion", item=0),
+        Mistake("loss_after equals loss_before: the model you measured was not converted", CONVERT, before, item=1),
+    ],
+    done=": the grouped layers are right, and both losses match the check's",
+    convert=_two_losses,
+    differ=lambda losses, expected: (
+        None
+        if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
+        else "loss_after is not the held-out loss with every block converted"
+    ),
+    value=True,
+)
+
+
+def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
+    """``to_grouped(attention, num_kv_heads)`` on hidden layers, then ``losses = (loss_before, loss_after)``:
+    ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss``), before and after converting every block."""
+    if to_grouped is None or losses is None:
+        return not_answered("Exercise 2")
+    return bool(TO_GROUPED.judge(to_grouped)) and LOSSES.check(losses, model, held_out_ids, num_kv_heads)

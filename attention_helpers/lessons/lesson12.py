@@ -10,7 +10,7 @@ import torch
 from ..attention import MultiHeadAttention
 from ..encoder import FeedForward, LayerNorm
 from ..encoder_decoder import DecoderLayer
-from . import Exercise, Mistake, compare, hidden_generator
+from . import HEADS_MIXED, NO_OUT_PROJ, UNSCALED, Exercise, Mistake, compare, hidden_generator
 
 SEED = 1212
 
@@ -46,41 +46,30 @@ def _cross_cases():
     return cases
 
 
-def _cross_attend(mha, x, keys, values, scale, hide, merge_without_transpose=False, out_proj=True):
-    """Cross-attention of ``x`` over the given keys and values, with each part a plausible mistake can change:
-    the scores divided by ``scale``, the keys ``hide`` hides ((batch, src_len) or (batch, num_new, src_len)),
-    the merge of the heads and the output projection."""
+def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpose=False, out_proj=True):
+    """Cross-attention of ``x`` over the given keys and values; the keys ``hide`` hides ((batch, src_len) or
+    (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
+    plausible mistake changes."""
     batch, num_new, d_model = x.shape
-    scores = _split(mha, mha.W_query(x)) @ keys.transpose(-2, -1) / scale
+    scores = _split(mha, mha.W_query(x)) @ keys.transpose(-2, -1) / (scale or math.sqrt(mha.head_dim))
     if hide is not None:
         scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
     context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
-    if merge_without_transpose:
-        context = context.reshape(batch, num_new, d_model)
-    else:
-        context = context.transpose(1, 2).reshape(batch, num_new, d_model)
+    context = context if merge_without_transpose else context.transpose(1, 2)
+    context = context.reshape(batch, num_new, d_model)
     return mha.out_proj(context) if out_proj else context
 
 
 def _cross_variants(mha, x, keys, values, mask):
     """What the plausible mistakes compute, each with the hint that names it."""
     num_new, d_model = x.shape[1:]
-
-    def attend(scale, hide, **mistake):
-        return _cross_attend(mha, x, keys, values, scale, hide, **mistake)
-
-    head_dim = mha.head_dim
     causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
-    reversed_mask = attend(math.sqrt(head_dim), ~mask)
+    reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
 
     def reversed_with_a_finite_fill(answer) -> bool:  # the same mistake, compared on the rows that hold padding
-        same_shape = isinstance(answer, torch.Tensor) and answer.shape == reversed_mask.shape
-        return (
-            same_shape
-            and bool(padded_rows.any())
-            and compare(answer[padded_rows], reversed_mask[padded_rows], atol=1e-5) is None
-        )
+        rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
+        return bool(padded_rows.any()) and compare(rows, reversed_mask[padded_rows], atol=1e-5) is None
 
     reversed_problem = "the mask is reversed: your queries attend to the padding only"
     reversed_hint = "key_padding_mask is True at padding, the positions to hide"
@@ -88,15 +77,14 @@ def _cross_variants(mha, x, keys, values, mask):
         Mistake(
             "the padded source positions get attention",
             "hide the padded keys: minus infinity in their scores before the softmax, for every head and query",
-            attend(math.sqrt(head_dim), None),
+            _cross_attend(mha, x, keys, values, None),
         ),
         Mistake(reversed_problem, reversed_hint, reversed_mask),
         Mistake(reversed_problem, reversed_hint, matches=reversed_with_a_finite_fill),
         Mistake(
             "a causal mask hides later source positions",
-            "cross-attention may read the whole source, which is all there before decoding starts: hide only the "
-            "padding (the causal mask belongs to the decoder's self-attention)",
-            attend(math.sqrt(head_dim), causal | mask[:, None, :]),
+            "cross-attention may read the whole source, there before decoding starts: hide only the padding",
+            _cross_attend(mha, x, keys, values, causal | mask[:, None, :]),
         ),
         Mistake(
             "the keys and values come from x, the decoder's own tokens: that is self-attention",
@@ -106,21 +94,11 @@ def _cross_variants(mha, x, keys, values, mask):
         Mistake(
             "the scores are divided by sqrt(d_model)",
             "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
-            attend(math.sqrt(d_model), mask),
+            _cross_attend(mha, x, keys, values, mask, math.sqrt(d_model)),
         ),
-        Mistake(
-            "the scores are not scaled", "divide the scores by sqrt(head_dim) before the softmax", attend(1.0, mask)
-        ),
-        Mistake(
-            "the heads are merged without moving the head axis back first, which mixes positions and heads",
-            "move the head axis back next to head_dim before merging the heads",
-            attend(math.sqrt(head_dim), mask, merge_without_transpose=True),
-        ),
-        Mistake(
-            "the heads' outputs are not mixed by out_proj",
-            "finish with the module's output projection, which mixes the heads",
-            attend(math.sqrt(head_dim), mask, out_proj=False),
-        ),
+        Mistake(UNSCALED, "divide them by sqrt(head_dim)", _cross_attend(mha, x, keys, values, mask, 1.0)),
+        Mistake(*HEADS_MIXED, _cross_attend(mha, x, keys, values, mask, merge_without_transpose=True)),
+        Mistake(*NO_OUT_PROJ, _cross_attend(mha, x, keys, values, mask, out_proj=False)),
     ]
 
 
@@ -173,63 +151,45 @@ def _layer_cases():
 
 
 def _layer_variants(layer, x, memory, mask):
-    def self_attn(h):
-        return layer.self_attention(h)
+    """What the plausible mistakes compute, each with the hint that names it."""
+    norms = (layer.norm1, layer.norm2, layer.norm3)
 
-    def cross(h, use_mask=True, source=None, memory=memory):
-        if source is not None:  # the source's padding mask does not fit another sequence
-            return layer.cross_attention(h, memory=source)
-        return layer.cross_attention(h, mask if use_mask else None, memory=memory)
+    def cross(h, hide=mask, source=memory):
+        return layer.cross_attention(h, hide, memory=source)
 
-    post = layer.norm1(x + self_attn(x))
-    post = layer.norm2(post + cross(post))
-    post = layer.norm3(post + layer.ffn(post))
-
-    def pre(cross_fn=cross, residual_normalised=False):
-        h = x
-        for norm, sublayer in ((layer.norm1, self_attn), (layer.norm2, cross_fn), (layer.norm3, layer.ffn)):
+    def layer_with(cross=cross, residual_normalised=False, order=(1, 2), post_ln=False):
+        h, sublayers = x, {1: layer.self_attention, 2: cross}
+        for norm, sublayer in zip(norms, (*map(sublayers.get, order), layer.ffn), strict=True):
             normalised = norm(h)
-            h = (normalised if residual_normalised else h) + sublayer(normalised)
+            h = norm(h + sublayer(h)) if post_ln else (normalised if residual_normalised else h) + sublayer(normalised)
         return h
 
-    swapped = x + cross(layer.norm1(x))
-    swapped = swapped + self_attn(layer.norm2(swapped))
-    swapped = swapped + layer.ffn(layer.norm3(swapped))
-    final_norm = layer.norm3(pre())
-    mistakes = [
-        (
-            post,
-            "this is the post-LN layer of section 3",
-            "pre-LN normalises each sublayer's input and adds its output to the unnormalised x",
+    again = "the encoder's memory is normalised again"
+    again_hint = "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input"
+    pre_ln = "pre-LN normalises each sublayer's input and adds its output to the unnormalised x"
+    return [
+        Mistake("this is the post-LN layer of section 3", pre_ln, layer_with(post_ln=True)),
+        Mistake(
+            "the residual adds the normalised copy", "add to the unnormalised x", layer_with(residual_normalised=True)
         ),
-        (
-            pre(residual_normalised=True),
-            "the residual adds the normalised copy",
-            "add the sublayer's output to the unnormalised x",
-        ),
-        (
-            pre(lambda h: cross(h, use_mask=False)),
+        Mistake(
             "the cross-attention attends to the source's padding",
-            "pass memory_key_padding_mask to layer.cross_attention",
+            "pass memory_key_padding_mask",
+            layer_with(lambda h: cross(h, hide=None)),
         ),
-        (
-            pre(lambda h: cross(h, source=h)),
-            "the cross-attention reads the target instead of the encoder's output",
-            "the keys and values of cross-attention come from the encoder's memory",
+        Mistake(
+            "the cross-attention reads the target instead",
+            "its keys come from the encoder's memory",
+            layer_with(lambda h: cross(h, hide=None, source=h)),
         ),
-        *(
-            (
-                pre(lambda h, norm=norm: cross(h, memory=norm(memory))),
-                "the encoder's memory is normalised again",
-                "pass memory to cross_attention as it is: norm2 normalises only the cross-attention's input from "
-                "the target (in the whole model, the encoder's final LayerNorm has normalised memory already)",
-            )
-            for norm in (layer.norm2, layer.norm1, layer.norm3)
+        *(Mistake(again, again_hint, layer_with(lambda h, n=n: cross(h, source=n(memory)))) for n in norms),
+        Mistake(
+            "self-attention and cross-attention are swapped", "self-attention comes first", layer_with(order=(2, 1))
         ),
-        (swapped, "the self-attention and the cross-attention are swapped", "self-attention (norm1) comes first"),
-        (final_norm, "the output is normalised once more at the end", "a pre-LN layer returns the residual stream"),
+        Mistake(
+            "the output is normalised once more at the end", "return the residual stream", layer.norm3(layer_with())
+        ),
     ]
-    return [Mistake(problem, hint, wrong) for wrong, problem, hint in mistakes]
 
 
 LAYER_RULE = (

@@ -1,12 +1,12 @@
 """Lesson 13's checks: the reader's function runs on real ranks. A function defined in a notebook cell cannot be
-imported by a new process, so the check sends its source with what it uses from its module (modules under any alias,
-the functions defined next to it, plain values); each rank defines them again, with ``torch``, ``dist``, ``F`` and
-``math`` in scope."""
+imported by a new process: the check sends its source with what it uses from its module, and each rank defines them
+again, with ``torch``, ``dist``, ``F`` and ``math`` in scope."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import marshal
 import math
 import textwrap
 import types
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, trusted
+from . import Exercise, Mistake, WrongFormError, _one_line, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -26,46 +26,41 @@ _PLAIN = (int, float, str, bool, bytes, type(None))
 
 
 def _portable(fn) -> dict:
-    """What a new process needs to define ``fn`` again: its source, the sources of the functions of its module it
-    calls (recursively), the modules it names and its plain global values. :class:`WrongFormError` for a lambda or
-    a function without source."""
-    found = {"name": getattr(fn, "__name__", ""), "sources": [], "modules": {}, "values": {}}
-    seen: set = set()
+    """What a new process needs to define ``fn`` again: its source (a lambda's compiled code, which a rank of the same
+    Python loads), the same of the functions of its module it calls, the modules it names and its plain values."""
+    found = {"name": getattr(fn, "__name__", ""), "functions": {}, "modules": {}, "values": {}}
 
-    def visit(function, main: bool):
-        if function in seen:
+    def visit(name: str, function):
+        if name in found["functions"]:
             return
-        seen.add(function)
+        if function.__closure__:
+            raise WrongFormError(f"{name} uses variables of the function it is defined in", "define it at top level")
         if function.__name__ == "<lambda>":
-            raise WrongFormError(
-                "the answer is a lambda, whose source the check cannot send to the ranks", "define it with def"
-            )
-        try:
-            source = textwrap.dedent(inspect.getsource(function))
-        except (OSError, TypeError):
-            raise WrongFormError(
-                f"the check cannot read the source of {function.__name__}", "define it with def in a notebook cell"
-            ) from None
+            found["functions"][name] = (marshal.dumps(function.__code__), function.__defaults__)
+        else:
+            try:
+                found["functions"][name] = (textwrap.dedent(inspect.getsource(function)), function.__name__)
+            except (OSError, TypeError):
+                raise WrongFormError(
+                    f"the check cannot read the source of {name}", "define it with def in a notebook cell"
+                ) from None
         codes, names = [function.__code__], set()
         while codes:  # the names used by the function and by the functions nested in it
             code = codes.pop()
             names.update(code.co_names)
             codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
-        for name in sorted(names):
-            value = function.__globals__.get(name)
+        for used in sorted(names & set(function.__globals__)):
+            value = function.__globals__[used]
             if isinstance(value, types.ModuleType):
-                found["modules"][name] = value.__name__
+                found["modules"][used] = value.__name__
             elif isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
-                visit(value, False)
-            elif isinstance(value, _PLAIN) and name in function.__globals__:
-                found["values"][name] = value
-        found["sources"].append(source) if not main else None
-        if main:
-            found["source"] = source
+                visit(used, value)
+            elif isinstance(value, _PLAIN):
+                found["values"][used] = value
 
     if not isinstance(fn, types.FunctionType):
         raise WrongFormError(f"expected a function, got {type(fn).__name__}", "define it with def")
-    visit(fn, True)
+    visit(found["name"], fn)
     return found
 
 
@@ -74,8 +69,12 @@ def _define(portable: dict):
     namespace = {"torch": torch, "dist": dist, "F": F, "math": math, "__name__": "__answer__"}
     namespace.update({alias: importlib.import_module(module) for alias, module in portable["modules"].items()})
     namespace.update(portable["values"])
-    for source in [*portable["sources"], portable["source"]]:
-        exec(compile(source, "<your code>", "exec"), namespace)  # the reader's own code, on their own machine
+    for name, (code, extra) in portable["functions"].items():
+        if isinstance(code, bytes):  # a lambda
+            namespace[name] = types.FunctionType(marshal.loads(code), namespace, name, extra)
+        else:  # the reader's own code, on their own machine
+            exec(compile(code, "<your code>", "exec"), namespace)
+            namespace[name] = namespace[extra]
     return namespace[portable["name"]]
 
 
@@ -95,8 +94,7 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
     if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
         raise WrongFormError(
-            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock",
-            hint,
+            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock", hint
         )
     for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
         raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
@@ -129,26 +127,23 @@ def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
     return model, ids[:, :-1], ids[:, 1:]
 
 
-def _gradients(share: int = 0, world_size: int = 1) -> list[torch.Tensor]:
-    """The hidden model's gradients on share ``share`` of ``world_size`` of the hidden batch (the whole by default)."""
+def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Tensor]]:
+    """The hidden model and its gradients on share ``share`` of ``world_size`` of the hidden batch (by default all)."""
     model, inputs, targets = _hidden_model_and_batch()
     with torch.enable_grad():
-        loss = language_model_loss(
-            model(inputs.tensor_split(world_size)[share]), targets.tensor_split(world_size)[share]
-        )
-        loss.backward()
-    return [parameter.grad for parameter in model.parameters()]
+        split = (inputs.tensor_split(world_size)[share], targets.tensor_split(world_size)[share])
+        language_model_loss(model(split[0]), split[1]).backward()
+    return model, [parameter.grad for parameter in model.parameters()]
 
 
 def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
     """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or the
     error as one line."""
-    model, inputs, targets = _hidden_model_and_batch()
-    language_model_loss(model(inputs.tensor_split(world_size)[rank]), targets.tensor_split(world_size)[rank]).backward()
+    model, _ = _gradients(rank, world_size)
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
-        return " ".join(f"{type(error).__name__}: {error}".split())
+        return _one_line(error)
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
@@ -165,9 +160,7 @@ def _gradients_differ(reports, whole) -> str | None:
 
 def _all_ranks_hold(expected_on_rank):
     """A test of the reports: every rank's gradients equal ``expected_on_rank(rank)``."""
-    return lambda reports: all(
-        _gradients_differ([grads], expected_on_rank(rank)) is None for rank, grads in enumerate(reports)
-    )
+    return lambda reports: all(_gradients_differ([g], expected_on_rank(rank)) is None for rank, g in enumerate(reports))
 
 
 GRADIENTS_HINT = (
@@ -175,33 +168,38 @@ GRADIENTS_HINT = (
     "processes in place, and the mean divides by the number of ranks, whatever it is (reread '2. Data parallel')"
 )
 
+
+def _gradient_mistakes(world_size: int) -> list[Mistake]:
+    whole = _gradients()[1]
+    own = _all_ranks_hold(lambda rank: _gradients(rank, world_size)[1])
+
+    def times(factor):
+        return _all_ranks_hold(lambda rank: [factor * g for g in whole])
+
+    return [
+        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, matches=own),
+        Mistake(
+            "the gradients are the sum over the ranks, not the mean", "divide by the ranks", matches=times(world_size)
+        ),
+        Mistake(
+            "the gradients are the sum divided by 2, not by the number of ranks",
+            "divide by the number of ranks, which the process group knows: here it is not 2",
+            matches=times(world_size / 2),
+        ),
+    ]
+
+
 # ``average_gradients(model)``: after ``backward`` on each rank's share, leave in every ``p.grad`` the mean of the
 # ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda world_size: _gradients(),
+    reference=lambda world_size: _gradients()[1],
     cases=lambda: [(2,), (3,)],
     run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
-    mistakes=lambda world_size: [
-        Mistake(
-            "every rank's gradients are still those of its own share of the batch",
-            GRADIENTS_HINT,
-            matches=_all_ranks_hold(lambda rank: _gradients(rank, world_size)),
-        ),
-        Mistake(
-            "the gradients are the sum over the ranks, not the mean",
-            "divide the sum by the number of ranks",
-            matches=_all_ranks_hold(lambda rank: [world_size * g for g in _gradients()]),
-        ),
-        Mistake(
-            "the gradients are the sum divided by 2, not by the number of ranks",
-            "divide by the number of ranks, which the process group knows: here it is not 2",
-            matches=_all_ranks_hold(lambda rank: [world_size / 2 * g for g in _gradients()]),
-        ),
-    ],
+    mistakes=_gradient_mistakes,
     done=": on 2 and 3 ranks, every gradient equals the whole batch's",
     differ=_gradients_differ,
 ).check
@@ -228,7 +226,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
                 return "ring_pass must return the pair (k_block, v_block) it received"
             senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
     except Exception as error:  # the reader's code
-        return " ".join(f"{type(error).__name__}: {error}".split())
+        return _one_line(error)
     return senders
 
 

@@ -1,9 +1,5 @@
-"""Checks for a notebook's ``parameters`` cell.
-
-papermill (``-p name value``) and curious readers change those values; a value out of range should stop
-the notebook at once with one sentence that names the parameter, its range and how to change it, rather
-than with an error deep in the lesson.
-"""
+"""Checks for a notebook's ``parameters`` cell: papermill (``-p name value``) and curious readers change those values,
+and one out of range stops the notebook at once with one sentence naming it, its range and how to change it."""
 
 from __future__ import annotations
 
@@ -15,8 +11,8 @@ class ParameterError(ValueError):
 
 
 def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, choices=None):
-    """Return ``value`` if it is a ``kind`` (``int`` or ``float``) in ``[low, high]`` (either bound may be
-    ``None``) or one of ``choices``; raise :class:`ParameterError` otherwise.
+    """``value`` if it is a ``kind`` (``int`` or ``float``) in ``[low, high]`` (either bound may be ``None``) or one
+    of ``choices``; :class:`ParameterError` otherwise.
 
     >>> check_parameter("num_heads", 3, low=1, high=8)
     3
@@ -28,17 +24,17 @@ def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, 
         return value
     if kind not in (int, float):
         raise TypeError(f"kind must be int or float, got {kind!r}")
-    wanted = numbers.Integral if kind is int else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, wanted):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if kind is int else numbers.Real):
         raise ParameterError(
             f"Parameter {name} must be {'an int' if kind is int else 'a number'}, got {value!r}: {where}."
         )
     if (low is not None and value < low) or (high is not None and value > high):
-        if low is not None and high is not None:
-            span = f"from {low} to {high}"
-        elif low is not None:
-            span = f"at least {low}"
-        else:
-            span = f"at most {high}"
+        span = (
+            f"from {low} to {high}"
+            if None not in (low, high)
+            else f"at least {low}"
+            if high is None
+            else f"at most {high}"
+        )
         raise ParameterError(f"Parameter {name} must be {span}, got {value!r}: {where}.")
     return value
