@@ -147,15 +147,6 @@ def test_no_module_imports_a_private_name_from_another():
 
 MAX_LINES = {"class": 150, "function": 50}
 
-# issue 41: lessons/ is being slimmed on another branch. (module, qualified name): its size on this branch, in lines.
-# Empty this once that branch is merged; an entry that grows, or is no longer too long, fails the test.
-SIZE_ALLOW_LIST: dict[tuple[str, str], int] = {
-    ("attention_helpers/lessons/__init__.py", "compare"): 51,
-    ("attention_helpers/lessons/lesson05.py", "_dropout_mistakes"): 51,
-    ("attention_helpers/lessons/lesson12.py", "_cross_variants"): 60,
-    ("attention_helpers/lessons/lesson12.py", "_layer_variants"): 58,
-}
-
 
 def _definition_sizes(tree: ast.AST, prefix: str = ""):
     """(qualified name, "class" or "function", lines) for every class and function, nested ones included."""
@@ -179,11 +170,8 @@ def test_no_class_over_150_lines_and_no_function_over_50_lines():
     offenders = [
         f"{module}: {kind} {name} has {lines} lines (at most {MAX_LINES[kind]})"
         for (module, name), (kind, lines) in sorted(too_long.items())
-        if lines > SIZE_ALLOW_LIST.get((module, name), 0)
     ]
-    assert not offenders, "split these along their ideas (or one allowed for now has grown):\n" + "\n".join(offenders)
-    fixed = sorted(set(SIZE_ALLOW_LIST) - set(too_long))
-    assert not fixed, f"no longer too long (or gone): remove them from SIZE_ALLOW_LIST: {fixed}"
+    assert not offenders, "split these along their ideas:\n" + "\n".join(offenders)
 
 
 def test_multi_head_attention_forward_reads_in_at_most_40_lines():
