@@ -3,6 +3,8 @@ query/key/value weight, compared with the package's ``MultiHeadAttention`` given
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ..attention import MultiHeadAttention
@@ -53,8 +55,17 @@ def _shapes_differ(answer, expected) -> str | None:
     """Name the first wrong item by what it is ("the output's shape (2, 5, 3) is not right")."""
     if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
         return compare(answer, expected, 0)
-    wrong = [f"{name} {_as_shape(a)} is not right" for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True)]
-    return next((w for w, a, e in zip(wrong, answer, expected, strict=True) if compare(_as_shape(a), e, 0)), None)
+    for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True):
+        shape = _as_shape(a)
+        integers = all(
+            isinstance(i, numbers.Integral) and not isinstance(i, bool)
+            for i in (shape if isinstance(shape, tuple) else (shape,))
+        )
+        if isinstance(shape, tuple) != isinstance(e, tuple) or not integers:  # '4' or tensor(4) is not 4
+            return f"expected {'an int' if isinstance(e, int) else 'a tuple of ints'} for {name}, got {a!r}"
+        if shape != e:
+            return f"{name} {shape} is not right"
+    return None
 
 
 # ``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer.
