@@ -300,33 +300,27 @@ def _restore(snapshot: list[tuple]) -> list[str]:
     return changed
 
 
-# What the references need (torch's, NumPy's, Python's and the package's own functions), as they were when the checks
-# were imported: an answer cell that replaced one before the check cell would make the reference wrong the same way.
-_PER_CELL = _names("input getpass display get_ipython help exit quit copyright credits license")  # Jupyter's, per cell
-_FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, its name, whose, {name: value})
+# The references' functions (torch's, NumPy's, Python's, the package's classes') as they were when the checks were
+# imported: an answer cell that replaced one before the check cell would make the reference wrong the same way.
+_PER_CELL = _names("input getpass display get_ipython help exit quit copyright credits license")  # Jupyter's
+_FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, its name, {name: value}, the names it inherits)
 
 
 def _freeze() -> None:
     """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them)."""
-    spaces = [(torch, "torch"), (F, "torch.nn.functional"), (torch.linalg, "torch.linalg")]
-    spaces += [(torch.special, "torch.special"), (torch.Tensor, "torch.Tensor"), (torch._C.TensorBase, "torch.Tensor")]
-    spaces += [(c, f"torch.nn.{name}") for name, c in vars(torch.nn).items() if isinstance(c, type)]
-    spaces += [(sys.modules[name], name) for name in ("numpy", "numpy.random") if name in sys.modules]
+    spaces = {"torch": torch, "torch.nn.functional": F, "torch.linalg": torch.linalg, "torch.special": torch.special}
+    spaces |= {"torch.Tensor": torch.Tensor, "torch._C.TensorBase": torch._C.TensorBase, "builtins": builtins}
+    spaces |= {f"torch.nn.{name}": c for name, c in vars(torch.nn).items() if isinstance(c, type)}
+    spaces |= {name: sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules}
     for name, module in list(sys.modules.items()):
-        if name.startswith(__package__.split(".")[0] + ".") and not name.startswith(__name__):
-            spaces += [(c, f"ah.{c.__qualname__}") for c in vars(module).values() if _class_of(c, name)]
-    for space, label in [*spaces, (builtins, "builtins")]:
-        if id(space) not in _FROZEN:
-            public = isinstance(space, ModuleType)  # a module's own _names change; a class's __eq__ matters
-            entries = {
-                k: v for k, v in vars(space).items() if not (public and k.startswith("_")) and k not in _PER_CELL
-            }
-            whose = {"torch": "PyTorch", "numpy": "NumPy", "ah": "the package", "builtins": "Python"}
-            _FROZEN[id(space)] = (space, label, whose[label.split(".")[0]], entries)
-
-
-def _class_of(value, module: str) -> bool:
-    return isinstance(value, type) and value.__module__ == module
+        if name.startswith("attention_helpers.") and not name.startswith(__name__):
+            spaces |= {f"ah.{c.__name__}": c for c in vars(module).values() if getattr(c, "__module__", 0) == name}
+    for label, space in spaces.items():
+        if id(space) not in _FROZEN and isinstance(space, (type, ModuleType)):
+            public = isinstance(space, ModuleType)  # a module's _names change by themselves; a class's __eq__ matters
+            entries = {k: v for k, v in vars(space).items() if not (public and k[0] == "_") and k not in _PER_CELL}
+            inherited = {k for base in getattr(space, "__mro__", ())[1:] for k in vars(base)} - _CHANGING
+            _FROZEN[id(space)] = space, label, entries, inherited  # a class's own __eq__ hides its base's
 
 
 def _torchs_own(new, old) -> bool:
@@ -340,15 +334,13 @@ def _torchs_own(new, old) -> bool:
 
 def _replaced() -> tuple[str, str] | None:
     """(what was replaced, the hint), or None when every snapshotted entry is still there, the same object."""
-    for space, label, whose, before in list(_FROZEN.values()):
+    for space, label, before, inherited in list(_FROZEN.values()):
         now = vars(space)
-        for key, value in before.items():
+        for key, value in [*before.items(), *((k, _MISSING) for k in now.keys() - before.keys() if k in inherited)]:
             if now.get(key, _MISSING) is not value and not _torchs_own(now.get(key), value):
-                problem = f"your code replaced {label}.{key} since the checks were imported"
-                return (
-                    problem,
-                    f"the check needs {whose}'s own: restart the kernel and run the notebook without that line",
-                )
+                whose = {"torch": "PyTorch", "numpy": "NumPy", "ah": "the package"}.get(label.split(".")[0], "Python")
+                what = f"your code replaced {label}.{key} since the checks were imported"
+                return what, f"the check needs {whose}'s own: restart the kernel and run the notebook without that line"
     return None
 
 
