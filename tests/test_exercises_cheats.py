@@ -1047,7 +1047,11 @@ PATCHES = [
 ]
 
 
-@pytest.mark.parametrize(("check", "where", "name", "patch", "answer", "said"), PATCHES, ids=lambda p: str(p)[:20])
+@pytest.mark.parametrize(
+    ("check", "where", "name", "patch", "answer", "said"),
+    PATCHES,
+    ids=[f"{getattr(p[1], '__name__', p[1])}.{p[2]}" for p in PATCHES],
+)
 def test_a_function_replaced_before_the_check_is_named_and_refused(check, where, name, patch, answer, said, capsys):
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setattr(where, name, patch)
