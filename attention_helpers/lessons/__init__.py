@@ -344,6 +344,10 @@ def _replaced() -> tuple[str, str] | None:
     return None
 
 
+def _is_float(value) -> bool:
+    return isinstance(value, _Tensor) and value.is_floating_point()
+
+
 def plain(value):
     """Tensors as plain, detached tensors (a subclass's ``__torch_function__`` never run), in tuples and lists too."""
     if isinstance(value, _Tensor):
@@ -592,8 +596,7 @@ class Exercise:
         return len(cases)
 
     def _verdict(self, candidate, case: tuple, expected, where: str) -> tuple[Any, str | None, str]:
-        """The answer on one case (read and plain; None when it could not be read), what is wrong (None when it is
-        right) and the hint: the first named mistake it makes, else what differs."""
+        """The answer on one case (None if unread), what is wrong (None if right), and the hint."""
         answer, problem, hint = candidate, None, ""
         if not self.value:
             answer, problem, hint, _ = self._run(candidate, case, where)
@@ -623,17 +626,14 @@ class Exercise:
     def _same_shape_again(self, candidate, cases: list[tuple], references: list, answers: list) -> bool:
         """One case again with new values (same shape, spread and infinite entries) in the first float tensor the
         answer is given: an answer that keeps its results between calls, by shape, gives its earlier one."""
-        picks = (
-            (number, index)
-            for number, case in enumerate(cases)
-            for index, item in enumerate(case)
-            if isinstance(item, _Tensor) and item.is_floating_point() and any(item is x for x in self._given(case))
-        )
-        number, index = next(picks, (None, None))
+        given = [
+            (n, i) for n, case in enumerate(cases) for i, x in enumerate(case) if any(x is y for y in self._given(case))
+        ]
+        number, index = next(((n, i) for n, i in given if _is_float(cases[n][i])), (None, None))
         if number is None:
             return True
-        case = cases[number]
-        old, finite = case[index], case[index].isfinite()
+        case, old = cases[number], cases[number][index]
+        finite = old.isfinite()
         values = torch.randn(old.shape, generator=hidden_generator(4040), dtype=old.dtype)
         spread, centre = (old[finite].std(), old[finite].mean()) if int(finite.sum()) > 1 else (1.0, 0.0)
         fresh = (*case[:index], torch.where(finite, values * spread + centre, old), *case[index + 1 :])
@@ -697,8 +697,8 @@ class Exercise:
 _WARM: list = []
 
 
-class _ChangedInPlaceError(Exception):
-    """Raised by :func:`call_answer` with the name of the argument the answer wrote into."""
+class _ChangedInPlaceError(Exception):  # the name of the argument the answer wrote into
+    pass
 
 
 def call_answer(answer, *args, run: Callable | None = None):
