@@ -581,7 +581,7 @@ class Exercise:
             if problem is not None:
                 return not_yet(self.name, problem, hint)
             answers.append(answer)
-        if not self.value and not self._same_shape_again(candidate, cases, references, answers):
+        if not self.value and not _same_shape_again(self, candidate, cases, references, answers):
             return False
         if self.loop_free is not None and not self.value:
             counts = []
@@ -623,34 +623,6 @@ class Exercise:
                 return answer, f"{what} {where}", mistake.hint
         return answer, f"{problem} {where}", self.hint
 
-    def _same_shape_again(self, candidate, cases: list[tuple], references: list, answers: list) -> bool:
-        """One case again with new values (same shape, spread and infinite entries) in the first float tensor the
-        answer is given: an answer that keeps its results between calls, by shape, gives its earlier one."""
-        given = [
-            (n, i) for n, case in enumerate(cases) for i, x in enumerate(case) if any(x is y for y in self._given(case))
-        ]
-        number, index = next(((n, i) for n, i in given if _is_float(cases[n][i])), (None, None))
-        if number is None:
-            return True
-        case, old = cases[number], cases[number][index]
-        finite = old.isfinite()
-        values = torch.randn(old.shape, generator=hidden_generator(4040), dtype=old.dtype)
-        spread, centre = (old[finite].std(), old[finite].mean()) if int(finite.sum()) > 1 else (1.0, 0.0)
-        fresh = (*case[:index], torch.where(finite, values * spread + centre, old), *case[index + 1 :])
-        with torch.no_grad():
-            expected = plain(self.reference(*_copy(fresh)))
-        if compare(expected, references[number], atol=0) is None:
-            return True  # a reference stored with the case, not computed from these values
-        described = self.describe(number + 1, len(cases), *fresh)
-        answer, problem, hint = self._verdict(candidate, fresh, expected, f"{described} with new values".strip())
-        if problem is not None and answer is not None and compare(answer, answers[number], atol=0) is None:
-            problem = f"the same shape with other values gave the earlier answer {described}"
-            hint = "does your function keep results between calls? Compute each result from the arguments it is given"
-        return problem is None or not_yet(self.name, problem, hint)
-
-    def _given(self, case: tuple) -> tuple:
-        return self.arguments(*case) if self.arguments is not None else case
-
     def _run(self, candidate, case: tuple, where: str):
         """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
         nothing in the way it ran is wrong."""
@@ -658,7 +630,7 @@ class Exercise:
             with Trace():
                 torch.ones(1).softmax(0)
             _WARM.append(True)
-        given = _copy(self._given(case))
+        given = _copy(_given(self, case))
         snapshot = [(namespace, dict(vars(namespace))) for namespace in _namespaces()]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
@@ -692,6 +664,39 @@ class Exercise:
             what = f"PyTorch's {forbidden[0]} kernel" if forbidden else library[0]
             problem, hint = f"your code runs {what} {where}", self.rule
         return (result if problem is None else None), problem, hint, trace
+
+
+def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], references: list, answers: list) -> bool:
+    """One case again with new values (same shape, spread and infinite entries) in the first float tensor the
+    answer is given: an answer that keeps its results between calls, by shape, gives its earlier one."""
+    given = [
+        (n, i)
+        for n, case in enumerate(cases)
+        for i, x in enumerate(case)
+        if any(x is y for y in _given(exercise, case))
+    ]
+    number, index = next(((n, i) for n, i in given if _is_float(cases[n][i])), (None, None))
+    if number is None:
+        return True
+    case, old = cases[number], cases[number][index]
+    finite = old.isfinite()
+    values = torch.randn(old.shape, generator=hidden_generator(4040), dtype=old.dtype)
+    spread, centre = (old[finite].std(), old[finite].mean()) if int(finite.sum()) > 1 else (1.0, 0.0)
+    fresh = (*case[:index], torch.where(finite, values * spread + centre, old), *case[index + 1 :])
+    with torch.no_grad():
+        expected = plain(exercise.reference(*_copy(fresh)))
+    if compare(expected, references[number], atol=0) is None:
+        return True  # a reference stored with the case, not computed from these values
+    described = exercise.describe(number + 1, len(cases), *fresh)
+    answer, problem, hint = exercise._verdict(candidate, fresh, expected, f"{described} with new values".strip())
+    if problem is not None and answer is not None and compare(answer, answers[number], atol=0) is None:
+        problem = f"the same shape with other values gave the earlier answer {described}"
+        hint = "does your function keep results between calls? Compute each result from the arguments it is given"
+    return problem is None or not_yet(exercise.name, problem, hint)
+
+
+def _given(exercise: Exercise, case: tuple) -> tuple:
+    return exercise.arguments(*case) if exercise.arguments is not None else case
 
 
 _WARM: list = []
