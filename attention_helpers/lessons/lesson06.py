@@ -56,15 +56,11 @@ def _shapes_differ(answer, expected) -> str | None:
     if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
         return compare(answer, expected, 0)
     for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True):
-        shape = _as_shape(a)
-        integers = all(
-            isinstance(i, numbers.Integral) and not isinstance(i, bool)
-            for i in (shape if isinstance(shape, tuple) else (shape,))
-        )
-        if isinstance(shape, tuple) != isinstance(e, tuple) or not integers:  # '4' or tensor(4) is not 4
-            return f"expected {'an int' if isinstance(e, int) else 'a tuple of ints'} for {name}, got {a!r}"
-        if shape != e:
-            return f"{name} {shape} is not right"
+        items = _as_shape(a) if isinstance(e, tuple) else (a,)  # '4' or tensor(4) is not 4
+        if not isinstance(items, tuple) or not all(isinstance(i, numbers.Integral) for i in items):
+            return f"expected {'a tuple of ints' if isinstance(e, tuple) else 'an int'} for {name}, got {a!r}"
+        if _as_shape(a) != e:
+            return f"{name} {_as_shape(a)} is not right"
     return None
 
 
