@@ -5,6 +5,7 @@ compared here with computations written in this file (never with the checks' own
 import _thread
 import builtins
 import concurrent.futures
+import functools
 import gc
 import inspect
 import math
@@ -1011,3 +1012,124 @@ def test_the_time_limit_is_one_minute_per_case_and_lesson_13_leaves_it_to_its_la
 
     assert lesson02.exercise_1.__self__.time_limit == 60
     assert lesson13.exercise_1.__self__.time_limit is None and lesson13.exercise_2.__self__.time_limit is None
+
+
+# --- what an answer cell changes before the check cell runs (the tester's second round) ------------------------
+
+
+def _dot_products(a, b, dim=1, eps=1e-8):
+    return (a * b).sum(dim)
+
+
+def _zeros_forward(self, x, *args, **kwargs):
+    return torch.zeros(*x.shape[:-1], self.d_out)
+
+
+PATCHES = [
+    # (check, where, name, the replacement, the wrong answer it would let through, what the verdict names)
+    (lesson01.exercise_1, F, "cosine_similarity", _dot_products, lambda x: x @ x.T, "functional.cosine_similarity"),
+    (lesson03.exercise_1, torch, "softmax", lambda s, dim=-1: s, lambda x, q, k, v: x @ v, "torch.softmax"),
+    (lesson04.exercise_1, torch.Tensor, "__eq__", lambda a, b: torch.tensor(True), lambda n, w: None, "__eq__"),
+    (lesson04.exercise_1, torch, "equal", lambda a, b: True, lambda n, w: torch.zeros(n, n, dtype=bool), "equal"),
+    (lesson05.exercise_1, torch, "manual_seed", lambda seed: None, None, "torch.manual_seed"),
+    (lesson05.exercise_2, builtins, "abs", lambda x: 0.0, lambda n, p: 0.0, "builtins.abs"),
+    (lesson06.exercise_2, ah.MultiHeadAttention, "forward", _zeros_forward, lambda x, *a: 0 * x, "MultiHeadAttention"),
+    (lesson07.exercise_3, torch.nn.TransformerEncoderLayer, "forward", lambda self, src, *a, **k: src, None, "Layer"),
+    (lesson08.exercise_1, torch, "roll", lambda x, *a, **k: x.flip(-1), lambda x: x.flip(-1), "torch.roll"),
+    (
+        lesson12.exercise_2,
+        ah.DecoderLayer,
+        "forward",
+        lambda self, x, *a, **k: x,
+        lambda layer, x, *a: x,
+        "DecoderLayer",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "where", "name", "patch", "answer", "said"),
+    PATCHES,
+    ids=[f"{getattr(p[1], '__name__', p[1])}.{p[2]}" for p in PATCHES],
+)
+def test_a_function_replaced_before_the_check_is_named_and_refused(check, where, name, patch, answer, said, capsys):
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(where, name, patch)
+    try:
+        result, out = verdict(check, answer or (lambda *args: None), capsys)
+    finally:
+        monkeypatch.undo()
+    assert result is False and "since the checks were imported" in out and said in out, out
+    assert "restart the kernel" in out, out
+    assert verdict(check, answer or (lambda *args: None), capsys)[0] is False  # and refused on its own merits
+
+
+def test_additions_jupyters_own_swaps_and_torchs_own_wrappers_are_not_replacements(monkeypatch, capsys):
+    monkeypatch.setattr(torch, "something_new", 1, raising=False)
+    monkeypatch.setattr(builtins, "input", lambda prompt="": "")  # ipykernel swaps it at every cell
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(torch.manual_seed))  # what torch._dynamo does
+    for key in [(1, 1), (5, 1), (8, 1)]:
+        result, out = verdict(_check(*key), RIGHT[key][0], capsys)
+        assert result is True, out
+    imitation = functools.wraps(torch.random.manual_seed)(lambda seed: None)  # looks like torch's, is not
+    monkeypatch.setattr(torch, "manual_seed", imitation)
+    assert "replaced torch.manual_seed" in verdict(lesson05.exercise_1, _dropout_where, capsys)[1]
+
+
+def _by_shape(function):
+    """``function`` whose results are kept by the shapes of its tensor arguments: stale for new values."""
+    kept = {}
+
+    def memo(*args):
+        key = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+        if key not in kept:
+            kept[key] = function(*args)
+        return kept[key]
+
+    return memo
+
+
+@pytest.mark.parametrize("key", [(2, 2), (3, 1), (6, 2), (9, 1), (10, 2), (12, 1)], ids=str)
+def test_an_answer_that_keeps_its_results_by_shape_is_refused(key, capsys):
+    result, out = verdict(_check(*key), _by_shape(RIGHT[key][0]), capsys)
+    assert result is False and "the same shape with other values gave the earlier answer" in out, out
+    assert "keep results between calls" in out, out
+    for right in RIGHT[key]:  # the same shape with new values: a right answer follows them
+        assert verdict(_check(*key), right, capsys)[0] is True
+
+
+def _update_in_the_block(running_max, running_sum, block):
+    new_max = torch.maximum(running_max, block.max())
+    shift = new_max if torch.isfinite(new_max) else torch.zeros(())
+    block.sub_(shift).exp_()  # the caller's scores are gone
+    return new_max, running_sum * torch.exp(running_max - shift) + block.sum()
+
+
+def _update_in_the_sum(running_max, running_sum, block):
+    new_max, new_sum = _update_where(running_max, running_sum, block)
+    running_sum.copy_(new_sum)
+    return new_max, running_sum.clone()
+
+
+@pytest.mark.parametrize(("answer", "name"), [(_update_in_the_block, "block"), (_update_in_the_sum, "running_sum")])
+def test_lesson_11_refuses_writes_into_its_inputs_like_every_exercise(answer, name, capsys):
+    result, out = verdict(lesson11.exercise_1, answer, capsys)
+    assert result is False and f"your function changed its input {name} in place" in out, out
+
+
+@pytest.mark.parametrize(
+    ("check", "answer", "said"),
+    [
+        (
+            lesson06.exercise_1,
+            ("4", "(2, 3, 5, 4)", "(2, 3, 5, 5)", "(2, 5, 12)"),
+            "expected an int for head_dim, got '4'",
+        ),
+        (lesson06.exercise_1, (torch.tensor(4), torch.tensor([2, 3, 5, 4]), 0, 0), "expected an int for head_dim"),
+        (lesson06.exercise_1, (4, torch.tensor([2, 3, 5, 4]), 0, 0), "expected a tuple of ints for the queries' shape"),
+        (lesson07.exercise_3, torch.nn.Identity(), "expected a class, got a module"),
+    ],
+)
+def test_answers_of_the_wrong_type_hear_the_type_expected(check, answer, said, capsys):
+    result, out = verdict(check, answer, capsys)
+    assert result is False and said in out, out

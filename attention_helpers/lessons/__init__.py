@@ -300,6 +300,54 @@ def _restore(snapshot: list[tuple]) -> list[str]:
     return changed
 
 
+# The references' functions (torch's, NumPy's, Python's, the package's classes') as they were when the checks were
+# imported: an answer cell that replaced one before the check cell would make the reference wrong the same way.
+_PER_CELL = _names("input getpass display get_ipython help exit quit copyright credits license")  # Jupyter's
+_FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, its name, {name: value}, the names it inherits)
+
+
+def _freeze() -> None:
+    """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them)."""
+    spaces = {"torch": torch, "torch.nn.functional": F, "torch.linalg": torch.linalg, "torch.special": torch.special}
+    spaces |= {"torch.Tensor": torch.Tensor, "torch._C.TensorBase": torch._C.TensorBase, "builtins": builtins}
+    spaces |= {f"torch.nn.{name}": c for name, c in vars(torch.nn).items() if isinstance(c, type)}
+    spaces |= {name: sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("attention_helpers.") and not name.startswith(__name__):
+            spaces |= {f"ah.{c.__name__}": c for c in vars(module).values() if getattr(c, "__module__", 0) == name}
+    for label, space in spaces.items():
+        if id(space) not in _FROZEN and isinstance(space, (type, ModuleType)):
+            public = isinstance(space, ModuleType)  # a module's _names change by themselves; a class's __eq__ matters
+            entries = {k: v for k, v in vars(space).items() if not (public and k[0] == "_") and k not in _PER_CELL}
+            inherited = {k for base in getattr(space, "__mro__", ())[1:] for k in vars(base)} - _CHANGING
+            _FROZEN[id(space)] = space, label, entries, inherited  # a class's own __eq__ hides its base's
+
+
+def _torchs_own(new, old) -> bool:
+    """A wrapper of torch's own around the original (importing torch._dynamo wraps torch.manual_seed)."""
+    while getattr(getattr(new, "__code__", None), "co_filename", "").startswith(_LIBRARY):
+        new = getattr(new, "__wrapped__", None)
+        if new is old:
+            return True
+    return False
+
+
+def _replaced() -> tuple[str, str] | None:
+    """(what was replaced, the hint), or None when every snapshotted entry is still there, the same object."""
+    for space, label, before, inherited in list(_FROZEN.values()):
+        now = vars(space)
+        for key, value in [*before.items(), *((k, _MISSING) for k in now.keys() - before.keys() if k in inherited)]:
+            if now.get(key, _MISSING) is not value and not _torchs_own(now.get(key), value):
+                whose = {"torch": "PyTorch", "numpy": "NumPy", "ah": "the package"}.get(label.split(".")[0], "Python")
+                what = f"your code replaced {label}.{key} since the checks were imported"
+                return what, f"the check needs {whose}'s own: restart the kernel and run the notebook without that line"
+    return None
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, _Tensor) and value.is_floating_point()
+
+
 def plain(value):
     """Tensors as plain, detached tensors (a subclass's ``__torch_function__`` never run), in tuples and lists too."""
     if isinstance(value, _Tensor):
@@ -506,8 +554,15 @@ class Exercise:
         done = (self.done(*cases[0]) if callable(self.done) else self.done.format(n=len(cases))) if cases else ""
         return bool(cases) and correct(self.name, done)
 
+    def __post_init__(self):
+        _freeze()  # the package's classes this lesson has just imported
+
     def judge(self, candidate, *given, **options) -> list[tuple]:
         """:meth:`check` without the "correct" line: the cases when the answer is right, else [] (after "not yet")."""
+        replaced = _replaced()
+        if replaced is not None:
+            not_yet(self.name, *replaced)
+            return []
         try:
             cases = list(self.cases(*given, **options))
             return cases if self._judge(candidate, cases) else []
@@ -518,36 +573,16 @@ class Exercise:
     def _judge(self, candidate, cases: list[tuple]) -> int:
         if not self.value and not callable(candidate):
             return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
-        differ = self.differ or (lambda answer, expected: compare(answer, expected, self.atol))
         with torch.no_grad():  # every reference first, on copies the answer never sees
             references = [plain(self.reference(*_copy(case))) for case in cases]
+        answers = []
         for number, (case, expected) in enumerate(zip(cases, references, strict=True), start=1):
-            where = self.describe(number, len(cases), *case)
-            answer, problem, hint = candidate, None, ""
-            if not self.value:
-                answer, problem, hint, _ = self._run(candidate, case, where)
-            if problem is None and answer is None:
-                problem, hint = f"your function returned None {where}", self.returned_none
-            if problem is None and self.convert is not None:
-                try:
-                    answer = self.convert(plain(answer))
-                except WrongFormError as wrong:
-                    problem, hint = f"{wrong.problem} {where}", wrong.hint
+            answer, problem, hint = self._verdict(candidate, case, expected, self.describe(number, len(cases), *case))
             if problem is not None:
                 return not_yet(self.name, problem, hint)
-            answer = plain(answer)
-            problem = differ(answer, expected)
-            if problem is None:
-                continue
-            for mistake in self.mistakes(*_copy(case)):  # the first named mistake, else what differs and the hint
-                try:
-                    made = mistake.made_by(answer, expected, differ)
-                    what = mistake.problem(answer) if made and callable(mistake.problem) else mistake.problem
-                except Exception:  # a mistake that cannot even be tested on this answer is not the one it made
-                    continue
-                if made:
-                    return not_yet(self.name, f"{what} {where}", mistake.hint)
-            return not_yet(self.name, f"{problem} {where}", self.hint)
+            answers.append(answer)
+        if not self.value and not _same_shape_again(self, candidate, cases, references, answers):
+            return False
         if self.loop_free is not None and not self.value:
             counts = []
             for case in self.loop_free():
@@ -560,6 +595,34 @@ class Exercise:
                 return not_yet(self.name, f"{steps}: it loops over the entries in Python", self.rule)
         return len(cases)
 
+    def _verdict(self, candidate, case: tuple, expected, where: str) -> tuple[Any, str | None, str]:
+        """The answer on one case (None if unread), what is wrong (None if right), and the hint."""
+        answer, problem, hint = candidate, None, ""
+        if not self.value:
+            answer, problem, hint, _ = self._run(candidate, case, where)
+        if problem is None and answer is None:
+            problem, hint = f"your function returned None {where}", self.returned_none
+        if problem is None and self.convert is not None:
+            try:
+                answer = self.convert(plain(answer))
+            except WrongFormError as wrong:
+                problem, hint = f"{wrong.problem} {where}", wrong.hint
+        if problem is not None:
+            return None, problem, hint
+        answer = plain(answer)
+        problem = self.differ(answer, expected) if self.differ else compare(answer, expected, self.atol)
+        if problem is None:
+            return answer, None, ""
+        for mistake in self.mistakes(*_copy(case)):  # the first named mistake, else what differs and the hint
+            try:
+                made = mistake.made_by(answer, expected, self.differ or (lambda a, e: compare(a, e, self.atol)))
+                what = mistake.problem(answer) if made and callable(mistake.problem) else mistake.problem
+            except Exception:  # a mistake that cannot even be tested on this answer is not the one it made
+                continue
+            if made:
+                return answer, f"{what} {where}", mistake.hint
+        return answer, f"{problem} {where}", self.hint
+
     def _run(self, candidate, case: tuple, where: str):
         """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
         nothing in the way it ran is wrong."""
@@ -567,16 +630,17 @@ class Exercise:
             with Trace():
                 torch.ones(1).softmax(0)
             _WARM.append(True)
-        given = _copy(self.arguments(*case) if self.arguments is not None else case)
-        originals = [(i, arg.clone()) for i, arg in enumerate(given) if isinstance(arg, _Tensor)]
+        given = _copy(_given(self, case))
         snapshot = [(namespace, dict(vars(namespace))) for namespace in _namespaces()]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
             trace.elsewhere += _readers_threads()
             with torch.no_grad(), trace, _time_limit(self.time_limit):
-                result = self.run(candidate, *given) if self.run is not None else candidate(*given)
+                result = call_answer(candidate, *given, run=self.run)
             trace.elsewhere += _readers_threads()
+        except _ChangedInPlaceError as changed:
+            problem, hint = f"your function changed its input {changed.args[0]} in place {where}", self.in_place_hint
         except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except _TooLong:
@@ -599,17 +663,60 @@ class Exercise:
         elif forbidden or library:
             what = f"PyTorch's {forbidden[0]} kernel" if forbidden else library[0]
             problem, hint = f"your code runs {what} {where}", self.rule
-        if problem is None:
-            for index, original in originals:
-                if compare(given[index], original, atol=0) is not None:
-                    label = _argument_name(candidate, index)
-                    problem = f"your function changed its input {label} in place {where}"
-                    hint = self.in_place_hint
-                    break
         return (result if problem is None else None), problem, hint, trace
 
 
+def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], references: list, answers: list) -> bool:
+    """One case again with new values (same shape, spread and infinite entries) in the first float tensor the
+    answer is given: an answer that keeps its results between calls, by shape, gives its earlier one."""
+    given = [
+        (n, i)
+        for n, case in enumerate(cases)
+        for i, x in enumerate(case)
+        if any(x is y for y in _given(exercise, case))
+    ]
+    number, index = next(((n, i) for n, i in given if _is_float(cases[n][i])), (None, None))
+    if number is None:
+        return True
+    case, old = cases[number], cases[number][index]
+    finite = old.isfinite()
+    values = torch.randn(old.shape, generator=hidden_generator(4040), dtype=old.dtype)
+    spread, centre = (old[finite].std(), old[finite].mean()) if int(finite.sum()) > 1 else (1.0, 0.0)
+    fresh = (*case[:index], torch.where(finite, values * spread + centre, old), *case[index + 1 :])
+    with torch.no_grad():
+        expected = plain(exercise.reference(*_copy(fresh)))
+    if compare(expected, references[number], atol=0) is None:
+        return True  # a reference stored with the case, not computed from these values
+    described = exercise.describe(number + 1, len(cases), *fresh)
+    answer, problem, hint = exercise._verdict(candidate, fresh, expected, f"{described} with new values".strip())
+    if problem is not None and answer is not None and compare(answer, answers[number], atol=0) is None:
+        problem = f"the same shape with other values gave the earlier answer {described}"
+        hint = "does your function keep results between calls? Compute each result from the arguments it is given"
+    return problem is None or not_yet(exercise.name, problem, hint)
+
+
+def _given(exercise: Exercise, case: tuple) -> tuple:
+    return exercise.arguments(*case) if exercise.arguments is not None else case
+
+
 _WARM: list = []
+
+
+class _ChangedInPlaceError(Exception):  # the name of the argument the answer wrote into
+    pass
+
+
+def call_answer(answer, *args, run: Callable | None = None):
+    """``answer(*args)``, or ``run(answer, *args)``, as every check calls an answer (a check's own ``run`` too): a
+    tensor argument it changes in place is refused, since the caller's tensor must stay as it was."""
+    with trusted():
+        originals = [(i, arg.clone()) for i, arg in enumerate(args) if isinstance(arg, _Tensor)]
+    result = answer(*args) if run is None else run(answer, *args)
+    with trusted():
+        for index, original in originals:
+            if compare(args[index], original, atol=0) is not None:
+                raise _ChangedInPlaceError(_argument_name(answer, index))
+    return result
 
 
 class _TooLong(BaseException):
@@ -641,3 +748,6 @@ def _argument_name(candidate, index: int) -> str:
         return list(inspect.signature(candidate).parameters)[index]
     except (TypeError, ValueError, IndexError):
         return f"argument {index + 1}"
+
+
+_freeze()

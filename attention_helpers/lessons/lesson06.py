@@ -3,6 +3,8 @@ query/key/value weight, compared with the package's ``MultiHeadAttention`` given
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ..attention import MultiHeadAttention
@@ -53,8 +55,13 @@ def _shapes_differ(answer, expected) -> str | None:
     """Name the first wrong item by what it is ("the output's shape (2, 5, 3) is not right")."""
     if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
         return compare(answer, expected, 0)
-    wrong = [f"{name} {_as_shape(a)} is not right" for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True)]
-    return next((w for w, a, e in zip(wrong, answer, expected, strict=True) if compare(_as_shape(a), e, 0)), None)
+    for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True):
+        items = _as_shape(a) if isinstance(e, tuple) else (a,)  # '4' or tensor(4) is not 4
+        if not isinstance(items, tuple) or not all(isinstance(i, numbers.Integral) for i in items):
+            return f"expected {'a tuple of ints' if isinstance(e, tuple) else 'an int'} for {name}, got {a!r}"
+        if _as_shape(a) != e:
+            return f"{name} {_as_shape(a)} is not right"
+    return None
 
 
 # ``answer = (head_dim, queries_shape, weights_shape, output_shape)`` for lesson 06's layer.

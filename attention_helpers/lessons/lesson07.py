@@ -194,6 +194,10 @@ def _block_cases() -> list[tuple]:
 def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torch.Tensor):
     """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode; an output that follows
     torch_layer's parameters (0.5 is added to them: a block holding copies does not change) is of the wrong form."""
+    if isinstance(block_class, nn.Module):
+        raise WrongFormError(
+            "expected a class, got a module", "pass the class itself: the check builds one from torch_layer"
+        )
     block = block_class(torch_layer)
     if isinstance(block, nn.Module):
         block.eval()  # compared in evaluation mode: no dropout

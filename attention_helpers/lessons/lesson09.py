@@ -74,7 +74,7 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
 # num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda token_embeddings, attention_mask, expected: expected,
+    reference=lambda token_embeddings, attention_mask, expected: mean_pool(token_embeddings, attention_mask == 0),
     cases=lambda: [(token_embeddings, mask, expected) for mask, token_embeddings, expected in _hidden_cases()],
     arguments=lambda token_embeddings, attention_mask, expected: (token_embeddings, attention_mask),
     hint="a sentence's mean runs over its real tokens only: leave the padding out of the sum, and divide by the "

@@ -16,6 +16,7 @@ from . import (
     Mistake,
     WrongFormError,
     as_number,
+    call_answer,
     compare,
     hidden_generator,
     is_number,
@@ -69,7 +70,8 @@ def _stream(update, row: torch.Tensor, block_size: int):
     for step, start in enumerate(range(0, len(row), block_size), start=1):
         for which, scores in enumerate((row, other)):
             running_max, running_sum = states[which]
-            result = update(running_max.clone(), running_sum.clone(), scores[start : start + block_size].clone())
+            block = scores[start : start + block_size].clone()
+            result = call_answer(update, running_max.clone(), running_sum.clone(), block)
             states[which] = _pair(plain(result), step)
         maxima.append(states[0][0])
     return *states[0], torch.stack(maxima)

@@ -25,11 +25,6 @@ def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 
     return mask
 
 
-def _split(mha: MultiHeadAttention, t: torch.Tensor) -> torch.Tensor:
-    batch, length, _ = t.shape
-    return t.view(batch, length, mha.num_heads, mha.head_dim).transpose(1, 2)
-
-
 def _cross_cases():
     """(mha, x, keys, values, key_padding_mask, memory) for a few hidden shapes."""
     generator = hidden_generator(SEED)
@@ -41,7 +36,7 @@ def _cross_cases():
         x = torch.randn(batch, num_new, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
         with torch.no_grad():
-            keys, values = _split(mha, mha.W_key(memory)), _split(mha, mha.W_value(memory))
+            keys, values = mha.split_heads(mha.W_key(memory)), mha.split_heads(mha.W_value(memory))
         cases.append((mha, x, keys, values, _padding(generator, batch, src_len), memory))
     return cases
 
@@ -51,7 +46,7 @@ def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpos
     (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
     plausible mistake changes."""
     batch, num_new, d_model = x.shape
-    scores = _split(mha, mha.W_query(x)) @ keys.transpose(-2, -1) / (scale or math.sqrt(mha.head_dim))
+    scores = mha.split_heads(mha.W_query(x)) @ keys.transpose(-2, -1) / (scale or math.sqrt(mha.head_dim))
     if hide is not None:
         scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
     context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
