@@ -42,23 +42,23 @@ CACHE_HINT = (
 
 
 def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """``x`` fed to ``kv_step`` one token at a time from no cache: the outputs ``(batch, num_tokens, d_out)``. Then
-    ``x`` twice more in turns, each from its own cache: a step continues from the cache it is given, nothing else."""
+    """``x`` fed to ``kv_step`` one token at a time, twice in turns, each from no cache and then from its own: the
+    outputs ``(batch, num_tokens, d_out)``; a step continues from the cache it is given, from nothing else."""
     projected: list[int] = []  # how many tokens each call of W_key and W_value projects
     hooks = [
         projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
         for projection in (layer.W_key, layer.W_value)
     ]
-    outputs, cache, streams = [], None, [None, None]
+    outputs, caches = [], [None, None]
     try:
         for t in range(x.shape[1]):
-            out, cache = _one_step(kv_step, layer, x, t, cache, projected)
+            out, caches[0] = _one_step(kv_step, layer, x, t, caches[0], projected)
+            again, caches[1] = _one_step(kv_step, layer, x, t, caches[1], projected)
+            with trusted():  # the check's comparison, not the answer's code
+                changed = compare(again, out) is not None
+            if changed:
+                raise WrongFormError(f"{STATE}: fed two sequences in turns, step {t} changed", STATE_HINT)
             outputs.append(out)
-        for t in range(x.shape[1]):
-            for stream in (0, 1):
-                out, streams[stream] = _one_step(kv_step, layer, x, t, streams[stream], projected)
-                if _differs(out, outputs[t]):
-                    raise WrongFormError(f"{STATE}: fed two sequences in turns, step {t} changed", STATE_HINT)
     finally:
         for hook in hooks:
             hook.remove()
@@ -70,11 +70,6 @@ STATE_HINT = (
     "all a step knows of the earlier tokens must come in through its cache argument and go out in the cache it "
     "returns, with nothing kept in a global variable or on the layer"
 )
-
-
-def _differs(out: torch.Tensor, before: torch.Tensor) -> bool:
-    with trusted():  # the check's comparison, not the answer's code
-        return compare(out, before) is not None
 
 
 def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -> tuple:

@@ -164,10 +164,7 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
-WEIGHTS_HINT = (
-    "average_gradients only averages the gradients and leaves the weights alone: the optimizer's step, after it, "
-    "changes them"
-)
+WEIGHTS_HINT = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
 
 
 def _gradients_differ(reports, whole) -> str | None:
@@ -259,10 +256,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
     return changed or senders
 
 
-CLOBBER_HINT = (
-    "leave the blocks you send as they were: the caller still attends over them; receive into new tensors of their "
-    "shape"
-)
+CLOBBER_HINT = "leave the blocks you were given as they were (the caller still needs them): receive into new tensors"
 
 
 def _same(pair, blocks) -> bool:
@@ -312,9 +306,6 @@ exercise_2 = Exercise(
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
-    mistakes=lambda world_size: (
-        [Mistake(WORKED_ON_3, WORLD_SIZE_HINT, matches=lambda reports: True)] * (world_size != 3)
-    ),
     done=": on 3 and 2 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
 ).check
