@@ -100,7 +100,7 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
         raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
     for rank, report in enumerate(reports):  # (problem, hint): what the rank found wrong in the answer's doings
         if isinstance(report, tuple):
-            raise WrongFormError(f"{report[0]} on rank {rank} of {world_size}", report[1])
+            raise WrongFormError(f"{report[0]} (rank {rank})", report[1])
     return reports
 
 
