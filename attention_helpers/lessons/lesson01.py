@@ -98,10 +98,10 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
             "every token is its own best match", "its cosine with itself is 1: hide the diagonal", torch.arange(len(x))
         ),
         Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
-        *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
         Mistake(
             "you picked the least similar token", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)
         ),
+        *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
     ]
 
 
