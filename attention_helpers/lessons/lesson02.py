@@ -40,7 +40,11 @@ def _softmax_mistakes(x, dim, temperature):
             naive / naive.sum(dim=dim, keepdim=True),
         ),
         Mistake("the temperature is ignored", "divide the scores by the temperature", softmax_stable(x, dim)),
-        Mistake("you multiplied by the temperature", "divide the scores by it", softmax_stable(x * temperature, dim)),
+        Mistake(
+            "you multiplied by the temperature",
+            "divide by it: T < 1 sharpens, T > 1 flattens",
+            softmax_stable(x * temperature, dim),
+        ),
         Mistake(f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim", other),
         Mistake(
             "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
@@ -85,8 +89,14 @@ def _context_mistakes(x):
             "does: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
             softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
         ),
-        Mistake("you divided the scores by their sum", "use the softmax", (scores / scores.sum(-1, keepdim=True)) @ x),
-        Mistake("you returned the attention weights", "mix the token vectors with them", matches=weights_shaped),
+        Mistake(
+            "you divided the scores by their sum",
+            "a softmax: a sum fails for negative scores",
+            (scores / scores.sum(-1, keepdim=True)) @ x,
+        ),
+        Mistake(
+            "you returned the attention weights", "mix the token vectors with these weights", matches=weights_shaped
+        ),
     ]
 
 

@@ -228,14 +228,18 @@ _EMPTY_ROW_MISTAKES = (
     (
         lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
         "that counts rows that keep all their weights",
-        "p, not 1 - p",
+        "a weight is dropped with probability p, not 1 - p",
     ),
     (
         lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)),
         "that is the probability that at least one row is empty",
         "the expected number of empty rows is the sum of each row's probability of being empty",
     ),
-    (lambda n, p: sum(p**k for k in range(1, n + 1)) / n, "that is the expected fraction of empty rows", "not / n"),
+    (
+        lambda n, p: sum(p**k for k in range(1, n + 1)) / n,
+        "that is the expected fraction of empty rows",
+        "the question asks for the number of rows: do not divide by num_tokens",
+    ),
 )
 
 

@@ -31,7 +31,11 @@ _PADDING_MISTAKES = (
         "the first padding position of each sequence is not marked",
         "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
     ),
-    (lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1, "the last real token is marked", "t >= length"),
+    (
+        lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1,
+        "the last real token is marked as padding",
+        "position t is padding when t >= length, not t >= length - 1",
+    ),
     (lambda mask, lengths, n: mask.T, "your mask is (num_tokens, batch)", "put the sequences on the rows"),
 )
 
@@ -169,7 +173,11 @@ _BLOCK_MISTAKES = (
     ({"residuals": (False, True)}, "the attention sublayer has no residual", "add the attention's input back"),
     ({"residuals": (True, False)}, "the feed-forward sublayer has no residual", "add the feed-forward network's input"),
     ({"residuals": (False, False)}, "neither sublayer has a residual connection", "add each sublayer's input back"),
-    ({"residual_normalised": True}, "the residual adds the normalised x, not x itself", "keep x un-normalised there"),
+    (
+        {"residual_normalised": True},
+        "the residual adds the normalised x, not x itself",
+        "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
+    ),
     ({"norms": (2, 1)}, "norm1 and norm2 are swapped", "norm1 goes before the attention, norm2 before the FFN"),
     ({"norms": (1, 1)}, "norm1 is used before both sublayers", "each sublayer has its own: norm1, then norm2"),
     (
