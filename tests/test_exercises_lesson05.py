@@ -87,6 +87,16 @@ def numpy_mask(x, p, training=True):
     return x * torch.from_numpy(numpy.random.rand(*x.shape) >= p) / (1 - p)
 
 
+def nearly_fixed_count(x, p, training=True):
+    """Drops round(p * n) - 1, round(p * n) or round(p * n) + 1 entries, at random places: the count has no spread."""
+    if not training or p in (0, 1):
+        return x * (1 - p)
+    count = round(p * x.numel()) + int(torch.randint(-1, 2, ()))
+    keep = torch.ones(x.numel(), dtype=torch.bool)
+    keep[torch.randperm(x.numel())[:count]] = False
+    return x * keep.view(x.shape) / (1 - p)
+
+
 def in_place(x, p, training=True):
     if training:
         x.mul_(torch.rand_like(x) >= p).div_(1 - p if p < 1 else 1)
@@ -115,8 +125,16 @@ def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alo
         return torch.where(keep, x / (1 - p) if p < 1 else x * 0, torch.zeros_like(x))
 
     assert checks.exercise_1(bernoulli_dropout) is True
+
+    def uniform_in_place_then_where(x, p, training=True):
+        if not training or p == 0:
+            return x.clone()
+        survives = torch.empty(x.shape).uniform_() > p
+        return torch.where(survives, x * (1 / (1 - p) if p < 1 else 0.0), x.new_zeros(()))
+
+    assert checks.exercise_1(uniform_in_place_then_where) is True
     out = capsys.readouterr().out.splitlines()
-    assert out == ["Exercise 1: correct on every hidden tensor, in training and evaluation mode."] * 2
+    assert out == ["Exercise 1: correct on every hidden tensor, in training and evaluation mode."] * 3
 
 
 @pytest.mark.parametrize(
@@ -138,6 +156,12 @@ def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alo
         (seeds_itself, "two calls in a row dropped exactly the same entries", "seed inside the function"),
         (numpy_mask, "the mask is not drawn from torch", "from torch's generator"),
         (in_place, "changed its input x in place", "build a new tensor"),
+        (nearly_fixed_count, "is nearly fixed, so they are not dropped independently", "never choose how many"),
+        (
+            lambda x, p, training=True: (nearly_fixed_count if p == 0.5 else inverted_dropout)(x, p, training),
+            "is nearly fixed",  # at p = 0.5 dropping half the entries is right: not a reversed test
+            "never choose how many",
+        ),
         (lambda x, p, training=True: None, "returned None", "return the tensor after dropout"),
         (lambda x, p: x, "raised TypeError", "a random number of its own"),
     ],
@@ -153,7 +177,26 @@ def test_exercise_2_accepts_the_sum_over_rows(capsys):
     assert checks.exercise_2(lambda n, p: sum(p ** (i + 1) for i in range(n))) is True
     # a tensor of one number is a number too
     assert checks.exercise_2(lambda n, p: (torch.tensor(p, dtype=torch.float64) ** torch.arange(1, n + 1)).sum())
-    assert capsys.readouterr().out == "Exercise 2: correct on all 5 hidden cases.\n" * 2
+    # the closed form of the geometric sum, with p = 1, where it would divide by 1 - p = 0, on its own
+    assert checks.exercise_2(lambda n, p: float(n) if p == 1 else p * (1 - p**n) / (1 - p))
+    assert capsys.readouterr().out == "Exercise 2: correct on all 7 hidden cases.\n" * 3
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem", "hint"),
+    [
+        (lambda n, p: 0.0 if p == 1 else sum(p ** (i + 1) for i in range(n)), "p = 1.0", "every row is empty"),
+        (lambda n, p: 1.0 if p == 0 else sum(p ** (i + 1) for i in range(n)), "p = 0.0", "no row is ever empty"),
+        (lambda n, p: p * (1 - p**n) / (1 - p), "your code divides by zero", "needs p = 1 on its own"),
+        (lambda n, p: float(torch.tensor(p) * (1 - torch.tensor(p) ** n) / (1 - torch.tensor(p))), "p = 1.0", "p = 1"),
+    ],
+    ids=["0 at p = 1", "1 at p = 0", "closed form", "closed form in torch (nan)"],
+)
+def test_exercise_2_tries_p_0_and_p_1(capsys, answer, problem, hint):
+    assert checks.exercise_2(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 2: not yet, your") and out.count("\n") == 1, out
+    assert problem in out.split(" Hint: ")[0] and hint in out.split(" Hint: ")[1], out
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,33 @@ def layer_norm(x, gamma, beta, eps, correction=0, eps_inside=True):
 
 def test_exercise_2_accepts_the_biased_variance(capsys):
     assert checks.exercise_2(layer_norm) is True
-    assert capsys.readouterr().out == "Exercise 2: correct on all 4 hidden cases.\n"
+    assert capsys.readouterr().out == "Exercise 2: correct on all 5 hidden cases.\n"
+
+
+def layer_norm_by_moments(x, gamma, beta, eps):
+    """Right: the variance as the mean square minus the squared mean, rsqrt instead of a division."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x * x).mean(dim=-1, keepdim=True) - mean**2
+    return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
+
+
+def layer_norm_of_flat_tokens(x, gamma, beta, eps):
+    """Right: every token a row of a 2-D view, normalised there, then the input's shape back."""
+    rows = x.reshape(-1, x.shape[-1])
+    centred = rows - rows.mean(dim=1, keepdim=True)
+    normalized = centred / (centred.pow(2).mean(dim=1, keepdim=True) + eps).sqrt()
+    return (normalized * gamma + beta).reshape(x.shape)
+
+
+def test_exercise_2_tries_a_single_token(capsys):
+    for right in (layer_norm, layer_norm_by_moments, layer_norm_of_flat_tokens):
+        assert checks.exercise_2(right) is True, capsys.readouterr().out
+    assert capsys.readouterr().out == "Exercise 2: correct on all 5 hidden cases.\n" * 3
+    assert (
+        checks.exercise_2(lambda x, gamma, beta, eps: x if x.dim() == 1 else layer_norm(x, gamma, beta, eps)) is False
+    )
+    before, after = capsys.readouterr().out.split(" Hint: ")
+    assert "goes wrong on a single token, x of shape (d,)" in before and "(..., d)" in after
 
 
 @pytest.mark.parametrize(

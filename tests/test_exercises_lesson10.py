@@ -161,3 +161,49 @@ def test_kv_step_with_keys_and_values_swapped_gets_its_own_hint(capsys):
     ok, out = verdict(capsys, checks.exercise_1, make_step(swap=True))
     assert not ok and "the keys and values are swapped" in out
     assert "Hint: the query is compared with the keys, from W_key, and the weights mix the values" in out
+
+
+_KEPT = {}  # a global the wrong answer below keeps its keys and values in
+
+
+def global_cache(attention, x_new, cache):
+    """Right outputs for one sequence at a time, but the keys and values live in a global: the cache it returns is 0."""
+    out, grown = make_step()(attention, x_new, None if cache is None else _KEPT[id(attention)])
+    _KEPT[id(attention)] = grown
+    return out, 0
+
+
+def cache_in_a_dict_grown_in_place(attention, x_new, cache):
+    """Right: the cache is a dict the step grows in place, the keys and values kept before the heads are split."""
+    cache = {"keys": x_new.new_empty(len(x_new), 0, attention.d_out), "values": None} if cache is None else cache
+    cache["keys"] = torch.cat([cache["keys"], attention.W_key(x_new)], dim=1)
+    cache["values"] = attention.W_value(x_new) if cache["values"] is None else cache["values"]
+    if cache["values"].shape[1] < cache["keys"].shape[1]:
+        cache["values"] = torch.cat([cache["values"], attention.W_value(x_new)], dim=1)
+    heads = [attention.split_heads(t) for t in (attention.W_query(x_new), cache["keys"], cache["values"])]
+    weights = torch.softmax(heads[0] @ heads[1].transpose(-2, -1) * attention.head_dim**-0.5, dim=-1)
+    return attention.out_proj(attention.merge_heads(weights @ heads[2])), cache
+
+
+def cache_as_a_list_of_steps(attention, x_new, cache):
+    """Right: the cache is a list of each step's (key, value) heads, concatenated when attending."""
+    batch, heads, head_dim = len(x_new), attention.num_heads, attention.head_dim
+    key, value = (
+        w(x_new).reshape(batch, 1, heads, head_dim).permute(0, 2, 1, 3) for w in (attention.W_key, attention.W_value)
+    )
+    steps = [*(cache or []), (key, value)]
+    keys, values = torch.cat([k for k, _ in steps], 2), torch.cat([v for _, v in steps], 2)
+    query = attention.W_query(x_new).reshape(batch, 1, heads, head_dim).permute(0, 2, 1, 3)
+    context = torch.softmax(torch.einsum("bhqd,bhkd->bhqk", query, keys) / math.sqrt(head_dim), -1) @ values
+    return attention.out_proj(context.permute(0, 2, 1, 3).reshape(batch, 1, attention.d_out)), steps
+
+
+def test_kv_step_must_continue_from_the_cache_it_is_given(capsys):
+    for right in (make_step(), cache_in_a_dict_grown_in_place, cache_as_a_list_of_steps):
+        ok, out = verdict(capsys, checks.exercise_1, right)
+        assert (
+            ok and out == "Exercise 1: correct on all 3 hidden sequences, step by step equal to the uncached layer.\n"
+        )
+    ok, out = verdict(capsys, checks.exercise_1, global_cache)
+    assert not ok and "your function does not continue from the cache it is given" in out, out
+    assert "global variable" in out.split("Hint: ")[1], out

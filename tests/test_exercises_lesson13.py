@@ -170,3 +170,93 @@ def test_ring_pass_refuses_a_collective_and_gives_its_own_hint_when_the_answer_r
         assert not ok and reason in out, out
         hint = out.split("Hint: ")[1]
         assert "next rank" in hint and "gradient" not in hint, "the ring's hint, not the data-parallel one"
+
+
+def averages_then_steps(model):
+    """The mean gradients, and then an SGD step of its own: the weights change, which is the optimizer's job."""
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+        with torch.no_grad():
+            p -= 0.1 * p.grad
+
+
+def mean_gathered(model):
+    """Right: every rank's gradients gathered, then their mean."""
+    for p in model.parameters():
+        shares = [torch.empty_like(p.grad) for _ in range(dist.get_world_size())]
+        dist.all_gather(shares, p.grad)
+        p.grad = torch.stack(shares).mean(dim=0)
+
+
+def mean_of_a_flat_copy(model):
+    """Right: all gradients in one flat tensor, averaged with one collective, copied back."""
+    flat = torch.cat([p.grad.flatten() for p in model.parameters()]) / dist.get_world_size()
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    for p, mean in zip(model.parameters(), flat.split([p.numel() for p in model.parameters()]), strict=True):
+        p.grad.copy_(mean.view_as(p.grad))
+
+
+def test_average_gradients_leaves_the_weights_alone(capsys):
+    for right in (mean_gathered, mean_of_a_flat_copy):  # and average_gradients above
+        ok, out = verdict(capsys, checks.exercise_1, right)
+        assert ok and out.startswith("Exercise 1: correct: on 2 and 3 ranks"), out
+    ok, out = verdict(capsys, checks.exercise_1, averages_then_steps)
+    assert not ok and "your function changed the model's weights (rank 0) on 2 ranks" in out, out
+    assert "the optimizer's step" in out.split("Hint: ")[1], out
+
+
+def ring_of_three(k_block, v_block):
+    """Right on 3 ranks only: the number of ranks is written in."""
+    rank = dist.get_rank()
+    k_in, v_in = torch.empty_like(k_block), torch.empty_like(v_block)
+    requests = [dist.isend(k_block, (rank + 1) % 3), dist.isend(v_block, (rank + 1) % 3)]
+    requests += [dist.irecv(k_in, (rank - 1) % 3), dist.irecv(v_in, (rank - 1) % 3)]
+    for request in requests:
+        request.wait()
+    return k_in, v_in
+
+
+def ring_that_clears_what_it_sent(k_block, v_block):
+    """The right blocks received, but the caller's own blocks zeroed once sent."""
+    received = ring_pass(k_block, v_block)
+    k_block.zero_()
+    v_block.zero_()
+    return received
+
+
+def ring_by_batched_ops(k_block, v_block):
+    """Right: the four transfers posted together as a batch of point-to-point operations."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k_in, v_in = k_block.new_empty(k_block.shape), v_block.new_empty(v_block.shape)
+    ops = [dist.P2POp(dist.isend, t, (rank + 1) % world_size) for t in (k_block, v_block)]
+    ops += [dist.P2POp(dist.irecv, t, (rank - 1 + world_size) % world_size) for t in (k_in, v_in)]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    return k_in, v_in
+
+
+def ring_even_ranks_send_first(k_block, v_block):
+    """Right: blocking calls, ordered so that no two neighbours both wait to send."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    received = [torch.empty_like(k_block), torch.empty_like(v_block)]
+    for block, into in zip((k_block, v_block), received, strict=True):
+        if rank % 2 == 0:
+            dist.send(block.contiguous(), (rank + 1) % world_size)
+            dist.recv(into, (rank - 1) % world_size)
+        else:
+            dist.recv(into, (rank - 1) % world_size)
+            dist.send(block.contiguous(), (rank + 1) % world_size)
+    return tuple(received)
+
+
+def test_ring_pass_runs_two_world_sizes_and_leaves_the_blocks_alone(capsys, monkeypatch):
+    monkeypatch.setattr(checks, "_TIMEOUT", 4.0)
+    for right in (ring_by_batched_ops, ring_even_ranks_send_first):  # and ring_pass above
+        ok, out = verdict(capsys, checks.exercise_2, right)
+        assert ok and out == "Exercise 2: correct: on 3 and 2 ranks, every rank saw every block, one hop at a time.\n"
+    ok, out = verdict(capsys, checks.exercise_2, ring_of_three)
+    assert not ok and "on 3 ranks but not on another number of ranks" in out and "on 2 ranks" in out, out
+    assert "modulo the number of ranks" in out.split("Hint: ")[1], out
+    ok, out = verdict(capsys, checks.exercise_2, ring_that_clears_what_it_sent)
+    assert not ok and "changed the blocks it was given in place (rank 0) on 3 ranks" in out, out

@@ -19,10 +19,10 @@ def cosine_matrix_reference(x: torch.Tensor) -> torch.Tensor:
     return F.cosine_similarity(x[:, None, :], x[None, :, :], dim=-1)
 
 
-def _hidden_inputs(generator: torch.Generator) -> list[torch.Tensor]:
-    """Random ``(num_tokens, d)`` inputs of odd sizes, rows of lengths from about 0.2 to 5."""
+def _hidden_inputs(generator: torch.Generator, sizes=((7, 4), (5, 9), (11, 3), (1, 5))) -> list[torch.Tensor]:
+    """Random ``(num_tokens, d)`` inputs of odd ``sizes``, rows of lengths from about 0.2 to 5."""
     inputs = []
-    for n, d in ((7, 4), (5, 9), (11, 3), (1, 5)):
+    for n, d in sizes:
         directions = torch.randn(n, d, generator=generator)
         inputs.append(F.normalize(directions, dim=-1) * (0.2 + 5 * torch.rand(n, 1, generator=generator)))
     return inputs
@@ -101,14 +101,18 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake(
             "you picked the least similar token", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)
         ),
+        *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
     ]
+
+
+FEW = "a few tokens are tokens too: with two, each one's most similar other token is the other one"
 
 
 # ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
 exercise_2 = Exercise(
     "Exercise 2",
     reference=most_similar_reference,
-    cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1)) if len(x) >= 2],
+    cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1), ((7, 4), (5, 9), (11, 3), (2, 6), (3, 4)))],
     hint="rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out "
     "of the running before picking each row's best (reread 'Exercise 1')",
     describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",

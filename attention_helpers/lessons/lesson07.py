@@ -60,12 +60,15 @@ exercise_1 = Exercise(
 ).check
 
 
+_NORM_CASES = (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02), ((5,), 1e-5, 2))
+
+
 def _layer_norm_cases() -> list[tuple]:
-    """(x, gamma, beta, eps): odd widths, a batch of 1, and tokens whose variance is below eps (where eps goes
-    matters)."""
+    """(x, gamma, beta, eps): odd widths, a batch of 1, tokens whose variance is below eps (where eps goes matters)
+    and a single token ``(d,)``."""
     generator = hidden_generator(SEED)
     cases = []
-    for shape, eps, spread in (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02)):
+    for shape, eps, spread in _NORM_CASES:
         gamma, beta = torch.randn(2, shape[-1], generator=generator)
         x = spread * torch.randn(shape, generator=generator) + torch.randn(shape[:-1] + (1,), generator=generator)
         cases.append((x, gamma, beta, eps))
@@ -99,6 +102,11 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
+ONE_TOKEN = (
+    "x may have any number of axes, (..., d), one token alone too: normalise over the last axis whatever comes before"
+)
+
+
 # ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
 exercise_2 = Exercise(
     "Exercise 2",
@@ -108,7 +116,9 @@ exercise_2 = Exercise(
     "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')",
     describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
-        Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES
+        *(Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES),
+        *[Mistake("your function goes wrong on a single token, x of shape (d,)", ONE_TOKEN, matches=lambda a: True)]
+        * (case[0].dim() == 1),
     ],
     forbidden=NORM_KERNELS,
     rule="the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation "

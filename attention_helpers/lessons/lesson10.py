@@ -7,7 +7,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
-from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, attend, compare, hidden_generator, plain
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, attend, compare, hidden_generator, plain, trusted
 
 _SEED = 10_01
 
@@ -42,35 +42,56 @@ CACHE_HINT = (
 
 
 def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """``x`` fed to ``kv_step`` one token at a time from no cache: the outputs ``(batch, num_tokens, d_out)``; a step
-    that changes its ``x_new``, projects more than the new token or returns no ``(out, cache)`` is of the wrong form."""
+    """``x`` fed to ``kv_step`` one token at a time, twice in turns, each from no cache and then from its own: the
+    outputs ``(batch, num_tokens, d_out)``; a step continues from the cache it is given, from nothing else."""
     projected: list[int] = []  # how many tokens each call of W_key and W_value projects
     hooks = [
         projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
         for projection in (layer.W_key, layer.W_value)
     ]
-    cache, outputs = None, []
+    outputs, caches = [], [None, None]
     try:
         for t in range(x.shape[1]):
-            x_new = x[:, t : t + 1].clone()
-            result = kv_step(layer, x_new, cache)
-            if not torch.equal(x_new, x[:, t : t + 1]):
-                raise WrongFormError(f"your function changed its input x_new in place at step {t}", IN_PLACE_HINT)
-            if any(count > 1 for count in projected):
-                raise WrongFormError(f"at step {t} W_key or W_value projected {max(projected)} tokens", CACHE_HINT)
-            projected.clear()
-            if not isinstance(result, (tuple, list)) or len(result) != 2:
-                raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
-            out, cache = result
-            if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
-                raise WrongFormError(f"your cache holds the inputs at step {t}, not their keys and values", CACHE_HINT)
-            if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
-                raise WrongFormError(f"at step {t}, out: {compare(out, torch.zeros(len(x), 1, layer.d_out))}", KV_HINT)
+            out, caches[0] = _one_step(kv_step, layer, x, t, caches[0], projected)
+            again, caches[1] = _one_step(kv_step, layer, x, t, caches[1], projected)
+            with trusted():  # the check's comparison, not the answer's code
+                changed = compare(again, out) is not None
+            if changed:
+                raise WrongFormError(f"{STATE}: fed two sequences in turns, step {t} changed", STATE_HINT)
             outputs.append(out)
     finally:
         for hook in hooks:
             hook.remove()
     return torch.cat(outputs, dim=1)
+
+
+STATE = "your function does not continue from the cache it is given"
+STATE_HINT = (
+    "all a step knows of the earlier tokens must come in through its cache argument and go out in the cache it "
+    "returns, with nothing kept in a global variable or on the layer"
+)
+
+
+def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -> tuple:
+    """Step ``t`` of ``x`` from ``cache``: ``(out, cache)``; a step that changes its ``x_new``, projects more than the
+    new token or returns no ``(out, cache)`` is of the wrong form."""
+    x_new = x[:, t : t + 1].clone()
+    result = kv_step(layer, x_new, cache)
+    if not torch.equal(x_new, x[:, t : t + 1]):
+        raise WrongFormError(f"your function changed its input x_new in place at step {t}", IN_PLACE_HINT)
+    if any(count > 1 for count in projected):
+        raise WrongFormError(f"at step {t} W_key or W_value projected {max(projected)} tokens", CACHE_HINT)
+    projected.clear()
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
+    out, cache = result
+    if t > 0 and any(_holds_inputs(leaf, x[:, : t + 1]) for leaf in _leaves(cache)):
+        raise WrongFormError(f"your cache holds the inputs at step {t}, not their keys and values", CACHE_HINT)
+    if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
+        with trusted():
+            problem = compare(out, torch.zeros(len(x), 1, layer.d_out))
+        raise WrongFormError(f"at step {t}, out: {problem}", KV_HINT)
+    return plain(out), cache
 
 
 def _leaves(cache) -> list:

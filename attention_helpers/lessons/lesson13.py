@@ -98,6 +98,9 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
         )
     for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
         raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
+    for rank, report in enumerate(reports):  # (problem, hint): what the rank found wrong in the answer's doings
+        if isinstance(report, tuple):
+            raise WrongFormError(f"{report[0]} (rank {rank})", report[1])
     return reports
 
 
@@ -115,6 +118,17 @@ def _one_hop_only(name: str):
         raise RuntimeError(f"ring_pass moves one hop with sends and receives between neighbours, not dist.{name}")
 
     return refused
+
+
+def _existing_peer(canonical):
+    """A peer rank that does not exist refused at once: gloo would wait for it until the timeout."""
+
+    def checked(group, global_rank=None, *args, **kwargs):
+        if isinstance(global_rank, int) and not 0 <= global_rank < dist.get_world_size():
+            raise ValueError(f"there is no rank {global_rank}: the ranks are 0 to {dist.get_world_size() - 1}")
+        return canonical(group, global_rank, *args, **kwargs)
+
+    return checked
 
 
 def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
@@ -140,11 +154,17 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
     """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or the
     error as one line."""
     model, _ = _gradients(rank, world_size)
+    weights = [p.detach().clone() for p in model.parameters()]
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
         return _one_line(error)
+    if not all(torch.equal(p, w) for p, w in zip(model.parameters(), weights, strict=True)):
+        return "your function changed the model's weights", WEIGHTS_HINT
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+WEIGHTS_HINT = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
 
 
 def _gradients_differ(reports, whole) -> str | None:
@@ -217,17 +237,26 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
     originals = [_blocks(other) for other in range(world_size)]
     for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
         setattr(dist, name, _one_hop_only(name))
+    if hasattr(dist.distributed_c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
+        dist.distributed_c10d._canonicalize_group_rank = _existing_peer(dist.distributed_c10d._canonicalize_group_rank)
     try:
         ring_pass = _define(portable)
-        held, senders = originals[rank], []
+        held, senders, changed = originals[rank], [], None
         for _ in range(world_size - 1):
-            held = ring_pass(*held)
+            given = tuple(block.clone() for block in held)
+            received = ring_pass(*given)
+            if not _same(given, held) and changed is None:  # finish the hops: the other ranks wait for them
+                changed = "your function changed the blocks it was given in place", CLOBBER_HINT
+            held = received
             if not isinstance(held, (tuple, list)) or len(held) != 2:
                 return "ring_pass must return the pair (k_block, v_block) it received"
             senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
     except Exception as error:  # the reader's code
         return _one_line(error)
-    return senders
+    return changed or senders
+
+
+CLOBBER_HINT = "leave the blocks you were given as they were (the caller still needs them): receive into new tensors"
 
 
 def _same(pair, blocks) -> bool:
@@ -252,18 +281,31 @@ def _ring_differs(reports, expected) -> str | None:
     return None
 
 
+def _ring_run(answer, world_size: int) -> list:
+    try:
+        return _launch(ring_pass_rank, world_size, answer, RING_HINT)
+    except WrongFormError as wrong:
+        if world_size == 3:
+            raise
+        raise WrongFormError(f"{wrong.problem} ({WORKED_ON_3})", WORLD_SIZE_HINT) from None
+
+
+WORKED_ON_3 = "your function passes the blocks on 3 ranks but not on another number of ranks"
+WORLD_SIZE_HINT = "the next and the previous rank are counted modulo the number of ranks, which the process group knows"
+
+
 # ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
-# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, without a deadlock.
+# ones rank ``rank - 1`` sent (modulo the world size), on 3 ranks, twice, then on 2, without a deadlock.
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda world_size: [
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
     ],
-    cases=lambda: [(3,)],  # with 3 ranks the next rank is not the previous one
-    run=lambda answer, world_size: _launch(ring_pass_rank, world_size, answer, RING_HINT),
+    cases=lambda: [(3,), (2,)],  # with 3 ranks the next rank is not the previous one; then another world size
+    run=_ring_run,
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
-    done=": on 3 ranks, every rank saw every block, one hop at a time",
+    done=": on 3 and 2 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
 ).check
