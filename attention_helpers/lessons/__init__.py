@@ -509,7 +509,7 @@ def _copy(values: tuple) -> tuple:
     return tuple(copy.deepcopy(values))  # no two runs share a tensor or a module
 
 
-def _one_line(error: BaseException, where: str = "") -> str:
+def one_line(error: BaseException, where: str = "") -> str:
     message = " ".join(str(error).split())
     return " ".join(filter(None, (type(error).__name__, where))) + (f": {message}" if message else "")
 
@@ -567,7 +567,7 @@ class Exercise:
             cases = list(self.cases(*given, **options))
             return cases if self._judge(candidate, cases) else []
         except Exception as error:  # a check must never raise, whatever the answer does
-            not_yet(self.name, f"the check could not judge this answer ({_one_line(error)})", self.hint)
+            not_yet(self.name, f"the check could not judge this answer ({one_line(error)})", self.hint)
             return []
 
     def _judge(self, candidate, cases: list[tuple]) -> int:
@@ -648,7 +648,7 @@ class Exercise:
             problem += ": look for a loop that never ends"
             hint = self.hint
         except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
-            problem, hint = f"your code raised {_one_line(error, where)}", self.hint
+            problem, hint = f"your code raised {one_line(error, where)}", self.hint
         changed = _restore(snapshot)
         forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
         library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)

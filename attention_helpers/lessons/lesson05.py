@@ -128,6 +128,10 @@ _OWN_HINTS = (
 )
 
 
+def _dropped(outs: torch.Tensor) -> float:
+    return (outs[0] == 0).double().mean().item()
+
+
 def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
     case = (x, p, training, seed)
     own = [
@@ -142,9 +146,6 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
     def survivors_are(factor):
         return lambda outs: torch.allclose(outs[outs != 0], x.expand_as(outs)[outs != 0] * factor, rtol=1e-5, atol=1e-6)
 
-    def fraction(outs):
-        return (outs[0] == 0).double().mean().item()
-
     def problem_is(*words):
         return lambda outs: any(word in (_dropout_differs(outs, case) or "") for word in words)
 
@@ -152,10 +153,10 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
     return [
         Mistake("the output holds nan", DROPOUT_HINT, matches=lambda outs: bool(outs.isnan().any())),
         Mistake(
-            lambda outs: f"you dropped {fraction(outs):.1%} of the entries: you keep an entry with probability p",
+            lambda outs: f"you dropped {_dropped(outs):.1%} of the entries: you keep an entry with probability p",
             "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p",
             matches=lambda outs: (
-                x.numel() > 1000 and abs(fraction(outs) - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)
+                x.numel() > 1000 and abs(_dropped(outs) - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)
             ),
         ),
         Mistake(

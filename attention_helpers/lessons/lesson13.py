@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, _one_line, trusted
+from . import Exercise, Mistake, WrongFormError, one_line, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -158,7 +158,7 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
-        return _one_line(error)
+        return one_line(error)
     if not all(torch.equal(p, w) for p, w in zip(model.parameters(), weights, strict=True)):
         return "your function changed the model's weights", WEIGHTS_HINT
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
@@ -252,7 +252,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
                 return "ring_pass must return the pair (k_block, v_block) it received"
             senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
     except Exception as error:  # the reader's code
-        return _one_line(error)
+        return one_line(error)
     return changed or senders
 
 
