@@ -296,7 +296,10 @@ def _restore(snapshot: list[tuple]) -> list[str]:
             if value is _MISSING and isinstance(now[key], ModuleType):
                 continue  # a submodule torch imported lazily
             changed.append(f"{namespace.__name__}.{key}")
-            setattr(namespace, key, value) if value is not _MISSING else delattr(namespace, key)
+            if value is _MISSING:
+                delattr(namespace, key)
+            else:
+                setattr(namespace, key, value)
     return changed
 
 
