@@ -326,13 +326,21 @@ def _freeze() -> None:
             _FROZEN[id(space)] = space, label, entries, inherited  # a class's own __eq__ hides its base's
 
 
-def _torchs_own(new, old) -> bool:
-    """A wrapper of torch's own around the original (importing torch._dynamo wraps torch.manual_seed)."""
-    while getattr(getattr(new, "__code__", None), "co_filename", "").startswith(_LIBRARY):
-        new = getattr(new, "__wrapped__", None)
-        if new is old:
-            return True
-    return False
+def _torchs_own(new, old, depth: int = 0) -> bool:
+    """A wrapper of torch's own around the original: importing torch._dynamo wraps torch.manual_seed (``__wrapped__``)
+    and nn.Module.__init__ (a closure over the original), once or, in a long session, more than once."""
+    code = getattr(new, "__code__", None)
+    if code is None or not code.co_filename.startswith(_LIBRARY) or depth > 3:
+        return False
+    inner = [getattr(new, "__wrapped__", None), *(_contents(cell) for cell in new.__closure__ or ())]
+    return any(value is old or _torchs_own(value, old, depth + 1) for value in inner)
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not filled yet
+        return None
 
 
 def _replaced() -> tuple[str, str] | None:
