@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,15 +73,20 @@ def _kernel_name(func) -> str:
     return name.split(".")[0]
 
 
+def _refuse(said: str, doing: str) -> None:
+    """Refuse, with ``said`` as the verdict, what the answer running in this thread asks for (outside the check's own
+    code): dispatch modes and trace functions see only this thread, and the references sit in the check's frames."""
+    trace = _ACTIVE
+    if trace is not None and not trace._trusted and _thread.get_ident() == trace._thread:
+        trace.elsewhere.append(said)
+        raise RuntimeError(f"the check does not let your code {doing}")
+
+
 def _watched(start, what: str):
-    """``start`` (a thread's or a process's), refused while an answer runs: dispatch modes and trace functions see
-    only the thread that calls the answer."""
+    """``start`` (a thread's or a process's), refused while an answer runs."""
 
     def watched(*args, **kwargs):
-        trace = _ACTIVE
-        if trace is not None and not trace._trusted and _thread.get_ident() == trace._thread:
-            trace.elsewhere.append(f"starts {what}")
-            raise RuntimeError(f"the check does not let your code start {what}")
+        _refuse(f"starts {what}", f"start {what}")
         return start(*args, **kwargs)
 
     return watched
@@ -111,37 +117,37 @@ def _is_readers(code) -> bool:
     return not code.co_filename.startswith((*_LIBRARY, _PACKAGE, "<frozen "))
 
 
+def _from_reader(frame, through: tuple = ()) -> bool:
+    """Whether ``frame`` runs the reader's code, or the code of modules ``through`` (wrappers) called from it."""
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(through):
+        frame = frame.f_back
+    return frame is not None and _is_readers(frame.f_code)
+
+
 def _readers_threads() -> list[str]:
     """Other threads running the reader's code, started before the check: work handed to one through a plain list
     runs where the trace cannot see it."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
-    found = []
-    for ident, frame in sys._current_frames().items():
-        while ident != _thread.get_ident() and frame is not None and not _is_readers(frame.f_code):
-            frame = frame.f_back
-        if ident != _thread.get_ident() and frame is not None:
-            found.append(f"has a thread of its own running beside the check ({names.get(ident, ident)})")
-    return found
+    return [
+        f"has a thread of its own running beside the check ({names.get(ident, ident)})"
+        for ident, frame in sys._current_frames().items()
+        if ident != _thread.get_ident() and any(_is_readers(f.f_code) for f, _ in traceback.walk_stack(frame))
+    ]
 
 
 def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be removed
     if event.startswith(_PROCESS_EVENTS):
-        _watched(int, "a process")()
+        _refuse("starts a process", "start a process")
     what = args[1] if event == "object.__getattr__" else event
-    trace = _ACTIVE
-    if what not in _LOOKING or _IN_HOOK or trace is None or trace._trusted or _thread.get_ident() != trace._thread:
-        return
-    _IN_HOOK.append(True)
-    try:
-        caller = sys._getframe(1)  # who called the audited function, through inspect or traceback
-        while caller.f_back is not None and caller.f_globals.get("__name__", "").startswith(_HANDS_OUT_FRAMES):
-            caller = caller.f_back
-        if _is_readers(caller.f_code):
-            looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
-            trace.elsewhere.append(f"{looked} ({what})")
-            raise RuntimeError(f"the check does not let your code use {what}")
-    finally:
-        _IN_HOOK.pop()
+    if what in _LOOKING and _ACTIVE is not None and not _IN_HOOK:
+        _IN_HOOK.append(True)
+        try:  # who called the audited function, through inspect or traceback
+            if _from_reader(sys._getframe(1), _HANDS_OUT_FRAMES):
+                _refuse(
+                    f"{_SWITCHES if what in ('sys.settrace', 'sys.setprofile') else _LOOKS} ({what})", f"use {what}"
+                )
+        finally:
+            _IN_HOOK.pop()
 
 
 sys.addaudithook(_audit)
@@ -158,11 +164,9 @@ class Trace(TorchDispatchMode):
         self.operations = self.lines = self._trusted = 0
         self._allowed = set()
         for item in (*allowed, causal_mask):  # the lessons' causal mask is a given, never an exercise's answer
-            functions = [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]
-            for function in functions:
+            for function in [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]:
                 function = getattr(function, "__func__", getattr(function, "fget", function))
-                if hasattr(function, "__code__"):
-                    self._allowed.add(function.__code__)
+                self._allowed.add(getattr(function, "__code__", None))
         self._functions = _FunctionTrace(self)
 
     def _record(self, name: str) -> None:
@@ -180,7 +184,14 @@ class Trace(TorchDispatchMode):
         if self._trusted or code.co_filename.startswith(_LESSONS):
             return None
         if code.co_filename.startswith(_PACKAGE):
-            if code in self._allowed or _is_lookup(code):
+            # ``ah.softmax_stable`` runs the package's ``__getattr__`` and, the first time, imports the module that
+            # defines it: a name looked up, not package code the answer runs (the function it then calls is)
+            in_init = code.co_filename.endswith("__init__.py")
+            if (
+                code in self._allowed
+                or code.co_qualname == "<module>"
+                or (in_init and code.co_qualname == "__getattr__")
+            ):
                 self._trusted += 1
                 frame.f_trace_lines = False
                 return self._on_trusted_return
@@ -188,18 +199,24 @@ class Trace(TorchDispatchMode):
                 self.package.append(code.co_qualname)
             return None
         if code.co_filename.startswith(_LIBRARY):  # NumPy's, SciPy's... functions, known by name only
-            self.library.add((code.co_name, frame.f_globals.get("__name__", "?")))  # (function, module)
             module = frame.f_globals.get("__name__", "?")
-            if module.startswith(_HANDS_WORK_ON) and frame.f_back is not None and _is_readers(frame.f_back.f_code):
+            self.library.add((code.co_name, module))
+            if module.startswith(_HANDS_WORK_ON) and _from_reader(frame.f_back):
                 self.elsewhere.append(f"hands work to another thread or process ({module}'s {code.co_name})")
-            if code.co_name in _SWITCHES_OFF:
-                caller = frame.f_back  # through a context manager's wrappers
-                while caller is not None and caller.f_globals.get("__name__") in ("contextlib", "functools"):
-                    caller = caller.f_back
-                if caller is not None and _is_readers(caller.f_code):
-                    self.elsewhere.append(f"{_SWITCHES} ({code.co_name})")
+            if code.co_name in _SWITCHES_OFF and _from_reader(frame.f_back, ("contextlib", "functools")):
+                self.elsewhere.append(f"{_SWITCHES} ({code.co_name})")  # directly or through a context manager
             return None
         return self._on_line  # the reader's own code: count its lines
+
+    def refused(self, forbidden: frozenset) -> str | None:
+        """What the answer did that no answer may (work elsewhere, the package's code, a ``forbidden`` kernel)."""
+        kernels = [f"PyTorch's {kernel} kernel" for kernel in self.kernels if kernel in forbidden]
+        library = sorted(f"{name} from {module}" for name, module in self.library if name in forbidden)
+        if self.elsewhere:
+            return min(self.elsewhere, key=lambda what: not what.startswith("starts"))  # the thread, not its setup
+        if self.package:  # even when it then failed: that is what the answer reached for
+            return f"runs the package's {self.package[0]}"
+        return f"runs {(kernels + library)[0]}" if kernels or library else None
 
     def _on_profile(self, frame, event, arg):  # C functions called by the reader's code
         if event != "c_call" or self._trusted or not _is_readers(frame.f_code):
@@ -238,14 +255,6 @@ class Trace(TorchDispatchMode):
 _ACTIVE: Trace | None = None
 
 
-def _is_lookup(code) -> bool:
-    """``ah.softmax_stable`` runs the package's ``__getattr__`` and, the first time, imports the module that defines
-    it: a name looked up, not package code the answer runs (the function it then calls is)."""
-    return code.co_qualname == "<module>" or (
-        code.co_qualname == "__getattr__" and code.co_filename.endswith("__init__.py")
-    )
-
-
 @contextmanager
 def trusted():
     """Inside a check's own ``run``: what runs here is the check's, not the answer's, and is not recorded."""
@@ -271,59 +280,54 @@ class _FunctionTrace(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-# The namespaces an answer could patch to fool a check; snapshot before it runs, put back after.
-_NAMESPACES = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
-_NAMESPACES += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
+# The namespaces an answer could patch to fool a check, in two snapshots. When the checks are imported: the functions
+# the references use (torch's, NumPy's, Python's, the package's classes'), which an answer cell that replaced one
+# before the check cell would make wrong the same way. Around each answer: torch's and Python's namespaces that the
+# check itself relies on (its switches, threads and the checks), put back after it.
+_AROUND = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
+_AROUND += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
-_CHANGING = {"__slotnames__", "__warningregistry__", "_", "last_type", "last_value", "last_traceback", "last_exc"}
-
-
-def _namespaces() -> list:
-    """The namespaces an answer could patch to fool a check: torch's, Python's, and the checks' own."""
-    checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
-    return [*_NAMESPACES, *checks, Exercise, Mistake, Trace, _FunctionTrace]
-
-
-def _restore(snapshot: list[tuple]) -> list[str]:
-    """Put the namespaces back as ``snapshot`` holds them; return the names the answer had changed."""
-    changed = []
-    for namespace, before in snapshot:
-        now = vars(namespace)
-        for key in set(now) | set(before):
-            value = before.get(key, _MISSING)
-            if now.get(key, _MISSING) is value or key in _CHANGING:  # changed by Python itself (copyreg, the REPL)
-                continue
-            if value is _MISSING and isinstance(now[key], ModuleType):
-                continue  # a submodule torch imported lazily
-            changed.append(f"{namespace.__name__}.{key}")
-            if value is _MISSING:
-                delattr(namespace, key)
-            else:
-                setattr(namespace, key, value)
-    return changed
-
-
-# The references' functions (torch's, NumPy's, Python's, the package's classes') as they were when the checks were
-# imported: an answer cell that replaced one before the check cell would make the reference wrong the same way.
-_PER_CELL = _names("input getpass display get_ipython help exit quit copyright credits license")  # Jupyter's
-_FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, its name, {name: value}, the names it inherits)
+_CHANGING = _names("__slotnames__ __warningregistry__ _ last_type last_value last_traceback last_exc")  # by Python
+_PER_CELL = _names("input getpass display get_ipython help exit quit copyright credits license")  # by Jupyter
+_FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, {name: value}) as the checks were imported
 
 
 def _freeze() -> None:
-    """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them)."""
-    spaces = {"torch": torch, "torch.nn.functional": F, "torch.linalg": torch.linalg, "torch.special": torch.special}
-    spaces |= {"torch.Tensor": torch.Tensor, "torch._C.TensorBase": torch._C.TensorBase, "builtins": builtins}
-    spaces |= {f"torch.nn.{name}": c for name, c in vars(torch.nn).items() if isinstance(c, type)}
-    spaces |= {name: sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules}
+    """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them); a module's
+    private names change by themselves, a class's do not (its own ``__eq__`` hides its base's)."""
+    spaces = [torch, F, torch.linalg, torch.special, torch.Tensor, torch._C.TensorBase, builtins]
+    spaces += [c for c in vars(torch.nn).values() if isinstance(c, type)]
+    spaces += [sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules]
     for name, module in list(sys.modules.items()):
         if name.startswith("attention_helpers.") and not name.startswith(__name__):
-            spaces |= {f"ah.{c.__name__}": c for c in vars(module).values() if getattr(c, "__module__", 0) == name}
-    for label, space in spaces.items():
-        if id(space) not in _FROZEN and isinstance(space, (type, ModuleType)):
-            public = isinstance(space, ModuleType)  # a module's _names change by themselves; a class's __eq__ matters
+            spaces += [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == name]
+    for space in spaces:
+        if id(space) not in _FROZEN:
+            public = isinstance(space, ModuleType)
             entries = {k: v for k, v in vars(space).items() if not (public and k[0] == "_") and k not in _PER_CELL}
-            inherited = {k for base in getattr(space, "__mro__", ())[1:] for k in vars(base)} - _CHANGING
-            _FROZEN[id(space)] = space, label, entries, inherited  # a class's own __eq__ hides its base's
+            _FROZEN[id(space)] = space, entries
+
+
+def _changes(snapshot: Iterable[tuple], since_import: bool = False) -> list[tuple]:
+    """``(namespace, name, value before)`` for each entry changed since ``snapshot``. Added entries count unless they
+    are submodules torch imported lazily and, since import, unless they hide nothing a class inherits; since import,
+    torch's own wrappers around the original are not a change."""
+    changed = []
+    for space, before in snapshot:
+        now = vars(space)
+        for key in {**before, **now}:
+            old, new = before.get(key, _MISSING), now.get(key, _MISSING)
+            if new is old or key in _CHANGING or (since_import and _torchs_own(new, old)):
+                continue
+            inherited = any(key in vars(base) for base in getattr(space, "__mro__", ())[1:])
+            if old is not _MISSING or not (isinstance(new, ModuleType) or since_import and not inherited):
+                changed.append((space, key, old))
+    return changed
+
+
+def _owner(space) -> str:
+    """The top-level module a namespace belongs to: "torch", "numpy", "attention_helpers", "builtins"..."""
+    return (space.__name__ if isinstance(space, ModuleType) else space.__module__).split(".")[0]
 
 
 def _torchs_own(new, old, depth: int = 0) -> bool:
@@ -341,22 +345,6 @@ def _contents(cell):
         return cell.cell_contents
     except ValueError:  # a cell not filled yet
         return None
-
-
-def _replaced() -> tuple[str, str] | None:
-    """(what was replaced, the hint), or None when every snapshotted entry is still there, the same object."""
-    for space, label, before, inherited in list(_FROZEN.values()):
-        now = vars(space)
-        for key, value in [*before.items(), *((k, _MISSING) for k in now.keys() - before.keys() if k in inherited)]:
-            if now.get(key, _MISSING) is not value and not _torchs_own(now.get(key), value):
-                whose = {"torch": "PyTorch", "numpy": "NumPy", "ah": "the package"}.get(label.split(".")[0], "Python")
-                what = f"your code replaced {label}.{key} since the checks were imported"
-                return what, f"the check needs {whose}'s own: restart the kernel and run the notebook without that line"
-    return None
-
-
-def _is_float(value) -> bool:
-    return isinstance(value, _Tensor) and value.is_floating_point()
 
 
 def plain(value):
@@ -398,6 +386,9 @@ class WrongFormError(Exception):
         self.problem, self.hint = problem, hint
 
 
+RESTART = "restart the kernel and run the notebook without that line"
+KEPT_HINT = "does your function keep results between calls? Compute each result from the arguments it is given"
+LEAVE_HINT = "leave torch, Python and the checks as they are"
 ELSEWHERE_HINT = "compute the answer in your function itself, from its arguments, without threads or processes"
 IN_PLACE_HINT = (
     "build a new tensor instead of writing into the one you were given (no x *= ..., no method ending in _, no "
@@ -432,8 +423,8 @@ def as_number(answer):
     return answer.item() if isinstance(answer, _Tensor) and answer.numel() == 1 else answer
 
 
-def _kind(dtype: torch.dtype) -> str:
-    return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "int"
+def _kind(dtype: torch.dtype) -> str:  # what converts a tensor to that kind of dtype
+    return "bool" if dtype == torch.bool else "float" if dtype.is_floating_point else "long"
 
 
 def _compare_tensors(answer, expected: torch.Tensor, atol: float) -> str | None:
@@ -444,9 +435,8 @@ def _compare_tensors(answer, expected: torch.Tensor, atol: float) -> str | None:
         return f"expected shape {shape_str(expected.shape)}, got {shape_str(answer.shape)}"
     if answer.is_complex() or _kind(answer.dtype) != _kind(expected.dtype):
         if not answer.is_complex() and _equal(answer.double(), expected.double()):
-            converter = {"bool": "bool", "int": "long", "float": "float"}[_kind(expected.dtype)]
             values = f"the values are right but the dtype is {answer.dtype}, expected {expected.dtype}"
-            return f"{values} (convert with .{converter}())"
+            return f"{values} (convert with .{_kind(expected.dtype)}())"
         return f"expected a tensor of dtype {expected.dtype}, got {answer.dtype}"
     if not expected.dtype.is_floating_point:
         wrong = int((answer != expected).sum())
@@ -468,11 +458,9 @@ def compare(answer, expected, atol: float = 1e-4) -> str | None:
     answer, expected = plain(answer), plain(expected)
     if isinstance(expected, _Tensor):
         return _compare_tensors(answer, expected, atol)
-    if isinstance(expected, (bool, str)):
-        if type(answer) is not type(expected):
-            return f"expected a {type(expected).__name__}, got {type(answer).__name__}"
-        return None if answer == expected else "that is not it"
-    if isinstance(expected, (int, float)):
+    if isinstance(expected, (bool, str)) and type(answer) is not type(expected):
+        return f"expected a {type(expected).__name__}, got {type(answer).__name__}"
+    if is_number(expected):
         if not is_number(answer):
             return f"expected a number, got {type(answer).__name__}"
         return None if abs(float(answer) - expected) <= atol else "that is not the right number"
@@ -505,13 +493,10 @@ class Mistake:
         """Whether ``answer`` makes this mistake; never when the mistake gives the right answer on this case."""
         if self.matches is not None:
             return bool(self.matches(answer))
-        if self.item is not None:  # the expected tuple with only this item changed
-
-            def only(value):
-                return (*expected[: self.item], value, *expected[self.item + 1 :])
-
-            mine = only(answer[self.item])
-            return differ(mine, expected) is not None and (self.wrong is None or differ(mine, only(self.wrong)) is None)
+        if self.item is not None:  # the expected tuple with only this item changed, to the answer's or to ``wrong``
+            i = self.item
+            mine, wrong = ((*expected[:i], value, *expected[i + 1 :]) for value in (answer[i], self.wrong))
+            return differ(mine, expected) is not None and (self.wrong is None or differ(mine, wrong) is None)
         wrong = self.wrong
         return wrong is not None and differ(wrong, expected) is not None and differ(answer, wrong) is None
 
@@ -570,79 +555,77 @@ class Exercise:
 
     def judge(self, candidate, *given, **options) -> list[tuple]:
         """:meth:`check` without the "correct" line: the cases when the answer is right, else [] (after "not yet")."""
-        replaced = _replaced()
-        if replaced is not None:
-            not_yet(self.name, *replaced)
-            return []
         try:
+            for space, key, _ in _changes(list(_FROZEN.values()), since_import=True)[:1]:
+                replaced = f"your code replaced {space.__name__}.{key} since the checks were imported"
+                whose = {"torch": "PyTorch", "numpy": "NumPy", "attention_helpers": "the package"}.get(_owner(space))
+                raise WrongFormError(replaced, f"the check needs {whose or 'Python'}'s own: {RESTART}")
             cases = list(self.cases(*given, **options))
-            return cases if self._judge(candidate, cases) else []
+            self._judge(candidate, cases)
+            return cases
+        except WrongFormError as wrong:
+            not_yet(self.name, wrong.problem, wrong.hint)
         except Exception as error:  # a check must never raise, whatever the answer does
             not_yet(self.name, f"the check could not judge this answer ({one_line(error)})", self.hint)
-            return []
+        return []
 
-    def _judge(self, candidate, cases: list[tuple]) -> int:
+    def _judge(self, candidate, cases: list[tuple]) -> None:
+        """Raises :class:`WrongFormError` with what is wrong and the hint, unless the answer is right."""
         if not self.value and not callable(candidate):
-            return not_yet(self.name, f"expected a function, got {type(candidate).__name__}", "define it with def")
+            raise WrongFormError(f"expected a function, got {type(candidate).__name__}", "define it with def")
         with torch.no_grad():  # every reference first, on copies the answer never sees
             references = [plain(self.reference(*_copy(case))) for case in cases]
         answers = []
         for number, (case, expected) in enumerate(zip(cases, references, strict=True), start=1):
-            answer, problem, hint = self._verdict(candidate, case, expected, self.describe(number, len(cases), *case))
-            if problem is not None:
-                return not_yet(self.name, problem, hint)
-            answers.append(answer)
-        if not self.value and not _same_shape_again(self, candidate, cases, references, answers):
-            return False
-        if self.loop_free is not None and not self.value:
-            counts = []
-            for case in self.loop_free():
-                _, problem, hint, trace = self._run(candidate, case, "on a larger input")
-                if problem is not None:
-                    return not_yet(self.name, problem, hint)
-                counts.append(trace.operations + trace.lines)
-            if counts[1] > counts[0]:
-                steps = f"your code does {counts[0]} steps on a small input and {counts[1]} on a larger one"
-                return not_yet(self.name, f"{steps}: it loops over the entries in Python", self.rule)
-        return len(cases)
-
-    def _verdict(self, candidate, case: tuple, expected, where: str) -> tuple[Any, str | None, str]:
-        """The answer on one case (None if unread), what is wrong (None if right), and the hint."""
-        answer, problem, hint = candidate, None, ""
+            where = self.describe(number, len(cases), *case)
+            answers.append(self._answer(candidate, case, where))
+            self._compare(answers[-1], case, expected, where)
         if not self.value:
-            answer, problem, hint, _ = self._run(candidate, case, where)
-        if problem is None and answer is None:
-            problem, hint = f"your function returned None {where}", self.returned_none
-        if problem is None and self.convert is not None:
-            try:
-                answer = self.convert(plain(answer))
-            except WrongFormError as wrong:
-                problem, hint = f"{wrong.problem} {where}", wrong.hint
-        if problem is not None:
-            return None, problem, hint
-        answer = plain(answer)
-        problem = self.differ(answer, expected) if self.differ else compare(answer, expected, self.atol)
+            _same_shape_again(self, candidate, cases, references, answers)
+        if self.loop_free is not None and not self.value:
+            small, large = (self._run(candidate, case, "on a larger input")[1] for case in self.loop_free())
+            if large > small:
+                steps = f"your code does {small} steps on a small input and {large} on a larger one"
+                raise WrongFormError(f"{steps}: it loops over the entries in Python", self.rule)
+
+    def _answer(self, candidate, case: tuple, where: str):
+        """The answer on one case, read as the check compares it."""
+        answer = candidate if self.value else self._run(candidate, case, where)[0]
+        if answer is None:
+            raise WrongFormError(f"your function returned None {where}", self.returned_none)
+        try:
+            return plain(self.convert(plain(answer)) if self.convert is not None else answer)
+        except WrongFormError as wrong:
+            raise WrongFormError(f"{wrong.problem} {where}", wrong.hint) from None
+
+    def _compare(self, answer, case: tuple, expected, where: str) -> None:
+        """Raises what differs: the first named mistake the answer makes, else what differs and the hint."""
+        differ = self.differ or (lambda a, e: compare(a, e, self.atol))
+        problem = differ(answer, expected)
         if problem is None:
-            return answer, None, ""
-        for mistake in self.mistakes(*_copy(case)):  # the first named mistake, else what differs and the hint
+            return
+        for mistake in self.mistakes(*_copy(case)):
             try:
-                made = mistake.made_by(answer, expected, self.differ or (lambda a, e: compare(a, e, self.atol)))
+                made = mistake.made_by(answer, expected, differ)
                 what = mistake.problem(answer) if made and callable(mistake.problem) else mistake.problem
             except Exception:  # a mistake that cannot even be tested on this answer is not the one it made
                 continue
             if made:
-                return answer, f"{what} {where}", mistake.hint
-        return answer, f"{problem} {where}", self.hint
+                raise WrongFormError(f"{what} {where}", mistake.hint)
+        raise WrongFormError(f"{problem} {where}", self.hint)
 
-    def _run(self, candidate, case: tuple, where: str):
-        """Run the answer on its own copy of one case: ``(result, problem, hint, trace)``, ``problem`` None when
-        nothing in the way it ran is wrong."""
+    def _run(self, candidate, case: tuple, where: str) -> tuple[Any, int]:
+        """Run the answer on its own copy of one case: its result and its steps (torch operations and lines of the
+        reader's code); raises :class:`WrongFormError` when something in the way it ran is wrong."""
         if not _WARM:  # torch imports parts of itself on a mode's first use (torch._dynamo wraps manual_seed)
             with Trace():
                 torch.ones(1).softmax(0)
             _WARM.append(True)
         given = _copy(_given(self, case))
-        snapshot = [(namespace, dict(vars(namespace))) for namespace in _namespaces()]
+        checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
+        snapshot = [
+            (space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace, _FunctionTrace)
+        ]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
@@ -656,39 +639,38 @@ class Exercise:
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except _TooLong:
             problem = f"your code was still running after {self.time_limit:g} s {where}, so it was stopped"
-            problem += ": look for a loop that never ends"
-            hint = self.hint
+            problem, hint = f"{problem}: look for a loop that never ends", self.hint
         except (Exception, SystemExit) as error:  # the reader's code: report any failure instead of a traceback
             problem, hint = f"your code raised {one_line(error, where)}", self.hint
-        changed = _restore(snapshot)
-        forbidden = [kernel for kernel in trace.kernels if kernel in self.forbidden]
-        library = sorted(f"{name} from {module}" for name, module in trace.library if name in self.forbidden)
+        changed, refused = _changes(snapshot), trace.refused(self.forbidden)
+        for space, key, old in changed:  # put back
+            if old is _MISSING:
+                delattr(space, key)
+            else:
+                setattr(space, key, old)
         if changed:
-            what = "torch itself" if changed[0].startswith(("torch", "Tensor", "Module")) else "Python or the checks"
-            problem, hint = f"your code changes {what} ({changed[0]})", "leave torch, Python and the checks as they are"
-        elif trace.elsewhere:
-            first = min(trace.elsewhere, key=lambda what: not what.startswith("starts"))  # the thread, not its setup
-            problem, hint = f"your code {first} {where}", ELSEWHERE_HINT
-        elif trace.package:  # even when it then failed: that is what the answer reached for
-            problem, hint = f"your code runs the package's {trace.package[0]} {where}", self.rule
-        elif forbidden or library:
-            what = f"PyTorch's {forbidden[0]} kernel" if forbidden else library[0]
-            problem, hint = f"your code runs {what} {where}", self.rule
-        return (result if problem is None else None), problem, hint, trace
+            space, key, _ = changed[0]
+            what = "torch itself" if _owner(space) == "torch" else "Python or the checks"
+            problem, hint = f"your code changes {what} ({space.__name__}.{key})", LEAVE_HINT
+        elif refused is not None:
+            problem, hint = f"your code {refused} {where}", ELSEWHERE_HINT if trace.elsewhere else self.rule
+        if problem is not None:
+            raise WrongFormError(problem, hint)
+        return result, trace.operations + trace.lines
 
 
-def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], references: list, answers: list) -> bool:
+def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], references: list, answers: list) -> None:
     """One case again with new values (same shape, spread and infinite entries) in the first float tensor the
     answer is given: an answer that keeps its results between calls, by shape, gives its earlier one."""
     given = [
         (n, i)
         for n, case in enumerate(cases)
         for i, x in enumerate(case)
-        if any(x is y for y in _given(exercise, case))
+        if isinstance(x, _Tensor) and x.is_floating_point() and any(x is y for y in _given(exercise, case))
     ]
-    number, index = next(((n, i) for n, i in given if _is_float(cases[n][i])), (None, None))
-    if number is None:
-        return True
+    if not given:
+        return
+    number, index = given[0]
     case, old = cases[number], cases[number][index]
     finite = old.isfinite()
     values = torch.randn(old.shape, generator=hidden_generator(4040), dtype=old.dtype)
@@ -697,13 +679,16 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
     with torch.no_grad():
         expected = plain(exercise.reference(*_copy(fresh)))
     if compare(expected, references[number], atol=0) is None:
-        return True  # a reference stored with the case, not computed from these values
+        return  # a reference stored with the case, not computed from these values
     described = exercise.describe(number + 1, len(cases), *fresh)
-    answer, problem, hint = exercise._verdict(candidate, fresh, expected, f"{described} with new values".strip())
-    if problem is not None and answer is not None and compare(answer, answers[number], atol=0) is None:
-        problem = f"the same shape with other values gave the earlier answer {described}"
-        hint = "does your function keep results between calls? Compute each result from the arguments it is given"
-    return problem is None or not_yet(exercise.name, problem, hint)
+    answer = exercise._answer(candidate, fresh, f"{described} with new values".strip())
+    try:
+        exercise._compare(answer, fresh, expected, f"{described} with new values".strip())
+    except WrongFormError:
+        if compare(answer, answers[number], atol=0) is not None:
+            raise
+        kept = f"the same shape with other values gave the earlier answer {described}"
+        raise WrongFormError(kept, KEPT_HINT) from None
 
 
 def _given(exercise: Exercise, case: tuple) -> tuple:
