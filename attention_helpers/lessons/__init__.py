@@ -20,7 +20,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -336,15 +336,11 @@ def _torchs_own(new, old, depth: int = 0) -> bool:
     code = getattr(new, "__code__", None)
     if code is None or not code.co_filename.startswith(_LIBRARY) or depth > 3:
         return False
-    inner = [getattr(new, "__wrapped__", None), *(_contents(cell) for cell in new.__closure__ or ())]
+    inner = [getattr(new, "__wrapped__", None)]
+    for cell in new.__closure__ or ():
+        with suppress(ValueError):  # a cell not filled yet
+            inner.append(cell.cell_contents)
     return any(value is old or _torchs_own(value, old, depth + 1) for value in inner)
-
-
-def _contents(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:  # a cell not filled yet
-        return None
 
 
 def plain(value):
