@@ -143,9 +143,8 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
         _IN_HOOK.append(True)
         try:  # who called the audited function, through inspect or traceback
             if _from_reader(sys._getframe(1), _HANDS_OUT_FRAMES):
-                _refuse(
-                    f"{_SWITCHES if what in ('sys.settrace', 'sys.setprofile') else _LOOKS} ({what})", f"use {what}"
-                )
+                looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
+                _refuse(f"{looked} ({what})", f"use {what}")
         finally:
             _IN_HOOK.pop()
 
@@ -186,12 +185,9 @@ class Trace(TorchDispatchMode):
         if code.co_filename.startswith(_PACKAGE):
             # ``ah.softmax_stable`` runs the package's ``__getattr__`` and, the first time, imports the module that
             # defines it: a name looked up, not package code the answer runs (the function it then calls is)
-            in_init = code.co_filename.endswith("__init__.py")
-            if (
-                code in self._allowed
-                or code.co_qualname == "<module>"
-                or (in_init and code.co_qualname == "__getattr__")
-            ):
+            init = code.co_filename.endswith("__init__.py")
+            looked_up = code.co_qualname == "<module>" or (init and code.co_qualname == "__getattr__")
+            if code in self._allowed or looked_up:
                 self._trusted += 1
                 frame.f_trace_lines = False
                 return self._on_trusted_return
