@@ -371,7 +371,8 @@ def hidden_generator(seed: int) -> torch.Generator:
 
 
 class WrongFormError(Exception):
-    """An answer of the wrong form (raised by ``convert`` or ``run``): what was expected, and how to give it."""
+    """What is wrong with an answer and the hint: raised by ``convert`` or ``run`` for an answer of the wrong form, and
+    inside :class:`Exercise` for every "not yet"."""
 
     def __init__(self, problem: str, hint: str):
         super().__init__(problem)
