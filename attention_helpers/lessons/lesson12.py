@@ -10,7 +10,7 @@ import torch
 from ..attention import MultiHeadAttention
 from ..encoder import FeedForward, LayerNorm
 from ..encoder_decoder import DecoderLayer
-from . import HEADS_MIXED, NO_OUT_PROJ, UNSCALED, Exercise, Mistake, compare, hidden_generator
+from . import HEADS_MIXED, NO_OUT_PROJ, UNSCALED, Exercise, Mistake, attend, compare, hidden_generator
 
 SEED = 1212
 
@@ -45,13 +45,9 @@ def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpos
     """Cross-attention of ``x`` over the given keys and values; the keys ``hide`` hides ((batch, src_len) or
     (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
     plausible mistake changes."""
-    batch, num_new, d_model = x.shape
-    scores = mha.split_heads(mha.W_query(x)) @ keys.transpose(-2, -1) / (scale or math.sqrt(mha.head_dim))
-    if hide is not None:
-        scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
-    context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
-    context = context if merge_without_transpose else context.transpose(1, 2)
-    context = context.reshape(batch, num_new, d_model)
+    hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
+    context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, heads, new, d)
+    context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)
     return mha.out_proj(context) if out_proj else context
 
 
