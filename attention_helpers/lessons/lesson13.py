@@ -135,6 +135,7 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     is wrong as ``(problem, hint)``."""
     model, _ = _gradients(rank, world_size)
     weights = [p.detach().clone() for p in model.parameters()]
+    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
@@ -147,20 +148,16 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
 WEIGHTS_HINT = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
 
 
-def _gradients_differ(reports, whole) -> str | None:
-    for rank, grads in enumerate(reports):
+def _gradients_differ(reports, expected) -> str | None:
+    """None when every rank's gradients equal the rank's ``expected`` ones."""
+    for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
         wrong = sum(
             not (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4))
-            for g, w in zip(grads, whole, strict=True)
+            for g, w in zip(grads, right, strict=True)
         )
         if wrong:
-            return f"on rank {rank} of {len(reports)}, {wrong} of {len(whole)} parameters' gradients are not the mean"
+            return f"on rank {rank} of {len(reports)}, {wrong} of {len(right)} parameters' gradients are not the mean"
     return None
-
-
-def _all_ranks_hold(expected_on_rank):
-    """A test of the reports: every rank's gradients equal ``expected_on_rank(rank)``."""
-    return lambda reports: all(_gradients_differ([g], expected_on_rank(rank)) is None for rank, g in enumerate(reports))
 
 
 GRADIENTS_HINT = (
@@ -171,20 +168,18 @@ GRADIENTS_HINT = (
 
 def _gradient_mistakes(world_size: int) -> list[Mistake]:
     whole = _gradients()[1]
-    own = _all_ranks_hold(lambda rank: _gradients(rank, world_size)[1])
-
-    def times(factor):
-        return _all_ranks_hold(lambda rank: [factor * g for g in whole])
-
+    own = [_gradients(rank, world_size)[1] for rank in range(world_size)]
     return [
-        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, matches=own),
+        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, own),
         Mistake(
-            "the gradients are the sum over the ranks, not the mean", "divide by the ranks", matches=times(world_size)
+            "the gradients are the sum over the ranks, not the mean",
+            "divide by the ranks",
+            [[world_size * g for g in whole]] * world_size,
         ),
         Mistake(
             "the gradients are the sum divided by 2, not by the number of ranks",
             "divide by the number of ranks, which the process group knows: here it is not 2",
-            matches=times(world_size / 2),
+            [[world_size / 2 * g for g in whole]] * world_size,
         ),
     ]
 
@@ -193,7 +188,7 @@ def _gradient_mistakes(world_size: int) -> list[Mistake]:
 # ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda world_size: _gradients()[1],
+    reference=lambda world_size: [_gradients()[1]] * world_size,  # every rank's
     cases=lambda: [(2,), (3,)],
     run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
@@ -219,6 +214,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
         setattr(dist, name, _one_hop_only(name))
     if hasattr(dist.distributed_c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
         dist.distributed_c10d._canonicalize_group_rank = _existing_peer(dist.distributed_c10d._canonicalize_group_rank)
+    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         ring_pass = _define(portable)
         held, senders, changed = originals[rank], [], None
