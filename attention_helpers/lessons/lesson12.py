@@ -58,20 +58,21 @@ def _cross_variants(mha, x, keys, values, mask):
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
 
-    def reversed_with_a_finite_fill(answer) -> bool:  # the same mistake, compared on the rows that hold padding
+    def padding_only(answer) -> bool:  # on the rows that hold padding: the others are nan, or what a finite fill gives
         rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
         return bool(padded_rows.any()) and compare(rows, reversed_mask[padded_rows], atol=1e-5) is None
 
-    reversed_problem = "the mask is reversed: your queries attend to the padding only"
-    reversed_hint = "key_padding_mask is True at padding, the positions to hide"
     return [
         Mistake(
             "the padded source positions get attention",
             "hide the padded keys: minus infinity in their scores before the softmax, for every head and query",
             _cross_attend(mha, x, keys, values, None),
         ),
-        Mistake(reversed_problem, reversed_hint, reversed_mask),
-        Mistake(reversed_problem, reversed_hint, matches=reversed_with_a_finite_fill),
+        Mistake(
+            "the mask is reversed: your queries attend to the padding only",
+            "key_padding_mask is True at padding, the positions to hide",
+            matches=padding_only,
+        ),
         Mistake(
             "a causal mask hides later source positions",
             "cross-attention may read the whole source, there before decoding starts: hide only the padding",
