@@ -20,7 +20,6 @@ from . import (
     compare,
     hidden_generator,
     is_number,
-    not_answered,
     plain,
 )
 
@@ -195,16 +194,25 @@ _strided = functools.partial(reference_to_grouped, how="strided")
 _summed = functools.partial(reference_to_grouped, how="summed")
 
 
-def _layer_cases() -> list[tuple[GroupedQueryAttention, int, torch.Tensor]]:
-    """Hidden (causal layer, kv-head count, input): ``d_in != d_out``, biases on and off."""
+def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_heads: int = 2) -> list[tuple]:
+    """Hidden (causal layer, kv-head count, input): ``d_in != d_out``, biases on and off; then, with the lesson's
+    model, ``(None, num_kv_heads, the check's (loss_before, loss_after), the losses given)``."""
     generator = hidden_generator(_SEED + 1)
     cases = []
-    for d_in, d_out, num_heads, num_kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
+    for d_in, d_out, num_heads, kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             layer = GroupedQueryAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
-        cases.append((layer, num_kv_heads, torch.randn(2, 9, d_in, generator=generator)))
-    return cases
+        cases.append((layer, kv_heads, torch.randn(2, 9, d_in, generator=generator)))
+    if model is None and losses is None:  # the hidden layers alone
+        return cases
+    if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
+        raise TypeError("the model given to the check is already grouped: the conversion changed it in place")
+    grouped = copy.deepcopy(model)
+    for block in grouped.blocks:
+        block.attention = reference_to_grouped(block.attention, num_kv_heads)
+    expected = tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))
+    return [*cases, (None, num_kv_heads, expected, losses)]
 
 
 GROUPED_HINT = (
@@ -214,9 +222,11 @@ GROUPED_HINT = (
 )
 
 
-def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> GroupedQueryAttention:
+def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
     """The answer's conversion of ``layer``, in evaluation mode (another module, a changed ``layer`` or parameters
-    shared with it are of the wrong form)."""
+    shared with it are of the wrong form); on the lesson's model (``layer`` None), the losses given."""
+    if layer is None:
+        return _two_losses(plain(losses))
     original = copy.deepcopy(layer.state_dict())
     converted = to_grouped(layer, num_kv_heads)
     if not isinstance(converted, GroupedQueryAttention):
@@ -239,7 +249,13 @@ def _converted(to_grouped, layer: GroupedQueryAttention, num_kv_heads: int, x: t
     return converted.eval()
 
 
-def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.Tensor) -> list[Mistake]:
+def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None) -> list[Mistake]:
+    if layer is None:  # x: the check's (loss_before, loss_after)
+        return [
+            Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", x[::-1]),
+            Mistake("loss_before is not the trained model's held-out loss", "measure it before any conversion", item=0),
+            Mistake("loss_after equals loss_before: the model you measured was not converted", CONVERT, x[0], item=1),
+        ]
     reference = reference_to_grouped(layer, num_kv_heads).state_dict()
 
     def computes(wrong):
@@ -258,9 +274,6 @@ def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.
             matches=lambda converted: differing(converted, *keys) is not None,
         )
 
-    def copy_hint(what):
-        return f"copy {what} (its weight and bias) unchanged: the query heads stay as they are"
-
     return [
         *(
             Mistake(problem, GROUPED_HINT, matches=computes(wrong))
@@ -275,28 +288,12 @@ def _grouped_mistakes(layer: GroupedQueryAttention, num_kv_heads: int, x: torch.
             "W_key.bias",
             "W_value.bias",
         ),
-        differs(copy_hint("W_query"), "W_query.weight", "W_query.bias"),
-        differs(copy_hint("out_proj"), "out_proj.weight", "out_proj.bias"),
+        differs(
+            "copy W_query and out_proj (weights and biases) unchanged: the query heads and the output projection stay "
+            "as they are",
+            *(f"{module}.{what}" for module in ("W_query", "out_proj") for what in ("weight", "bias")),
+        ),
     ]
-
-
-TO_GROUPED = Exercise(
-    "Exercise 2",
-    reference=lambda layer, num_kv_heads, x: (reference_to_grouped(layer, num_kv_heads)(x), x),
-    cases=_layer_cases,
-    run=_converted,
-    hint=GROUPED_HINT,
-    describe=lambda number, total, layer, num_kv_heads, x: (
-        f"on hidden layer {number} of {total} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
-        f"qkv_bias={layer.W_query.bias is not None})"
-    ),
-    mistakes=_grouped_mistakes,
-    rule="the exercise asks you to write the conversion yourself: build the grouped layer and set its parameters",
-    allowed=(GroupedQueryAttention,),
-    differ=lambda converted, expected: (
-        None if compare(converted(expected[1]), expected[0]) is None else "the converted layer's output differs"
-    ),
-)
 
 
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
@@ -335,41 +332,36 @@ def _two_losses(losses) -> tuple[float, float]:
     return float(losses[0]), float(losses[1])
 
 
-def _losses(model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> list[tuple[float, float]]:
-    """The one case: the check's (loss_before, loss_after) for ``model``, whose every block it converts."""
-    if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
-        raise TypeError("the model given to the check is already grouped: the conversion changed it in place")
-    grouped = copy.deepcopy(model)
-    for block in grouped.blocks:
-        block.attention = reference_to_grouped(block.attention, num_kv_heads)
-    return [tuple(evaluate_loss(m, held_out_ids, model.context_length) for m in (model, grouped))]
+def _differs(answer, expected) -> str | None:
+    """A converted layer against (the check's output, the input), or the losses against the check's."""
+    if isinstance(answer, GroupedQueryAttention):
+        return None if compare(answer(expected[1]), expected[0]) is None else "the converted layer's output differs"
+    if compare(answer, expected, atol=6e-3) is None:  # losses copied from a printout to two decimals
+        return None
+    return "loss_after is not the held-out loss with every block converted"
 
 
 CONVERT = "convert the attention of every block of a copy of the model, then measure the held-out loss of both"
-LOSSES = Exercise(
+
+# ``to_grouped(attention, num_kv_heads)`` on hidden layers, then ``losses = (loss_before, loss_after)``: ``model``'s
+# held-out loss on ``held_out_ids`` (``ah.evaluate_loss``), before and after converting every block.
+exercise_2 = Exercise(
     "Exercise 2",
-    reference=lambda before, after: (before, after),
-    cases=_losses,
-    hint=CONVERT,
-    mistakes=lambda before, after: [
-        Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", (after, before)),
-        Mistake("loss_before is not the trained model's held-out loss", "measure it before any conversion", item=0),
-        Mistake("loss_after equals loss_before: the model you measured was not converted", CONVERT, before, item=1),
-    ],
-    done=": the grouped layers are right, and both losses match the check's",
-    convert=_two_losses,
-    differ=lambda losses, expected: (
-        None
-        if compare(losses, expected, atol=6e-3) is None  # losses copied from a printout to two decimals
-        else "loss_after is not the held-out loss with every block converted"
+    reference=lambda layer, num_kv_heads, x, losses=None: (
+        x if layer is None else (reference_to_grouped(layer, num_kv_heads)(x), x)
     ),
-    value=True,
-)
-
-
-def exercise_2(to_grouped, losses, model: GPT, held_out_ids: torch.Tensor, num_kv_heads: int) -> bool:
-    """``to_grouped(attention, num_kv_heads)`` on hidden layers, then ``losses = (loss_before, loss_after)``:
-    ``model``'s held-out loss on ``held_out_ids`` (``ah.evaluate_loss``), before and after converting every block."""
-    if to_grouped is None or losses is None:
-        return not_answered("Exercise 2")
-    return bool(TO_GROUPED.judge(to_grouped)) and LOSSES.check(losses, model, held_out_ids, num_kv_heads)
+    cases=_cases,
+    run=_converted,
+    hint=GROUPED_HINT,
+    describe=lambda number, total, layer, num_kv_heads, *rest: (
+        ""
+        if layer is None
+        else f"on hidden layer {number} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
+        f"qkv_bias={layer.W_query.bias is not None})"
+    ),
+    mistakes=_grouped_mistakes,
+    done=": the grouped layers are right, and both losses match the check's",
+    rule="the exercise asks you to write the conversion yourself: build the grouped layer and set its parameters",
+    allowed=(GroupedQueryAttention,),
+    differ=_differs,
+).check

@@ -10,7 +10,7 @@ import torch
 from ..attention import MultiHeadAttention
 from ..encoder import FeedForward, LayerNorm
 from ..encoder_decoder import DecoderLayer
-from . import HEADS_MIXED, NO_OUT_PROJ, UNSCALED, Exercise, Mistake, compare, hidden_generator
+from . import HEADS_MIXED, NO_OUT_PROJ, UNSCALED, Exercise, Mistake, attend, compare, hidden_generator
 
 SEED = 1212
 
@@ -45,13 +45,9 @@ def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpos
     """Cross-attention of ``x`` over the given keys and values; the keys ``hide`` hides ((batch, src_len) or
     (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
     plausible mistake changes."""
-    batch, num_new, d_model = x.shape
-    scores = mha.split_heads(mha.W_query(x)) @ keys.transpose(-2, -1) / (scale or math.sqrt(mha.head_dim))
-    if hide is not None:
-        scores = scores.masked_fill(hide[:, None, None, :] if hide.dim() == 2 else hide[:, None], float("-inf"))
-    context = torch.softmax(scores, dim=-1) @ values  # (batch, heads, num_new, head_dim)
-    context = context if merge_without_transpose else context.transpose(1, 2)
-    context = context.reshape(batch, num_new, d_model)
+    hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
+    context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, heads, new, d)
+    context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)
     return mha.out_proj(context) if out_proj else context
 
 
@@ -62,20 +58,21 @@ def _cross_variants(mha, x, keys, values, mask):
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
 
-    def reversed_with_a_finite_fill(answer) -> bool:  # the same mistake, compared on the rows that hold padding
+    def padding_only(answer) -> bool:  # on the rows that hold padding: the others are nan, or what a finite fill gives
         rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
         return bool(padded_rows.any()) and compare(rows, reversed_mask[padded_rows], atol=1e-5) is None
 
-    reversed_problem = "the mask is reversed: your queries attend to the padding only"
-    reversed_hint = "key_padding_mask is True at padding, the positions to hide"
     return [
         Mistake(
             "the padded source positions get attention",
             "hide the padded keys: minus infinity in their scores before the softmax, for every head and query",
             _cross_attend(mha, x, keys, values, None),
         ),
-        Mistake(reversed_problem, reversed_hint, reversed_mask),
-        Mistake(reversed_problem, reversed_hint, matches=reversed_with_a_finite_fill),
+        Mistake(
+            "the mask is reversed: your queries attend to the padding only",
+            "key_padding_mask is True at padding, the positions to hide",
+            matches=padding_only,
+        ),
         Mistake(
             "a causal mask hides later source positions",
             "cross-attention may read the whole source, there before decoding starts: hide only the padding",

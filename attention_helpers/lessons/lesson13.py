@@ -1,14 +1,12 @@
 """Lesson 13's checks: the reader's function runs on real ranks. A function defined in a notebook cell cannot be
-imported by a new process: the check sends its source with what it uses from its module, and each rank defines them
-again, with ``torch``, ``dist``, ``F`` and ``math`` in scope."""
+imported by a new process: the check sends its compiled code with what it uses from its module, and each rank
+defines them again, with ``torch``, ``dist``, ``F`` and ``math`` in scope."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import marshal
 import math
-import textwrap
 import types
 
 import torch
@@ -26,8 +24,8 @@ _PLAIN = (int, float, str, bool, bytes, type(None))
 
 
 def _portable(fn) -> dict:
-    """What a new process needs to define ``fn`` again: its source (a lambda's compiled code, which a rank of the same
-    Python loads), the same of the functions of its module it calls, the modules it names and its plain values."""
+    """What a new process needs to define ``fn`` again: its compiled code (which a rank of the same Python loads), the
+    same of the functions of its module it calls, the modules it names and its plain values."""
     found = {"name": getattr(fn, "__name__", ""), "functions": {}, "modules": {}, "values": {}}
 
     def visit(name: str, function):
@@ -35,15 +33,7 @@ def _portable(fn) -> dict:
             return
         if function.__closure__:
             raise WrongFormError(f"{name} uses variables of the function it is defined in", "define it at top level")
-        if function.__name__ == "<lambda>":
-            found["functions"][name] = (marshal.dumps(function.__code__), function.__defaults__)
-        else:
-            try:
-                found["functions"][name] = (textwrap.dedent(inspect.getsource(function)), function.__name__)
-            except (OSError, TypeError):
-                raise WrongFormError(
-                    f"the check cannot read the source of {name}", "define it with def in a notebook cell"
-                ) from None
+        found["functions"][name] = marshal.dumps(function.__code__), function.__defaults__, function.__kwdefaults__
         codes, names = [function.__code__], set()
         while codes:  # the names used by the function and by the functions nested in it
             code = codes.pop()
@@ -69,39 +59,36 @@ def _define(portable: dict):
     namespace = {"torch": torch, "dist": dist, "F": F, "math": math, "__name__": "__answer__"}
     namespace.update({alias: importlib.import_module(module) for alias, module in portable["modules"].items()})
     namespace.update(portable["values"])
-    for name, (code, extra) in portable["functions"].items():
-        if isinstance(code, bytes):  # a lambda
-            namespace[name] = types.FunctionType(marshal.loads(code), namespace, name, extra)
-        else:  # the reader's own code, on their own machine
-            exec(compile(code, "<your code>", "exec"), namespace)
-            namespace[name] = namespace[extra]
+    for name, (code, defaults, keyword_defaults) in portable["functions"].items():
+        namespace[name] = types.FunctionType(marshal.loads(code), namespace, name, defaults)
+        namespace[name].__kwdefaults__ = keyword_defaults
     return namespace[portable["name"]]
 
 
 def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
-    """Run ``rank_fn`` on ``world_size`` ranks with the answer; the reports, or :class:`WrongFormError` when a rank
-    failed, raised or timed out (a deadlock)."""
+    """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, or :class:`WrongFormError` with
+    the first problem a rank reported as ``(problem, its own hint or None)``: a deadlock, then errors before the
+    errors they caused on other ranks, then what the check found."""
     portable = _portable(answer)
     try:
         with trusted():
             reports = run(rank_fn, world_size, portable, timeout=_TIMEOUT, oversubscribe=True)
-    except RankError as error:
-        first_line = str(error).splitlines()[0]
-        if "timed out" in first_line.lower() or "did not finish" in first_line:
-            first_line = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
-        raise WrongFormError(f"the processes failed: {first_line}", hint) from None
-    errors = {rank: report for rank, report in enumerate(reports) if isinstance(report, str)}
-    timed_out = [rank for rank, error in errors.items() if "timed out" in error.lower()]
-    if timed_out:  # the first rank to time out leaves; the ranks still waiting then see their partner gone
-        raise WrongFormError(
-            f"rank {timed_out[0]} timed out: the ranks waited for each other forever, a deadlock", hint
-        )
-    for rank, error in sorted(errors.items(), key=lambda item: "by peer" in item[1]):  # causes before consequences
-        raise WrongFormError(f"your function raised on rank {rank}: {error}", hint)
-    for rank, report in enumerate(reports):  # (problem, hint): what the rank found wrong in the answer's doings
-        if isinstance(report, tuple):
-            raise WrongFormError(f"{report[0]} (rank {rank})", report[1])
+    except RankError as error:  # a rank died or never finished
+        reports = [(f"the processes failed: {str(error).splitlines()[0]}", None)]
+    problems = sorted(
+        (report for report in reports if isinstance(report, tuple)),
+        key=lambda report: (not _deadlocked(report[0]), "by peer" in report[0], report[1] is not None),
+    )
+    if problems:
+        problem, own_hint = problems[0]
+        if _deadlocked(problem):
+            problem = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
+        raise WrongFormError(problem, own_hint or hint)
     return reports
+
+
+def _deadlocked(problem: str) -> bool:
+    return "timed out" in problem.lower() or "did not finish" in problem
 
 
 RING_HINT = (
@@ -131,56 +118,46 @@ def _existing_peer(canonical):
     return checked
 
 
-def _hidden_model_and_batch() -> tuple[GPT, torch.Tensor, torch.Tensor]:
-    """A small GPT (weights from the check's seed) and a batch of 6 windows of 8 ids with their targets."""
-    generator = torch.Generator().manual_seed(_SEED)
+def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Tensor]]:
+    """A small GPT (weights from the check's seed) and its gradients on share ``share`` of ``world_size`` of a hidden
+    batch of 6 windows of 8 ids (by default all of it)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_SEED)
         model = GPT(GPTConfig(vocab_size=20, context_length=8, d_model=16, num_heads=2, num_layers=2, dropout=0.0))
-    ids = torch.randint(0, 20, (6, 9), generator=generator)
-    return model, ids[:, :-1], ids[:, 1:]
-
-
-def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Tensor]]:
-    """The hidden model and its gradients on share ``share`` of ``world_size`` of the hidden batch (by default all)."""
-    model, inputs, targets = _hidden_model_and_batch()
+    ids = torch.randint(0, 20, (6, 9), generator=torch.Generator().manual_seed(_SEED)).tensor_split(world_size)[share]
     with torch.enable_grad():
-        split = (inputs.tensor_split(world_size)[share], targets.tensor_split(world_size)[share])
-        language_model_loss(model(split[0]), split[1]).backward()
+        language_model_loss(model(ids[:, :-1]), ids[:, 1:]).backward()
     return model, [parameter.grad for parameter in model.parameters()]
 
 
-def gradients_rank(rank: int, world_size: int, portable: dict) -> list | str:
-    """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or the
-    error as one line."""
+def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
+    """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or what
+    is wrong as ``(problem, hint)``."""
     model, _ = _gradients(rank, world_size)
     weights = [p.detach().clone() for p in model.parameters()]
+    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
-        return one_line(error)
+        return f"your function raised on rank {rank}: {one_line(error)}", None
     if not all(torch.equal(p, w) for p, w in zip(model.parameters(), weights, strict=True)):
-        return "your function changed the model's weights", WEIGHTS_HINT
+        return f"your function changed the model's weights (rank {rank})", WEIGHTS_HINT
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
 
 
 WEIGHTS_HINT = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
 
 
-def _gradients_differ(reports, whole) -> str | None:
-    for rank, grads in enumerate(reports):
+def _gradients_differ(reports, expected) -> str | None:
+    """None when every rank's gradients equal the rank's ``expected`` ones."""
+    for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
         wrong = sum(
             not (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4))
-            for g, w in zip(grads, whole, strict=True)
+            for g, w in zip(grads, right, strict=True)
         )
         if wrong:
-            return f"on rank {rank} of {len(reports)}, {wrong} of {len(whole)} parameters' gradients are not the mean"
+            return f"on rank {rank} of {len(reports)}, {wrong} of {len(right)} parameters' gradients are not the mean"
     return None
-
-
-def _all_ranks_hold(expected_on_rank):
-    """A test of the reports: every rank's gradients equal ``expected_on_rank(rank)``."""
-    return lambda reports: all(_gradients_differ([g], expected_on_rank(rank)) is None for rank, g in enumerate(reports))
 
 
 GRADIENTS_HINT = (
@@ -191,20 +168,18 @@ GRADIENTS_HINT = (
 
 def _gradient_mistakes(world_size: int) -> list[Mistake]:
     whole = _gradients()[1]
-    own = _all_ranks_hold(lambda rank: _gradients(rank, world_size)[1])
-
-    def times(factor):
-        return _all_ranks_hold(lambda rank: [factor * g for g in whole])
-
+    own = [_gradients(rank, world_size)[1] for rank in range(world_size)]
     return [
-        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, matches=own),
+        Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, own),
         Mistake(
-            "the gradients are the sum over the ranks, not the mean", "divide by the ranks", matches=times(world_size)
+            "the gradients are the sum over the ranks, not the mean",
+            "divide by the ranks",
+            [[world_size * g for g in whole]] * world_size,
         ),
         Mistake(
             "the gradients are the sum divided by 2, not by the number of ranks",
             "divide by the number of ranks, which the process group knows: here it is not 2",
-            matches=times(world_size / 2),
+            [[world_size / 2 * g for g in whole]] * world_size,
         ),
     ]
 
@@ -213,7 +188,7 @@ def _gradient_mistakes(world_size: int) -> list[Mistake]:
 # ranks' gradients (what DDP does), so that every rank holds the whole batch's gradient.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda world_size: _gradients()[1],
+    reference=lambda world_size: [_gradients()[1]] * world_size,  # every rank's
     cases=lambda: [(2,), (3,)],
     run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
@@ -231,14 +206,15 @@ def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, 3, 5, 4, generator=generator), torch.randn(2, 3, 5, 6, generator=generator)
 
 
-def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
+def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
-    blocks it held after each hop (-1 for blocks no rank started with), or the error as one line."""
+    blocks it held after each hop (-1 for blocks no rank started with), or what is wrong as ``(problem, hint)``."""
     originals = [_blocks(other) for other in range(world_size)]
     for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
         setattr(dist, name, _one_hop_only(name))
     if hasattr(dist.distributed_c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
         dist.distributed_c10d._canonicalize_group_rank = _existing_peer(dist.distributed_c10d._canonicalize_group_rank)
+    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         ring_pass = _define(portable)
         held, senders, changed = originals[rank], [], None
@@ -246,13 +222,13 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | str:
             given = tuple(block.clone() for block in held)
             received = ring_pass(*given)
             if not _same(given, held) and changed is None:  # finish the hops: the other ranks wait for them
-                changed = "your function changed the blocks it was given in place", CLOBBER_HINT
+                changed = f"your function changed the blocks it was given in place (rank {rank})", CLOBBER_HINT
             held = received
             if not isinstance(held, (tuple, list)) or len(held) != 2:
-                return "ring_pass must return the pair (k_block, v_block) it received"
+                return "ring_pass must return the pair (k_block, v_block) it received", None
             senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
     except Exception as error:  # the reader's code
-        return one_line(error)
+        return f"your function raised on rank {rank}: {one_line(error)}", None
     return changed or senders
 
 
@@ -281,15 +257,6 @@ def _ring_differs(reports, expected) -> str | None:
     return None
 
 
-def _ring_run(answer, world_size: int) -> list:
-    try:
-        return _launch(ring_pass_rank, world_size, answer, RING_HINT)
-    except WrongFormError as wrong:
-        if world_size == 3:
-            raise
-        raise WrongFormError(f"{wrong.problem} ({WORKED_ON_3})", WORLD_SIZE_HINT) from None
-
-
 WORKED_ON_3 = "your function passes the blocks on 3 ranks but not on another number of ranks"
 WORLD_SIZE_HINT = "the next and the previous rank are counted modulo the number of ranks, which the process group knows"
 
@@ -302,10 +269,12 @@ exercise_2 = Exercise(
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
     ],
     cases=lambda: [(3,), (2,)],  # with 3 ranks the next rank is not the previous one; then another world size
-    run=_ring_run,
+    run=lambda answer, world_size: _launch(
+        ring_pass_rank, world_size, answer, RING_HINT if world_size == 3 else WORLD_SIZE_HINT
+    ),
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=RING_HINT,
-    describe=lambda number, total, world_size: f"on {world_size} ranks",
+    describe=lambda number, total, world_size: f"on {world_size} ranks" + ("" if number == 1 else f" ({WORKED_ON_3})"),
     done=": on 3 and 2 ranks, every rank saw every block, one hop at a time",
     differ=_ring_differs,
 ).check
