@@ -63,6 +63,7 @@ def _worker(fn, rank: int, world_size: int, port: int, timeout: float, args: tup
             world_size=world_size,
             timeout=datetime.timedelta(seconds=timeout),
         )
+        dist.barrier()  # every rank connected first: one that fails at once and leaves must not break a peer's joining
         value = fn(rank, world_size, *args)
     except BaseException as error:  # report every failure, KeyboardInterrupt included, to the parent
         # before leaving the group: the ranks waiting for this one then fail too, and must not be reported first

@@ -135,7 +135,6 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     is wrong as ``(problem, hint)``."""
     model, _ = _gradients(rank, world_size)
     weights = [p.detach().clone() for p in model.parameters()]
-    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         _define(portable)(model)
     except Exception as error:  # the reader's code: report it, on every rank
@@ -214,7 +213,6 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
         setattr(dist, name, _one_hop_only(name))
     if hasattr(dist.distributed_c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
         dist.distributed_c10d._canonicalize_group_rank = _existing_peer(dist.distributed_c10d._canonicalize_group_rank)
-    dist.barrier()  # every rank connected: one that fails at once and leaves must not break another's joining
     try:
         ring_pass = _define(portable)
         held, senders, changed = originals[rank], [], None
