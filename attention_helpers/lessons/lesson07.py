@@ -47,9 +47,7 @@ exercise_1 = Exercise(
     cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
     hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
     "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
-    describe=lambda n, total, lengths, tokens: (
-        f"on case {n} of {total} (lengths {lengths.tolist()}, num_tokens {tokens})"
-    ),
+    describe=lambda n, total, lengths, tokens: f"on case {n} of {total} (lengths {lengths.tolist()}, {tokens} tokens)",
     mistakes=lambda lengths, n: [
         Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
         for wrong, meaning, hint in _PADDING_MISTAKES
@@ -102,11 +100,6 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
-ONE_TOKEN = (
-    "x may have any number of axes, (..., d), one token alone too: normalise over the last axis whatever comes before"
-)
-
-
 # ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
 exercise_2 = Exercise(
     "Exercise 2",
@@ -117,8 +110,11 @@ exercise_2 = Exercise(
     describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
         *(Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES),
-        *[Mistake("your function goes wrong on a single token, x of shape (d,)", ONE_TOKEN, matches=lambda a: True)]
-        * (case[0].dim() == 1),
+        Mistake(
+            "your function goes wrong on a single token, x of shape (d,)",
+            "x may have any number of axes, (..., d), one token alone too: normalise over the last axis",
+            matches=lambda answer: case[0].dim() == 1,
+        ),
     ],
     forbidden=NORM_KERNELS,
     rule="the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation "
@@ -190,14 +186,11 @@ _BLOCK_MISTAKES = (
 
 
 def _block_cases() -> list[tuple]:
-    """(torch_layer, x, its output) for each hidden shape: the output first, since running the answer changes
-    torch_layer's parameters."""
+    """(torch_layer, x) for each hidden shape."""
     cases = []
     for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
-        torch_layer = _torch_block(number, d_model, num_heads, ffn_hidden)
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=hidden_generator(SEED + 10 * number)) + 1
-        with torch.no_grad():
-            cases.append((torch_layer, x, torch_layer(x)))
+        cases.append((_torch_block(number, d_model, num_heads, ffn_hidden), x))
     return cases
 
 
@@ -205,9 +198,7 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
     """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode; an output that follows
     torch_layer's parameters (0.5 is added to them: a block holding copies does not change) is of the wrong form."""
     if isinstance(block_class, nn.Module):
-        raise WrongFormError(
-            "expected a class, got a module", "pass the class itself: the check builds one from torch_layer"
-        )
+        raise WrongFormError("expected a class, got a module", "pass the class: the check builds one from torch_layer")
     block = block_class(torch_layer)
     if isinstance(block, nn.Module):
         block.eval()  # compared in evaluation mode: no dropout
@@ -228,18 +219,16 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
 # ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
 exercise_3 = Exercise(
     "Exercise 3",
-    reference=lambda torch_layer, x, expected: expected,
+    reference=lambda torch_layer, x: torch_layer(x),
     cases=_block_cases,
-    arguments=lambda torch_layer, x, expected: (torch_layer, x),
     run=_build_and_run,
     hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
     "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
     "encoder layer: post-LN and pre-LN')",
-    describe=lambda number, total, torch_layer, x, expected: (
-        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_model {x.shape[2]}, "
-        f"{torch_layer.self_attn.num_heads} heads, ffn_hidden {torch_layer.linear1.out_features})"
+    describe=lambda n, total, torch_layer, x: (
+        f"on case {n} of {total} (x of shape {tuple(x.shape)}, {torch_layer.self_attn.num_heads} heads)"
     ),
-    mistakes=lambda torch_layer, x, expected: [
+    mistakes=lambda torch_layer, x: [
         Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
     ],
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",

@@ -12,15 +12,10 @@ from . import Exercise, Mistake, WrongFormError, as_number, hidden_generator, is
 _SEED = 8_01
 
 
-def _rotate_cases() -> list[torch.Tensor]:
+def _rotate_cases() -> list[tuple[torch.Tensor]]:
     generator = hidden_generator(_SEED)
-    return [torch.randint(0, 10, shape, generator=generator) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
+    return [(torch.randint(0, 10, shape, generator=generator),) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
 
-
-ROTATE_HINT = (
-    "output position i holds input position i - 1, and position 0 the last digit: every row rotates one place to the "
-    "right along its positions (the last dimension)"
-)
 
 # (what is wrong, what that answer computes)
 _ROTATE_MISTAKES = (
@@ -29,12 +24,16 @@ _ROTATE_MISTAKES = (
     ("the rows (the batch) were rotated instead of the positions in each row", lambda x: torch.roll(x, 1, dims=0)),
     ("the inputs came back unchanged", lambda x: x),
 )
+ROTATE_HINT = (
+    "output position i holds input position i - 1, and position 0 the last digit: every row rotates one place to the "
+    "right along its positions (the last dimension)"
+)
 
 # ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
-    cases=lambda: [(inputs,) for inputs in _rotate_cases()],
+    cases=_rotate_cases,
     hint="the answer has the inputs' shape, and one tensor operation can move every digit of every row at once "
     "(reread '1. The task: reverse the digits')",
     describe=lambda number, total, inputs: f"on hidden batch {number} of {total} (shape {tuple(inputs.shape)})",
@@ -103,25 +102,22 @@ def _accuracy(answer) -> float:
             f"expected a number, got {type(answer).__name__}",
             "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
         )
-    if 1 < answer <= 100:
-        raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
     if not 0 <= answer <= 1:
-        raise WrongFormError(f"{answer:g} is not an accuracy", "an accuracy is a fraction between 0 and 1")
+        raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
     return float(answer)
 
 
 def _configuration(*, seed: int, **given) -> list[tuple]:
     """The one case: (seed, the lesson's configuration, the band around the check's accuracy). The check trains its
     own configuration: one passed with fewer steps or a smaller model would make the accuracy easy to guess."""
-    unknown = sorted(set(given) - set(LESSON_CONFIGURATION))
-    if unknown:
-        raise TypeError(f"exercise_2 takes no parameter {unknown[0]!r}")
-    changed = sorted(name for name, value in given.items() if value != LESSON_CONFIGURATION[name])
-    if changed:
-        raise TypeError(
-            f"the check trains the lesson's own configuration, not {changed[0]}={given[changed[0]]!r}: put the "
-            "parameters cell back as it was (only seed may change)"
-        )
+    for name, value in sorted(given.items()):
+        if name not in LESSON_CONFIGURATION:
+            raise TypeError(f"exercise_2 takes no parameter {name!r}")
+        if value != LESSON_CONFIGURATION[name]:
+            raise TypeError(
+                f"the check trains the lesson's own configuration, not {name}={value!r}: put the parameters cell back "
+                "as it was (only seed may change)"
+            )
     return [(seed, LESSON_CONFIGURATION, 0.04)]
 
 

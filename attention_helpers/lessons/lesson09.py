@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import Exercise, Mistake, WrongFormError, as_number, compare, hidden_generator
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -41,16 +41,13 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ..
 
 
 def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mistake]:
-    if not bool((attention_mask == 0).any()):
-        return []
     padded_rows = (attention_mask == 0).any(dim=1)
-    inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
+    inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only, 0 on a full row
     all_tokens, real_sum = token_embeddings.mean(dim=1), (token_embeddings * attention_mask[..., None]).sum(dim=1)
 
-    def over_the_padding(answer) -> bool:
-        if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
+    def over_the_padding(answer) -> bool:  # on a row without padding: 0, or nan (0 / 0)
+        if answer.shape != expected.shape or not padded_rows.any():
             return False
-        answer = answer.detach()
         return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
 
     return [
@@ -89,8 +86,7 @@ exercise_1 = Exercise(
 
 def _index(answer) -> int:
     """An index into the sentences: an int, or a one-element integer tensor such as ``sims.argmax()``."""
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
-        answer = answer.item()
+    answer = as_number(answer)
     if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
         raise WrongFormError(f"expected an index (an int), got {type(answer).__name__}", "give the sentence's position")
     if not 0 <= answer < len(SENTENCES):
@@ -138,7 +134,7 @@ exercise_2 = Exercise(
                 f"sentence {index} shares the word {_shares_a_word(sentences[index])[0]!r}, but it is not the nearest"
             ),
             "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
-            matches=lambda index: bool(_shares_a_word(sentences[index])),
+            matches=lambda index: _shares_a_word(sentences[index]),
         )
     ],
     done=lambda sentences, nearest, similarity: f": {sentences[nearest]!r}, cosine similarity {similarity:.2f}",
