@@ -29,10 +29,7 @@ KV_HINT = (
     "along the token axis, lets the new query attend to all of them (no mask is needed: nothing cached lies in its "
     "future), then merges the heads and projects (reread 'A KV cache, by hand')"
 )
-CACHE_HINT = (
-    "a KV cache keeps the keys and values themselves, not the inputs: each step projects only the new token and "
-    "appends its key and value to the cached ones"
-)
+CACHE_HINT = "a KV cache keeps the keys and values themselves, not the inputs: each step projects only the new token"
 
 
 def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
