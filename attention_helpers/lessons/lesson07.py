@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..encoder import FeedForward, LayerNorm
+from ..encoder import EncoderLayer, FeedForward, LayerNorm
 from . import ATTENTION_KERNELS, NORM_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 707
@@ -23,21 +23,22 @@ def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
 _PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9))
 
 
-# (wrong mask from the right one, the lengths and num_tokens; what it means; hint)
-_PADDING_MISTAKES = (
-    (lambda mask, lengths, n: ~mask, "your mask is True at the real tokens", "it is True at padding, to hide it"),
-    (
-        lambda mask, lengths, n: torch.arange(n) > lengths[:, None],
-        "the first padding position of each sequence is not marked",
-        "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
-    ),
-    (
-        lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1,
-        "the last real token is marked as padding",
-        "position t is padding when t >= length, not t >= length - 1",
-    ),
-    (lambda mask, lengths, n: mask.T, "your mask is (num_tokens, batch)", "put the sequences on the rows"),
-)
+def _padding_mistakes(lengths: torch.Tensor, num_tokens: int) -> list[Mistake]:
+    positions, lengths = torch.arange(num_tokens), lengths[:, None]
+    return [
+        Mistake("your mask is True at the real tokens", "it is True at padding, to hide it", positions < lengths),
+        Mistake(
+            "the first padding position of each sequence is not marked",
+            "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
+            positions > lengths,
+        ),
+        Mistake(
+            "the last real token is marked as padding",
+            "position t is padding when t >= length, not t >= length - 1",
+            positions >= lengths - 1,
+        ),
+        Mistake("your mask is (num_tokens, batch)", "put the sequences on the rows", (positions >= lengths).T),
+    ]
 
 
 # ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
@@ -48,10 +49,7 @@ exercise_1 = Exercise(
     hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
     "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
     describe=lambda n, total, lengths, tokens: f"on case {n} of {total} (lengths {lengths.tolist()}, {tokens} tokens)",
-    mistakes=lambda lengths, n: [
-        Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
-        for wrong, meaning, hint in _PADDING_MISTAKES
-    ],
+    mistakes=_padding_mistakes,
     rule="the exercise asks for the mask without a Python loop: one comparison, broadcast over the batch and the "
     "positions, builds it at once (reread '7. Padding')",
     loop_free=lambda: [(torch.tensor(lengths), n) for lengths, n in (([2, 1], 3), ([30, 7, 19, 1, 25, 12], 31))],
@@ -129,28 +127,22 @@ _BLOCK_CASES = ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
 def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
     """PyTorch's pre-LN layer with random weights everywhere (LayerNorms included, so that a mix-up shows)."""
     generator = hidden_generator(SEED + case_number)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.no_grad():  # the reader's random state left as it was
         torch.manual_seed(SEED + case_number)
         layer = nn.TransformerEncoderLayer(d_model, num_heads, ffn_hidden, 0.0, batch_first=True, norm_first=True)
-    with torch.no_grad():
-        for norm in (layer.norm1, layer.norm2):
-            norm.weight.copy_(1 + 0.5 * torch.randn(d_model, generator=generator))
-            norm.bias.copy_(0.5 * torch.randn(d_model, generator=generator))
-        layer.self_attn.in_proj_bias.copy_(0.1 * torch.randn(3 * d_model, generator=generator))
+        for parameter in layer.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
     return layer.eval()
 
 
 def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_ln=False, **wiring):
     """The pre-LN block from the package's parts with copies of ``torch_layer``'s weights, or one plausible
     miswiring (to name a mistake, never as the reference): ``norms`` are torch_layer's (1, 2) or fresh ones (0)."""
-    ffn = FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features, 0.0).eval()
-    ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
-    ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
-    causal = dict(causal=True, context_length=x.shape[1]) if wiring.get("causal") else {}
-    attention = MultiHeadAttention.from_torch(torch_layer.self_attn, **causal).eval()
-    layer_norms = {0: LayerNorm(x.shape[-1], eps=torch_layer.norm1.eps)}  # gamma 1, beta 0
-    layer_norms |= {1: LayerNorm.from_torch(torch_layer.norm1), 2: LayerNorm.from_torch(torch_layer.norm2)}
-    for sublayer, norm, residual in zip((attention, ffn), norms, residuals, strict=True):
+    layer = EncoderLayer.from_torch(torch_layer).eval()
+    if wiring.get("causal"):
+        layer.attention = MultiHeadAttention.from_torch(torch_layer.self_attn, causal=True, context_length=x.shape[1])
+    layer_norms = (LayerNorm(x.shape[-1], eps=torch_layer.norm1.eps), layer.norm1, layer.norm2)  # 0: gamma 1, beta 0
+    for sublayer, norm, residual in zip((layer.attention, layer.ffn), norms, residuals, strict=True):
         h = layer_norms[norm](x)
         if post_ln:
             x = layer_norms[norm](x + sublayer(x))

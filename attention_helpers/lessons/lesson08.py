@@ -99,8 +99,7 @@ def _accuracy(answer) -> float:
     answer = as_number(answer)
     if not is_number(answer):
         raise WrongFormError(
-            f"expected a number, got {type(answer).__name__}",
-            "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
+            f"expected a number, got {type(answer).__name__}", "ah.evaluate returns the accuracy, a float"
         )
     if not 0 <= answer <= 1:
         raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
