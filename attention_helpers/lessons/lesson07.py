@@ -56,15 +56,12 @@ exercise_1 = Exercise(
 ).check
 
 
-_NORM_CASES = (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02), ((5,), 1e-5, 2))
-
-
 def _layer_norm_cases() -> list[tuple]:
     """(x, gamma, beta, eps): odd widths, a batch of 1, tokens whose variance is below eps (where eps goes matters)
     and a single token ``(d,)``."""
-    generator = hidden_generator(SEED)
-    cases = []
-    for shape, eps, spread in _NORM_CASES:
+    generator, cases = hidden_generator(SEED), []
+    shapes = (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02), ((5,), 1e-5, 2))
+    for shape, eps, spread in shapes:
         gamma, beta = torch.randn(2, shape[-1], generator=generator)
         x = spread * torch.randn(shape, generator=generator) + torch.randn(shape[:-1] + (1,), generator=generator)
         cases.append((x, gamma, beta, eps))
@@ -118,10 +115,6 @@ exercise_2 = Exercise(
     rule="the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation "
     "of PyTorch's (layer_norm, group_norm, batch_norm...) or the package's (reread '1. Layer normalisation')",
 ).check
-
-
-# (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
-_BLOCK_CASES = ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
 
 
 def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
@@ -178,9 +171,9 @@ _BLOCK_MISTAKES = (
 
 
 def _block_cases() -> list[tuple]:
-    """(torch_layer, x) for each hidden shape."""
-    cases = []
-    for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
+    """(torch_layer, x): a batch of 1, odd lengths, one token, one head."""
+    cases, shapes = [], ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
+    for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(shapes, start=1):
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=hidden_generator(SEED + 10 * number)) + 1
         cases.append((_torch_block(number, d_model, num_heads, ffn_hidden), x))
     return cases

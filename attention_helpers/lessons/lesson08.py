@@ -73,23 +73,22 @@ def _causal_reverse_accuracy(
 LESSON_CONFIGURATION = dict(num_tokens=10, num_train=10_000, num_heldout=1_000, d_model=32, num_heads=2, num_layers=2)
 LESSON_CONFIGURATION |= dict(ffn_hidden=64, num_steps=200, batch_size=64, lr=3e-3)
 
-# Accuracies the check can explain with the lesson's configuration: ((lowest, highest), what such an accuracy
-# means, hint), tried in this order
+# Accuracies the check can explain with the lesson's configuration (a fraction, between 0 and 1), tried in this order
 _ACCURACY_MISTAKES = (
-    (
-        (0.9, 1.0),
+    Mistake(
         "that is what the model without a causal mask scores, which sees every position",
         "give every attention layer of the model a causal mask before training (lesson 04), then train and evaluate",
+        matches=lambda accuracy: accuracy >= 0.9,
     ),
-    (
-        (0.0, 0.15),
+    Mistake(
         "that is about a random guess, what an untrained model scores",
         "train the causal model before measuring it on the held-out set (reread '3. One training step, cell by cell')",
+        matches=lambda accuracy: accuracy <= 0.15,
     ),
-    (
-        (0.2, 0.35),
+    Mistake(
         "that is about what the model without positions scores, not the causal one",
         "keep the positional encoding and add a causal mask to every attention layer instead",
+        matches=lambda accuracy: 0.2 <= accuracy <= 0.35,
     ),
 )
 
@@ -130,10 +129,7 @@ exercise_2 = Exercise(
     cases=_configuration,
     hint="build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same that the "
     "check cell passes, and measure on the held-out set with ah.evaluate",
-    mistakes=lambda seed, configuration, band: [
-        Mistake(problem, hint, matches=lambda accuracy, low=low, high=high: low <= accuracy <= high)
-        for (low, high), problem, hint in _ACCURACY_MISTAKES
-    ],
+    mistakes=lambda *case: _ACCURACY_MISTAKES,
     done=": the model gets right the positions whose digit it can see (the second half) and guesses the others",
     convert=_accuracy,
     differ=lambda accuracy, expected: (

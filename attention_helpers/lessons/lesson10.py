@@ -163,7 +163,7 @@ TOP_K_HINT = (
 
 
 def _top_k_mistakes(logits, k):
-    """The named mistakes of exercise 2 on one hidden case (on an answer of another form, the test raises)."""
+    """The named mistakes of exercise 2 on one hidden case (a test that cannot run on the answer is skipped)."""
     expected = top_k_filter(logits, k)
     smallest, inf = torch.topk(logits, k, dim=-1, largest=False).values[:, -1:], -torch.inf
 
