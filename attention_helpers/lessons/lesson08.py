@@ -97,9 +97,7 @@ def _accuracy(answer) -> float:
     """The answer as a fraction; :class:`WrongFormError` for no number, a percentage or no accuracy at all."""
     answer = as_number(answer)
     if not is_number(answer):
-        raise WrongFormError(
-            f"expected a number, got {type(answer).__name__}", "ah.evaluate returns the accuracy, a float"
-        )
+        raise WrongFormError(f"expected a number, got {type(answer).__name__}", "ah.evaluate returns it as a float")
     if not 0 <= answer <= 1:
         raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
     return float(answer)

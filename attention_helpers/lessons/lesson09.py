@@ -41,7 +41,8 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
 def _mean_pool_mistakes(token_embeddings, attention_mask) -> list[Mistake]:
     expected, padded_rows = mean_pool(token_embeddings, attention_mask == 0), (attention_mask == 0).any(dim=1)
     inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only, 0 on a full row
-    all_tokens, real_sum = token_embeddings.mean(dim=1), (token_embeddings * attention_mask[..., None]).sum(dim=1)
+    all_tokens = token_embeddings.mean(dim=1)
+    by_padded_length = (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1]
 
     def over_the_padding(answer) -> bool:  # on a row without padding: 0, or nan (0 / 0)
         if answer.shape != expected.shape or not padded_rows.any():
@@ -50,11 +51,7 @@ def _mean_pool_mistakes(token_embeddings, attention_mask) -> list[Mistake]:
 
     return [
         Mistake("your mean includes the padding tokens too", "leave out where attention_mask is 0", all_tokens),
-        Mistake(
-            "you divided by the padded length",
-            "divide by the number of real tokens",
-            real_sum / attention_mask.shape[1],
-        ),
+        Mistake("you divided by the padded length", "divide by the number of real tokens", by_padded_length),
         Mistake("your vectors have length 1", "return the mean itself, not normalised", F.normalize(expected, dim=-1)),
         Mistake(
             "your mean is over the padding, not the real tokens: the mask is inverted",
