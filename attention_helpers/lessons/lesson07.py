@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..encoder import FeedForward, LayerNorm
+from ..encoder import EncoderLayer, FeedForward, LayerNorm
 from . import ATTENTION_KERNELS, NORM_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 707
@@ -23,21 +23,22 @@ def _padding_mask_loop(lengths: torch.Tensor, num_tokens: int) -> torch.Tensor:
 _PADDING_CASES = (([7, 3, 5, 1], 7), ([1, 5, 0, 3, 5], 5), ([3], 7), ([9, 2], 9))
 
 
-# (wrong mask from the right one, the lengths and num_tokens; what it means; hint)
-_PADDING_MISTAKES = (
-    (lambda mask, lengths, n: ~mask, "your mask is True at the real tokens", "it is True at padding, to hide it"),
-    (
-        lambda mask, lengths, n: torch.arange(n) > lengths[:, None],
-        "the first padding position of each sequence is not marked",
-        "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
-    ),
-    (
-        lambda mask, lengths, n: torch.arange(n) >= lengths[:, None] - 1,
-        "the last real token is marked as padding",
-        "position t is padding when t >= length, not t >= length - 1",
-    ),
-    (lambda mask, lengths, n: mask.T, "your mask is (num_tokens, batch)", "put the sequences on the rows"),
-)
+def _padding_mistakes(lengths: torch.Tensor, num_tokens: int) -> list[Mistake]:
+    positions, lengths = torch.arange(num_tokens), lengths[:, None]
+    return [
+        Mistake("your mask is True at the real tokens", "it is True at padding, to hide it", positions < lengths),
+        Mistake(
+            "the first padding position of each sequence is not marked",
+            "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
+            positions > lengths,
+        ),
+        Mistake(
+            "the last real token is marked as padding",
+            "position t is padding when t >= length, not t >= length - 1",
+            positions >= lengths - 1,
+        ),
+        Mistake("your mask is (num_tokens, batch)", "put the sequences on the rows", (positions >= lengths).T),
+    ]
 
 
 # ``padding_mask(lengths, num_tokens)`` against a loop, on hidden lengths.
@@ -47,28 +48,20 @@ exercise_1 = Exercise(
     cases=lambda: [(torch.tensor(lengths), num_tokens) for lengths, num_tokens in _PADDING_CASES],
     hint="position t of a sequence is padding when t is at least its length: compare a row of all positions with a "
     "column of the lengths, and broadcasting does every pair at once (reread '7. Padding')",
-    describe=lambda n, total, lengths, tokens: (
-        f"on case {n} of {total} (lengths {lengths.tolist()}, num_tokens {tokens})"
-    ),
-    mistakes=lambda lengths, n: [
-        Mistake(meaning, hint, wrong(_padding_mask_loop(lengths, n), lengths, n))
-        for wrong, meaning, hint in _PADDING_MISTAKES
-    ],
+    describe=lambda n, total, lengths, tokens: f"on case {n} of {total} (lengths {lengths.tolist()}, {tokens} tokens)",
+    mistakes=_padding_mistakes,
     rule="the exercise asks for the mask without a Python loop: one comparison, broadcast over the batch and the "
     "positions, builds it at once (reread '7. Padding')",
     loop_free=lambda: [(torch.tensor(lengths), n) for lengths, n in (([2, 1], 3), ([30, 7, 19, 1, 25, 12], 31))],
 ).check
 
 
-_NORM_CASES = (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02), ((5,), 1e-5, 2))
-
-
 def _layer_norm_cases() -> list[tuple]:
     """(x, gamma, beta, eps): odd widths, a batch of 1, tokens whose variance is below eps (where eps goes matters)
     and a single token ``(d,)``."""
-    generator = hidden_generator(SEED)
-    cases = []
-    for shape, eps, spread in _NORM_CASES:
+    generator, cases = hidden_generator(SEED), []
+    shapes = (((4, 3), 1e-5, 1), ((1, 5, 7), 1e-5, 3), ((3, 2, 2, 6), 1e-3, 1), ((2, 9), 1e-2, 0.02), ((5,), 1e-5, 2))
+    for shape, eps, spread in shapes:
         gamma, beta = torch.randn(2, shape[-1], generator=generator)
         x = spread * torch.randn(shape, generator=generator) + torch.randn(shape[:-1] + (1,), generator=generator)
         cases.append((x, gamma, beta, eps))
@@ -102,11 +95,6 @@ _LAYER_NORM_MISTAKES = (
 )
 
 
-ONE_TOKEN = (
-    "x may have any number of axes, (..., d), one token alone too: normalise over the last axis whatever comes before"
-)
-
-
 # ``my_layer_norm(x, gamma, beta, eps)`` with ``x.var``, against ``F.layer_norm`` on hidden inputs.
 exercise_2 = Exercise(
     "Exercise 2",
@@ -117,8 +105,11 @@ exercise_2 = Exercise(
     describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
         *(Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES),
-        *[Mistake("your function goes wrong on a single token, x of shape (d,)", ONE_TOKEN, matches=lambda a: True)]
-        * (case[0].dim() == 1),
+        Mistake(
+            "your function goes wrong on a single token, x of shape (d,)",
+            "x may have any number of axes, (..., d), one token alone too: normalise over the last axis",
+            matches=lambda answer: case[0].dim() == 1,
+        ),
     ],
     forbidden=NORM_KERNELS,
     rule="the exercise asks you to write LayerNorm from a mean, x.var and a square root, not to call a normalisation "
@@ -126,35 +117,25 @@ exercise_2 = Exercise(
 ).check
 
 
-# (batch, num_tokens, d_model, num_heads, ffn_hidden): a batch of 1, odd lengths, one token, one head
-_BLOCK_CASES = ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
-
-
 def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
     """PyTorch's pre-LN layer with random weights everywhere (LayerNorms included, so that a mix-up shows)."""
     generator = hidden_generator(SEED + case_number)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.no_grad():  # the reader's random state left as it was
         torch.manual_seed(SEED + case_number)
         layer = nn.TransformerEncoderLayer(d_model, num_heads, ffn_hidden, 0.0, batch_first=True, norm_first=True)
-    with torch.no_grad():
-        for norm in (layer.norm1, layer.norm2):
-            norm.weight.copy_(1 + 0.5 * torch.randn(d_model, generator=generator))
-            norm.bias.copy_(0.5 * torch.randn(d_model, generator=generator))
-        layer.self_attn.in_proj_bias.copy_(0.1 * torch.randn(3 * d_model, generator=generator))
+        for parameter in layer.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
     return layer.eval()
 
 
 def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_ln=False, **wiring):
     """The pre-LN block from the package's parts with copies of ``torch_layer``'s weights, or one plausible
     miswiring (to name a mistake, never as the reference): ``norms`` are torch_layer's (1, 2) or fresh ones (0)."""
-    ffn = FeedForward(torch_layer.linear1.in_features, torch_layer.linear1.out_features, 0.0).eval()
-    ffn.linear1.load_state_dict(torch_layer.linear1.state_dict())
-    ffn.linear2.load_state_dict(torch_layer.linear2.state_dict())
-    causal = dict(causal=True, context_length=x.shape[1]) if wiring.get("causal") else {}
-    attention = MultiHeadAttention.from_torch(torch_layer.self_attn, **causal).eval()
-    layer_norms = {0: LayerNorm(x.shape[-1], eps=torch_layer.norm1.eps)}  # gamma 1, beta 0
-    layer_norms |= {1: LayerNorm.from_torch(torch_layer.norm1), 2: LayerNorm.from_torch(torch_layer.norm2)}
-    for sublayer, norm, residual in zip((attention, ffn), norms, residuals, strict=True):
+    layer = EncoderLayer.from_torch(torch_layer).eval()
+    if wiring.get("causal"):
+        layer.attention = MultiHeadAttention.from_torch(torch_layer.self_attn, causal=True, context_length=x.shape[1])
+    layer_norms = (LayerNorm(x.shape[-1], eps=torch_layer.norm1.eps), layer.norm1, layer.norm2)  # 0: gamma 1, beta 0
+    for sublayer, norm, residual in zip((layer.attention, layer.ffn), norms, residuals, strict=True):
         h = layer_norms[norm](x)
         if post_ln:
             x = layer_norms[norm](x + sublayer(x))
@@ -190,14 +171,11 @@ _BLOCK_MISTAKES = (
 
 
 def _block_cases() -> list[tuple]:
-    """(torch_layer, x, its output) for each hidden shape: the output first, since running the answer changes
-    torch_layer's parameters."""
-    cases = []
-    for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(_BLOCK_CASES, start=1):
-        torch_layer = _torch_block(number, d_model, num_heads, ffn_hidden)
+    """(torch_layer, x): a batch of 1, odd lengths, one token, one head."""
+    cases, shapes = [], ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
+    for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(shapes, start=1):
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=hidden_generator(SEED + 10 * number)) + 1
-        with torch.no_grad():
-            cases.append((torch_layer, x, torch_layer(x)))
+        cases.append((_torch_block(number, d_model, num_heads, ffn_hidden), x))
     return cases
 
 
@@ -205,9 +183,7 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
     """Build the reader's block from ``torch_layer`` and run it on ``x`` in evaluation mode; an output that follows
     torch_layer's parameters (0.5 is added to them: a block holding copies does not change) is of the wrong form."""
     if isinstance(block_class, nn.Module):
-        raise WrongFormError(
-            "expected a class, got a module", "pass the class itself: the check builds one from torch_layer"
-        )
+        raise WrongFormError("expected a class, got a module", "pass the class: the check builds one from torch_layer")
     block = block_class(torch_layer)
     if isinstance(block, nn.Module):
         block.eval()  # compared in evaluation mode: no dropout
@@ -228,18 +204,16 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
 # ``block_class(torch_layer)``: a module whose forward equals the pre-LN ``torch_layer`` (weights copied).
 exercise_3 = Exercise(
     "Exercise 3",
-    reference=lambda torch_layer, x, expected: expected,
+    reference=lambda torch_layer, x: torch_layer(x),
     cases=_block_cases,
-    arguments=lambda torch_layer, x, expected: (torch_layer, x),
     run=_build_and_run,
     hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
     "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
     "encoder layer: post-LN and pre-LN')",
-    describe=lambda number, total, torch_layer, x, expected: (
-        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_model {x.shape[2]}, "
-        f"{torch_layer.self_attn.num_heads} heads, ffn_hidden {torch_layer.linear1.out_features})"
+    describe=lambda n, total, torch_layer, x: (
+        f"on case {n} of {total} (x of shape {tuple(x.shape)}, {torch_layer.self_attn.num_heads} heads)"
     ),
-    mistakes=lambda torch_layer, x, expected: [
+    mistakes=lambda torch_layer, x: [
         Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
     ],
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",

@@ -12,15 +12,10 @@ from . import Exercise, Mistake, WrongFormError, as_number, hidden_generator, is
 _SEED = 8_01
 
 
-def _rotate_cases() -> list[torch.Tensor]:
+def _rotate_cases() -> list[tuple[torch.Tensor]]:
     generator = hidden_generator(_SEED)
-    return [torch.randint(0, 10, shape, generator=generator) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
+    return [(torch.randint(0, 10, shape, generator=generator),) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
 
-
-ROTATE_HINT = (
-    "output position i holds input position i - 1, and position 0 the last digit: every row rotates one place to the "
-    "right along its positions (the last dimension)"
-)
 
 # (what is wrong, what that answer computes)
 _ROTATE_MISTAKES = (
@@ -29,12 +24,16 @@ _ROTATE_MISTAKES = (
     ("the rows (the batch) were rotated instead of the positions in each row", lambda x: torch.roll(x, 1, dims=0)),
     ("the inputs came back unchanged", lambda x: x),
 )
+ROTATE_HINT = (
+    "output position i holds input position i - 1, and position 0 the last digit: every row rotates one place to the "
+    "right along its positions (the last dimension)"
+)
 
 # ``rotate_targets(inputs)``: every digit moves one place to the right, the last wraps to the front.
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
-    cases=lambda: [(inputs,) for inputs in _rotate_cases()],
+    cases=_rotate_cases,
     hint="the answer has the inputs' shape, and one tensor operation can move every digit of every row at once "
     "(reread '1. The task: reverse the digits')",
     describe=lambda number, total, inputs: f"on hidden batch {number} of {total} (shape {tuple(inputs.shape)})",
@@ -74,23 +73,22 @@ def _causal_reverse_accuracy(
 LESSON_CONFIGURATION = dict(num_tokens=10, num_train=10_000, num_heldout=1_000, d_model=32, num_heads=2, num_layers=2)
 LESSON_CONFIGURATION |= dict(ffn_hidden=64, num_steps=200, batch_size=64, lr=3e-3)
 
-# Accuracies the check can explain with the lesson's configuration: ((lowest, highest), what such an accuracy
-# means, hint), tried in this order
+# Accuracies the check can explain with the lesson's configuration (a fraction, between 0 and 1), tried in this order
 _ACCURACY_MISTAKES = (
-    (
-        (0.9, 1.0),
+    Mistake(
         "that is what the model without a causal mask scores, which sees every position",
         "give every attention layer of the model a causal mask before training (lesson 04), then train and evaluate",
+        matches=lambda accuracy: accuracy >= 0.9,
     ),
-    (
-        (0.0, 0.15),
+    Mistake(
         "that is about a random guess, what an untrained model scores",
         "train the causal model before measuring it on the held-out set (reread '3. One training step, cell by cell')",
+        matches=lambda accuracy: accuracy <= 0.15,
     ),
-    (
-        (0.2, 0.35),
+    Mistake(
         "that is about what the model without positions scores, not the causal one",
         "keep the positional encoding and add a causal mask to every attention layer instead",
+        matches=lambda accuracy: 0.2 <= accuracy <= 0.35,
     ),
 )
 
@@ -99,29 +97,23 @@ def _accuracy(answer) -> float:
     """The answer as a fraction; :class:`WrongFormError` for no number, a percentage or no accuracy at all."""
     answer = as_number(answer)
     if not is_number(answer):
-        raise WrongFormError(
-            f"expected a number, got {type(answer).__name__}",
-            "ah.evaluate(model, inputs, targets) returns the held-out accuracy as a float",
-        )
-    if 1 < answer <= 100:
-        raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
+        raise WrongFormError(f"expected a number, got {type(answer).__name__}", "ah.evaluate returns it as a float")
     if not 0 <= answer <= 1:
-        raise WrongFormError(f"{answer:g} is not an accuracy", "an accuracy is a fraction between 0 and 1")
+        raise WrongFormError(f"{answer:g} is not a fraction", "give the accuracy between 0 and 1, not in percent")
     return float(answer)
 
 
 def _configuration(*, seed: int, **given) -> list[tuple]:
     """The one case: (seed, the lesson's configuration, the band around the check's accuracy). The check trains its
     own configuration: one passed with fewer steps or a smaller model would make the accuracy easy to guess."""
-    unknown = sorted(set(given) - set(LESSON_CONFIGURATION))
-    if unknown:
-        raise TypeError(f"exercise_2 takes no parameter {unknown[0]!r}")
-    changed = sorted(name for name, value in given.items() if value != LESSON_CONFIGURATION[name])
-    if changed:
-        raise TypeError(
-            f"the check trains the lesson's own configuration, not {changed[0]}={given[changed[0]]!r}: put the "
-            "parameters cell back as it was (only seed may change)"
-        )
+    for name, value in sorted(given.items()):
+        if name not in LESSON_CONFIGURATION:
+            raise TypeError(f"exercise_2 takes no parameter {name!r}")
+        if value != LESSON_CONFIGURATION[name]:
+            raise TypeError(
+                f"the check trains the lesson's own configuration, not {name}={value!r}: put the parameters cell back "
+                "as it was (only seed may change)"
+            )
     return [(seed, LESSON_CONFIGURATION, 0.04)]
 
 
@@ -135,10 +127,7 @@ exercise_2 = Exercise(
     cases=_configuration,
     hint="build and train the model with the values of the parameters cell (seed, sizes, steps, lr), the same that the "
     "check cell passes, and measure on the held-out set with ah.evaluate",
-    mistakes=lambda seed, configuration, band: [
-        Mistake(problem, hint, matches=lambda accuracy, low=low, high=high: low <= accuracy <= high)
-        for (low, high), problem, hint in _ACCURACY_MISTAKES
-    ],
+    mistakes=lambda *case: _ACCURACY_MISTAKES,
     done=": the model gets right the positions whose digit it can see (the second half) and guesses the others",
     convert=_accuracy,
     differ=lambda accuracy, expected: (

@@ -1,5 +1,5 @@
 """Lesson 09's checks: mean pooling over the real tokens (all-MiniLM-L6-v2's token vectors for hidden padded
-batches, compared with each sentence encoded alone), and which sentence is nearest in meaning to a new one."""
+batches), and which sentence is nearest in meaning to a new one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import Exercise, Mistake, WrongFormError, compare, hidden_generator
+from . import Exercise, Mistake, WrongFormError, as_number, compare, hidden_generator
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -24,10 +24,9 @@ def _model() -> SentenceEncoder:
 
 @functools.lru_cache(maxsize=1)
 @torch.no_grad()
-def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
     """For hidden padded batches of ``[CLS]``, random word pieces and ``[SEP]`` (one of a single sentence, no padding):
-    the tokenizer's mask, the model's ``(batch, num_tokens, 384)`` token vectors, and the reference ``(batch, 384)``,
-    each sentence run alone, without any padding, then averaged."""
+    the model's ``(batch, num_tokens, 384)`` token vectors and the tokenizer's mask."""
     generator, model, cases = hidden_generator(_SEED), _model(), []
     for lengths in ((7, 13, 4), (9,), (3, 11)):  # tokens per sentence, [CLS] and [SEP] included
         token_ids = torch.full((len(lengths), max(lengths)), PAD)
@@ -35,31 +34,24 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ..
             words = torch.randint(1996, 29_000, (length - 2,), generator=generator)  # ordinary word pieces
             token_ids[row, :length] = torch.cat([torch.tensor([CLS]), words, torch.tensor([SEP])])
         attention_mask = (torch.arange(max(lengths)) < torch.tensor(lengths)[:, None]).long()  # 1 = real token
-        alone = [model(ids[mask == 1][None]).mean(dim=1) for ids, mask in zip(token_ids, attention_mask, strict=True)]
-        cases.append((attention_mask, model(token_ids, attention_mask=attention_mask), torch.cat(alone)))
+        cases.append((model(token_ids, attention_mask=attention_mask), attention_mask))
     return tuple(cases)
 
 
-def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mistake]:
-    if not bool((attention_mask == 0).any()):
-        return []
-    padded_rows = (attention_mask == 0).any(dim=1)
-    inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only
-    all_tokens, real_sum = token_embeddings.mean(dim=1), (token_embeddings * attention_mask[..., None]).sum(dim=1)
+def _mean_pool_mistakes(token_embeddings, attention_mask) -> list[Mistake]:
+    expected, padded_rows = mean_pool(token_embeddings, attention_mask == 0), (attention_mask == 0).any(dim=1)
+    inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only, 0 on a full row
+    all_tokens = token_embeddings.mean(dim=1)
+    by_padded_length = (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1]
 
-    def over_the_padding(answer) -> bool:
-        if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
+    def over_the_padding(answer) -> bool:  # on a row without padding: 0, or nan (0 / 0)
+        if answer.shape != expected.shape or not padded_rows.any():
             return False
-        answer = answer.detach()
         return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
 
     return [
         Mistake("your mean includes the padding tokens too", "leave out where attention_mask is 0", all_tokens),
-        Mistake(
-            "you divided by the padded length",
-            "divide by the number of real tokens",
-            real_sum / attention_mask.shape[1],
-        ),
+        Mistake("you divided by the padded length", "divide by the number of real tokens", by_padded_length),
         Mistake("your vectors have length 1", "return the mean itself, not normalised", F.normalize(expected, dim=-1)),
         Mistake(
             "your mean is over the padding, not the real tokens: the mask is inverted",
@@ -74,9 +66,8 @@ def _mean_pool_mistakes(token_embeddings, attention_mask, expected) -> list[Mist
 # num_tokens)`` mask (1 = real token) -> ``(batch, d)``, the mean over the real tokens.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda token_embeddings, attention_mask, expected: mean_pool(token_embeddings, attention_mask == 0),
-    cases=lambda: [(token_embeddings, mask, expected) for mask, token_embeddings, expected in _hidden_cases()],
-    arguments=lambda token_embeddings, attention_mask, expected: (token_embeddings, attention_mask),
+    reference=lambda token_embeddings, attention_mask: mean_pool(token_embeddings, attention_mask == 0),
+    cases=_hidden_cases,
     hint="a sentence's mean runs over its real tokens only: leave the padding out of the sum, and divide by the "
     "number of real tokens (reread '7. The padding mask in practice')",
     describe=lambda number, total, *case: f"on hidden batch {number} of {total}",
@@ -89,8 +80,7 @@ exercise_1 = Exercise(
 
 def _index(answer) -> int:
     """An index into the sentences: an int, or a one-element integer tensor such as ``sims.argmax()``."""
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_floating_point():
-        answer = answer.item()
+    answer = as_number(answer)
     if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
         raise WrongFormError(f"expected an index (an int), got {type(answer).__name__}", "give the sentence's position")
     if not 0 <= answer < len(SENTENCES):
@@ -138,7 +128,7 @@ exercise_2 = Exercise(
                 f"sentence {index} shares the word {_shares_a_word(sentences[index])[0]!r}, but it is not the nearest"
             ),
             "the vectors follow meaning more than shared words: compute the cosine similarities with model.encode",
-            matches=lambda index: bool(_shares_a_word(sentences[index])),
+            matches=lambda index: _shares_a_word(sentences[index]),
         )
     ],
     done=lambda sentences, nearest, similarity: f": {sentences[nearest]!r}, cosine similarity {similarity:.2f}",
