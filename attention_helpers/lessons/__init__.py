@@ -349,22 +349,6 @@ def plain(value):
     return value
 
 
-def not_answered(name: str) -> bool:
-    print(f"{name}: {NOT_ANSWERED}")
-    return False
-
-
-def not_yet(name: str, problem: str, hint: str) -> bool:
-    problem = " ".join(str(problem).split()).rstrip(". ")  # one line; an error's own full stop is not doubled
-    print(f"{name}: not yet, {problem}. Hint: {hint}")
-    return False
-
-
-def correct(name: str, detail: str = "") -> bool:
-    print(f"{name}: correct{detail}.")
-    return True
-
-
 def hidden_generator(seed: int) -> torch.Generator:
     """A generator of its own for a check's hidden inputs: the same inputs every run, the reader's state left alone."""
     return torch.Generator().manual_seed(seed)
@@ -538,10 +522,13 @@ class Exercise:
     def check(self, candidate, *given, **options) -> bool:
         """Judge ``candidate`` on every hidden case; print the verdict and return it. Never raises."""
         if candidate is None:
-            return not_answered(self.name)
+            print(f"{self.name}: {NOT_ANSWERED}")
+            return False
         cases = self.judge(candidate, *given, **options)
-        done = (self.done(*cases[0]) if callable(self.done) else self.done.format(n=len(cases))) if cases else ""
-        return bool(cases) and correct(self.name, done)
+        if cases:
+            done = self.done(*cases[0]) if callable(self.done) else self.done.format(n=len(cases))
+            print(f"{self.name}: correct{done}.")
+        return bool(cases)
 
     def __post_init__(self):
         _freeze()  # the package's classes this lesson has just imported
@@ -557,9 +544,11 @@ class Exercise:
             self._judge(candidate, cases)
             return cases
         except WrongFormError as wrong:
-            not_yet(self.name, wrong.problem, wrong.hint)
+            problem, hint = wrong.problem, wrong.hint
         except Exception as error:  # a check must never raise, whatever the answer does
-            not_yet(self.name, f"the check could not judge this answer ({one_line(error)})", self.hint)
+            problem, hint = f"the check could not judge this answer ({one_line(error)})", self.hint
+        problem = " ".join(str(problem).split()).rstrip(". ")  # one line; an error's own full stop is not doubled
+        print(f"{self.name}: not yet, {problem}. Hint: {hint}")
         return []
 
     def _judge(self, candidate, cases: list[tuple]) -> None:
@@ -684,11 +673,11 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
         raise WrongFormError(kept, KEPT_HINT) from None
 
 
+_WARM: list = []
+
+
 def _given(exercise: Exercise, case: tuple) -> tuple:
     return exercise.arguments(*case) if exercise.arguments is not None else case
-
-
-_WARM: list = []
 
 
 class _ChangedInPlaceError(Exception):  # the name of the argument the answer wrote into
@@ -704,7 +693,10 @@ def call_answer(answer, *args, run: Callable | None = None):
     with trusted():
         for index, original in originals:
             if compare(args[index], original, atol=0) is not None:
-                raise _ChangedInPlaceError(_argument_name(answer, index))
+                name = f"argument {index + 1}"
+                with suppress(TypeError, ValueError, IndexError):  # the answer's name for it ("scores")
+                    name = list(inspect.signature(answer).parameters)[index]
+                raise _ChangedInPlaceError(name)
     return result
 
 
@@ -729,14 +721,6 @@ def _time_limit(seconds: float | None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def _argument_name(candidate, index: int) -> str:
-    """The name of the answer's parameter ``index`` ("scores"), or "argument 2"."""
-    try:
-        return list(inspect.signature(candidate).parameters)[index]
-    except (TypeError, ValueError, IndexError):
-        return f"argument {index + 1}"
 
 
 _freeze()
