@@ -76,10 +76,6 @@ exercise_1 = Exercise(
 
 def _context_mistakes(x):
     scores = x @ x.transpose(-2, -1)
-
-    def weights_shaped(answer) -> bool:
-        return answer.shape == scores.shape
-
     return [
         Mistake(*OVER_QUERIES, softmax_stable(scores, dim=-2) @ x),
         Mistake("the scores are not normalised", "turn the scores into weights with a softmax first", scores @ x),
@@ -95,7 +91,9 @@ def _context_mistakes(x):
             (scores / scores.sum(-1, keepdim=True)) @ x,
         ),
         Mistake(
-            "you returned the attention weights", "mix the token vectors with these weights", matches=weights_shaped
+            "you returned the attention weights",
+            "mix the token vectors with these weights",
+            matches=lambda answer: answer.shape == scores.shape,
         ),
     ]
 

@@ -40,17 +40,14 @@ def _mistakes(x, W_query, W_key, W_value):
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
     width = "d_k is the width of the keys (keys.shape[-1])"
 
-    values_hint = "the weights mix the values, the inputs projected by W_value"
-
-    def input_shaped(answer) -> bool:
-        return answer.shape == x.shape
-
     def mix(**mistake):
         return attend(queries, keys, values, **mistake)
 
     return [
         Mistake(
-            "your output has the input's width: you mixed the inputs, not the values", values_hint, matches=input_shaped
+            "your output has the input's width: you mixed the inputs, not the values",
+            "the weights mix the values, the inputs projected by W_value",
+            matches=lambda answer: answer.shape == x.shape,
         ),
         Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
         Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
@@ -78,10 +75,6 @@ exercise_1 = Exercise(
 ).check
 
 
-def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
-    return std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item()
-
-
 SPREAD_HINT = (
     "each product of two independent entries has a variance of its own, and the variances of d_k independent terms "
     "add; the spread is the square root of the total (reread 'Why divide by sqrt(d_k)?')"
@@ -89,9 +82,12 @@ SPREAD_HINT = (
 
 
 def _spread_cases() -> list[tuple[int, float, float]]:
+    """(d_k, std, the spread of q · k measured on random vectors) for hidden widths and spreads."""
     generator = hidden_generator(SEED + 1)
-    widths_and_spreads = ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
-    return [(d_k, std, _measured_spread(d_k, std, generator)) for d_k, std in widths_and_spreads]
+    return [
+        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
+        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
+    ]
 
 
 def _spread_pair(answer) -> tuple[float, float]:
@@ -101,11 +97,6 @@ def _spread_pair(answer) -> tuple[float, float]:
         return float(answer[0]), float(answer[1])
     except (TypeError, ValueError):
         raise WrongFormError(f"expected two numbers, got {answer!r}", "return spread, T") from None
-
-
-def _within_measurement(answer: tuple[float, float], expected: tuple[float, float]) -> str | None:
-    # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
-    return compare(answer, expected, atol=0.05 * expected[0])
 
 
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
@@ -141,6 +132,7 @@ exercise_2 = Exercise(
     done=" for all {n} hidden widths and spreads",
     returned_none="return a pair (spread, T)",
     convert=_spread_pair,
-    differ=_within_measurement,
+    # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
+    differ=lambda answer, expected: compare(answer, expected, atol=0.05 * expected[0]),
     allowed=(random_dot_products,),  # a measurement with the lesson's sampler is an answer too
 ).check

@@ -18,10 +18,6 @@ DROPOUT_HINT = (
     "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
     "are scaled by 1 / (1 - p)')"
 )
-DROPOUT_RULE = (
-    "the exercise asks you to draw the mask yourself, without nn.Dropout, F.dropout or any of torch's dropout "
-    "functions (reread 'Dropout on a matrix of ones')"
-)
 
 
 def _hidden_tensor(generator: torch.Generator, *shape: int) -> torch.Tensor:
@@ -118,13 +114,24 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
 
 
 FIXED = "the number of entries dropped is nearly fixed, so they are not dropped independently"
-
-
-# The hints of the cases that are not plain training mode: (test of (p, training), hint)
-_OWN_HINTS = (
-    (lambda p, training: not training, "in evaluation mode dropout does nothing: return x as it is"),
-    (lambda p, training: p == 0, "with p = 0 no entry is dropped"),
-    (lambda p, training: p == 1, "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+NEW_MASK = (
+    "draw a new random mask at every call from torch's generator; do not store a mask, seed inside the function, or "
+    "count calls"
+)
+# What fixes each problem _dropout_differs finds: (words of the problem, the idea)
+_FIXES = (
+    (("differs from x",), "in evaluation mode dropout does nothing, nor does it with p = 0: return x as it is"),
+    (("not all zeros",), "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+    (
+        (FIXED,),
+        "drop each entry on its own, with probability p: how many are dropped then varies from call to call, as it "
+        "must; never choose how many to drop",
+    ),
+    (
+        ("independently",),
+        "every entry needs a random number of its own, not one per row, column or sequence, and no pattern",
+    ),
+    (("two calls", "manual_seed"), NEW_MASK),
 )
 
 
@@ -134,20 +141,20 @@ def _dropped(outs: torch.Tensor) -> float:
 
 def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
     case = (x, p, training, seed)
-    own = [
-        Mistake(lambda outs: _dropout_differs(outs, case), hint, matches=lambda outs: True)
-        for test, hint in _OWN_HINTS
-        if test(p, training)
+    found = [  # the problem the properties found, with the idea that fixes it
+        Mistake(
+            lambda outs: _dropout_differs(outs, case),
+            hint,
+            matches=lambda outs, words=words: any(word in (_dropout_differs(outs, case) or "") for word in words),
+        )
+        for words, hint in _FIXES
     ]
-    if own:
-        return own[:1]
+    if not training or p in (0, 1):
+        return found
     x = x.double()
 
     def survivors_are(factor):
         return lambda outs: torch.allclose(outs[outs != 0], x.expand_as(outs)[outs != 0] * factor, rtol=1e-5, atol=1e-6)
-
-    def problem_is(*words):
-        return lambda outs: any(word in (_dropout_differs(outs, case) or "") for word in words)
 
     scale = "scale the survivors so that each entry keeps its expected value x"
     return [
@@ -159,23 +166,7 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
                 x.numel() > 1000 and abs(_dropped(outs) - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)
             ),
         ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "drop each entry on its own, with probability p: how many are dropped then varies from call to call, as "
-            "it must; never choose how many to drop",
-            matches=problem_is(FIXED),
-        ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "every entry needs a random number of its own, not one per row, column or sequence, and no pattern",
-            matches=problem_is("independently"),
-        ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "draw a new random mask at every call from torch's generator; do not store a mask, seed inside the "
-            "function, or count calls",
-            matches=problem_is("two calls", "manual_seed"),
-        ),
+        *found,
         Mistake("the surviving entries equal x: they are not scaled", scale, matches=survivors_are(1.0)),
         Mistake("the surviving entries are x / p", f"{scale}: divide by 1 - p", matches=survivors_are(1 / p)),
         Mistake("the surviving entries are x * (1 - p)", f"{scale}: divide by 1 - p", matches=survivors_are(1 - p)),
@@ -195,7 +186,8 @@ exercise_1 = Exercise(
     returned_none="return the tensor after dropout",
     differ=_dropout_differs,
     forbidden=DROPOUT_KERNELS,
-    rule=DROPOUT_RULE,
+    rule="the exercise asks you to draw the mask yourself, without nn.Dropout, F.dropout or any of torch's dropout "
+    "functions (reread 'Dropout on a matrix of ones')",
 ).check
 
 
