@@ -11,7 +11,6 @@ from .._checks import shape_str
 from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 101
-IN_PLACE_HINT = "the caller's embeddings must stay as they were: build new tensors rather than writing into x"
 
 
 def cosine_matrix_reference(x: torch.Tensor) -> torch.Tensor:
@@ -58,19 +57,10 @@ exercise_1 = Exercise(
     mistakes=_cosine_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return the matrix",
-    in_place_hint=IN_PLACE_HINT,
     rule="the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of "
     "rows at once (reread 'Scores for every pair')",
     loop_free=lambda: [(torch.randn(n, 4, generator=hidden_generator(SEED + 9)),) for n in (3, 40)],
 ).check
-
-
-def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
-    """``(num_tokens,)`` index of each row's most similar *other* row (a loop, the obvious way)."""
-    cosines = cosine_matrix_reference(x).tolist()
-    return torch.tensor(
-        [max((j for j in range(len(x)) if j != i), key=row.__getitem__) for i, row in enumerate(cosines)]
-    )
 
 
 def _as_indices(answer) -> torch.Tensor:
@@ -111,7 +101,7 @@ FEW = "a few tokens are tokens too: with two, each one's most similar other toke
 # ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=most_similar_reference,
+    reference=lambda x: cosine_matrix_reference(x).fill_diagonal_(-torch.inf).argmax(dim=-1),
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1), ((7, 4), (5, 9), (11, 3), (2, 6), (3, 4)))],
     hint="rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out "
     "of the running before picking each row's best (reread 'Exercise 1')",
@@ -119,7 +109,6 @@ exercise_2 = Exercise(
     mistakes=_nearest_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return one index per token",
-    in_place_hint=IN_PLACE_HINT,
     convert=_as_indices,
 ).check
 

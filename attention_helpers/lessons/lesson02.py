@@ -11,10 +11,6 @@ from ..functional import softmax_stable
 from . import ATTENTION_KERNELS, OVER_QUERIES, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
-ATTENTION_RULE = (
-    "the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
-    "attention (reread 'All six context vectors at once')"
-)
 
 
 def _softmax_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, int, float]]:
@@ -115,7 +111,8 @@ exercise_2 = Exercise(
     done=" on all {n} hidden batches",
     returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
-    rule=ATTENTION_RULE,
+    rule="the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
+    "attention (reread 'All six context vectors at once')",
 ).check
 
 
@@ -123,13 +120,10 @@ def _predictions_reference() -> tuple[str, str, str]:
     """What scores + 10, scores * 10 and scores / 10 do to the weights of hidden scores, by experiment."""
     scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
     weights = softmax_stable(scores)
-
-    def describe(new):
-        return (
-            "same" if torch.allclose(new, weights, atol=1e-6) else "sharper" if new.max() > weights.max() else "flatter"
-        )
-
-    return tuple(describe(softmax_stable(changed)) for changed in (scores + 10, scores * 10, scores / 10))
+    return tuple(
+        "same" if torch.allclose(new, weights, atol=1e-6) else "sharper" if new.max() > weights.max() else "flatter"
+        for new in (softmax_stable(changed) for changed in (scores + 10, scores * 10, scores / 10))
+    )
 
 
 def _three_words(answer) -> tuple:

@@ -59,12 +59,9 @@ def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
             out = plain(my_dropout(x, p, training))
             if out is None:
                 return None
-            if not isinstance(out, torch.Tensor):
-                raise WrongFormError(f"expected a tensor, got {type(out).__name__}", "return a tensor of x's shape")
-            if out.shape != x.shape:
-                raise WrongFormError(
-                    f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)}", "keep x's shape"
-                )
+            if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+                raise WrongFormError(f"expected a tensor of shape {tuple(x.shape)}, got {got}", "keep x's shape")
             outputs.append(out.double())
     return torch.stack(outputs)
 
@@ -98,7 +95,10 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
             if together is not None and abs(fraction - (1 - p)) > _band(p, x.numel()):
                 return f"the entries are not dropped independently: {together} share their drops"
             if abs(fraction - p) > _band(p, x.numel()):
-                return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%}"
+                keeps = abs(fraction - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)  # the keep/drop test reversed
+                return f"you dropped {fraction:.1%} of the entries" + (
+                    REVERSED if keeps else f", expected about {p:.0%}"
+                )
         spread = math.sqrt(x.numel() * p * (1 - p))  # of the count dropped; 5 independent counts all within 0.04
         off = (dropped[:-1].flatten(1).sum(dim=1) - p * x.numel()).abs().max().item()  # of it: once in 3e7
         if off < 0.04 * spread:
@@ -113,30 +113,19 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
     return None
 
 
+REVERSED = ": you keep an entry with probability p"
 FIXED = "the number of entries dropped is nearly fixed, so they are not dropped independently"
-NEW_MASK = (
-    "draw a new random mask at every call from torch's generator; do not store a mask, seed inside the function, or "
-    "count calls"
-)
+NEW_MASK = "draw a new random mask at every call, from torch's generator: no stored mask, no seed inside the function"
 # What fixes each problem _dropout_differs finds: (words of the problem, the idea)
 _FIXES = (
-    (("differs from x",), "in evaluation mode dropout does nothing, nor does it with p = 0: return x as it is"),
-    (("not all zeros",), "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
-    (
-        (FIXED,),
-        "drop each entry on its own, with probability p: how many are dropped then varies from call to call, as it "
-        "must; never choose how many to drop",
-    ),
-    (
-        ("independently",),
-        "every entry needs a random number of its own, not one per row, column or sequence, and no pattern",
-    ),
-    (("two calls", "manual_seed"), NEW_MASK),
+    (REVERSED, "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p"),
+    ("differs from x", "in evaluation mode dropout does nothing, nor does it with p = 0: return x as it is"),
+    ("not all zeros", "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+    (FIXED, "drop each entry on its own: how many are dropped must vary from call to call; never choose how many"),
+    ("independently", "every entry needs a random number of its own, not one per row, column or sequence; no pattern"),
+    ("two calls", NEW_MASK),
+    ("manual_seed", NEW_MASK),
 )
-
-
-def _dropped(outs: torch.Tensor) -> float:
-    return (outs[0] == 0).double().mean().item()
 
 
 def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
@@ -145,7 +134,7 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
         Mistake(
             lambda outs: _dropout_differs(outs, case),
             hint,
-            matches=lambda outs, words=words: any(word in (_dropout_differs(outs, case) or "") for word in words),
+            matches=lambda outs, words=words: words in (_dropout_differs(outs, case) or ""),
         )
         for words, hint in _FIXES
     ]
@@ -158,14 +147,6 @@ def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> l
 
     scale = "scale the survivors so that each entry keeps its expected value x"
     return [
-        Mistake("the output holds nan", DROPOUT_HINT, matches=lambda outs: bool(outs.isnan().any())),
-        Mistake(
-            lambda outs: f"you dropped {_dropped(outs):.1%} of the entries: you keep an entry with probability p",
-            "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p",
-            matches=lambda outs: (
-                x.numel() > 1000 and abs(_dropped(outs) - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)
-            ),
-        ),
         *found,
         Mistake("the surviving entries equal x: they are not scaled", scale, matches=survivors_are(1.0)),
         Mistake("the surviving entries are x / p", f"{scale}: divide by 1 - p", matches=survivors_are(1 / p)),
@@ -203,37 +184,28 @@ _EDGE_HINTS = {
     1.0: "with p = 1 every weight is dropped, so every row is empty; a closed form that divides by 1 - p needs p = 1 "
     "on its own",
 }
-_ROWS_HINT = "a row is empty only when every weight it can see is dropped: p ** (weights it sees)"
-
-# Plausible wrong formulas, what they mean and the hint.
-_EMPTY_ROW_MISTAKES = (
-    (
-        lambda n, p: sum(p**k for k in range(n)),
-        "you counted the first row as always empty (p ** 0 = 1)",
-        "row i sees i + 1 tokens, itself included: the first row sees one token, so it is emptied with probability p",
-    ),
-    (
-        lambda n, p: p**n,
-        "that is the chance that one row of all num_tokens weights is emptied",
-        "each row sees a different number of tokens; the expected count is the sum of every row's probability",
-    ),
-    (lambda n, p: n * p, "that counts one dropped weight as an empty row", _ROWS_HINT),
-    (
-        lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
-        "that counts rows that keep all their weights",
-        "a weight is dropped with probability p, not 1 - p",
-    ),
-    (
-        lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)),
-        "that is the probability that at least one row is empty",
-        "the expected number of empty rows is the sum of each row's probability of being empty",
-    ),
-    (
-        lambda n, p: sum(p**k for k in range(1, n + 1)) / n,
-        "that is the expected fraction of empty rows",
-        "the question asks for the number of rows: do not divide by num_tokens",
-    ),
+EMPTY_HINT = (
+    "a row is emptied only when every weight it can see is dropped, each on its own, and rows see different numbers of "
+    "weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal attention weights')"
 )
+
+
+def _empty_row_mistakes(n: int, p: float) -> list[Mistake]:
+    if p in _EDGE_HINTS:
+        return [Mistake("your answer is right for 0 < p < 1 but not", _EDGE_HINTS[p], matches=lambda answer: True)]
+    rows = [p**k for k in range(1, n + 1)]  # row k - 1 sees k weights
+    return [
+        Mistake("you counted the first row as always empty", "row 0 sees one weight: its own", 1 + sum(rows[:-1])),
+        Mistake("that is the chance that one row of all num_tokens weights is emptied", EMPTY_HINT, rows[-1]),
+        Mistake("that counts one dropped weight as an empty row", EMPTY_HINT, n * p),
+        Mistake(
+            "that counts rows that keep all their weights",
+            "a weight is dropped with probability p, not 1 - p",
+            sum((1 - p) ** k for k in range(1, n + 1)),
+        ),
+        Mistake("that is the chance that at least one row is empty", EMPTY_HINT, 1 - math.prod(1 - r for r in rows)),
+        Mistake("that is the expected fraction of empty rows", "the question asks for a number of rows", sum(rows) / n),
+    ]
 
 
 def _empty_rows(expected_empty_rows, num_tokens: int, p: float):
@@ -248,15 +220,9 @@ exercise_2 = Exercise(
     "Exercise 2",
     reference=_expected_empty_rows,
     cases=lambda: _EMPTY_ROW_CASES,
-    hint="a row is emptied only when every weight it can see is dropped, each on its own, and rows see different "
-    "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
-    "attention weights')",
+    hint=EMPTY_HINT,
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
-    mistakes=lambda n, p: (
-        [Mistake("your answer is right for 0 < p < 1 but not", _EDGE_HINTS[p], matches=lambda answer: True)]
-        if p in _EDGE_HINTS
-        else [Mistake(problem, hint, formula(n, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES]
-    ),
+    mistakes=_empty_row_mistakes,
     run=_empty_rows,
     returned_none="return a float",
     convert=as_number,
