@@ -41,7 +41,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake("only the rows were divided by their lengths", both, (x / lengths) @ x.T),
         Mistake("you divided by the squared length of the query only", both, x @ x.T / lengths**2),
         Mistake(
-            "you divided by the length of each column (dim=0)", "a token's length is its row's", by_column @ by_column.T
+            "you divided by each column's length (dim=0)", "a token's length is its row's", by_column @ by_column.T
         ),
     ]
 
@@ -84,13 +84,9 @@ def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
             "pick one best index in each row, along the last dimension",
             matches=lambda answer: answer.shape != (len(x),),
         ),
-        Mistake(
-            "every token is its own best match", "its cosine with itself is 1: hide the diagonal", torch.arange(len(x))
-        ),
+        Mistake("every token is its own best match", "its own cosine is 1: hide the diagonal", torch.arange(len(x))),
         Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
-        Mistake(
-            "you picked the least similar token", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)
-        ),
+        Mistake("you picked the least similar one", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)),
         *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
     ]
 

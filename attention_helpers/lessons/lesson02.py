@@ -140,10 +140,7 @@ def _three_words(answer) -> tuple:
 
 # (what changes the scores, hint) for each of the three predictions
 _CHANGES = (
-    (
-        "adding 10 to every score",
-        "softmax only sees the differences: exp(x + 10) = exp(x) * exp(10), and exp(10) cancels",
-    ),
+    ("adding 10 to every score", "softmax only sees the differences: exp(x + 10) = exp(x) e^10, and e^10 cancels"),
     ("multiplying every score by 10", "multiplying by 10 is a temperature of 0.1: every difference grows tenfold"),
     ("dividing every score by 10", "dividing by 10 is a temperature of 10: every difference shrinks tenfold"),
 )

@@ -102,12 +102,8 @@ def _spread_pair(answer) -> tuple[float, float]:
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
-        Mistake(
-            "you multiplied sqrt(d_k) by std once", "q_i k_i holds two factors of spread std", d_k**0.5 * std, item=0
-        ),
-        Mistake(
-            "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
-        ),
+        Mistake("you multiplied sqrt(d_k) by std once", "q_i and k_i each bring a factor std", d_k**0.5 * std, item=0),
+        Mistake("you gave the variance, not the spread", "the spread is its square root", d_k * std**4, item=0),
         Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
         Mistake("T = sqrt(d_k) does not bring the spread back to 1", "divide by the spread itself", d_k**0.5, item=1),
         Mistake(

@@ -123,9 +123,7 @@ exercise_2 = Exercise(
     cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
     hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
-    describe=lambda n, total, q, k, v, window: (
-        f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {window})"
-    ),
+    describe=lambda n, total, q, k, v, w: f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {w})",
     mistakes=_wrong_attentions,
     returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,

@@ -85,8 +85,6 @@ def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale
     qkv = x @ W_qkv.T  # (batch, num_tokens, 3 * d_out)
     if split == "interleaved":  # rows read head by head: [q0, k0, v0, q1, ...]
         queries, keys, values = qkv.view(batch, num_tokens, num_heads, 3 * head_dim).transpose(1, 2).chunk(3, dim=-1)
-    elif split == "view_only":  # cut straight into (batch, num_heads, num_tokens, head_dim): no transpose
-        queries, keys, values = (t.reshape(batch, num_heads, num_tokens, head_dim) for t in qkv.chunk(3, dim=-1))
     else:
         queries, keys, values = (t.unflatten(-1, (num_heads, head_dim)).transpose(1, 2) for t in qkv.chunk(3, -1))
     hide = causal_mask(num_tokens) if (mask == "causal" and causal) or mask == "always" else None
@@ -119,11 +117,6 @@ _FUSED_MISTAKES = (
     ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
     ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
     (
-        {"split": "view_only"},
-        "the heads were cut with a view straight to (batch, num_heads, num_tokens, head_dim)",
-        "cut each of q, k, v into heads along its last axis first, then move the head axis in front of the tokens",
-    ),
-    (
         {"split": "interleaved"},
         "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
         "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first",
@@ -151,10 +144,9 @@ def _fused_reference(x, W_qkv, W_out, num_heads, causal):
     """The package's layer with the same weights: [W_query; W_key; W_value] = W_qkv, out_proj = W_out."""
     _, num_tokens, d_in = x.shape
     mha = MultiHeadAttention(d_in, W_out.shape[0], num_tokens, 0.0, num_heads, causal=causal, proj_bias=False)
+    layers = (mha.W_query, mha.W_key, mha.W_value, mha.out_proj)
     with torch.no_grad():
-        for layer, weight in zip(
-            (mha.W_query, mha.W_key, mha.W_value, mha.out_proj), (*W_qkv.chunk(3), W_out), strict=True
-        ):
+        for layer, weight in zip(layers, (*W_qkv.chunk(3), W_out), strict=True):
             layer.weight.copy_(weight)
         return mha.eval()(x)
 
