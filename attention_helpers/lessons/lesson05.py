@@ -42,12 +42,6 @@ def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
     return [*training, (small, 0.4, False, 5), (small, 0.0, True, 6), (small, 1.0, True, 7)]
 
 
-def _describe_dropout(number, total, x, p, training, seed) -> str:
-    if not training:
-        return "with training=False"
-    return f"with p = {p:g}" if p in (0.0, 1.0) else f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
-
-
 def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
     """The reader's dropout on x six times, in float64: after torch.manual_seed(seed), four times more, and after
     torch.manual_seed(seed) once more; the reader's random state is put back afterwards."""
@@ -104,8 +98,13 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
         if off < 0.04 * spread:
             return f"{FIXED}: within {off:.0f} of p * {x.numel()} at every call, where it should vary by {spread:.0f}"
     kept = ~dropped
-    if not torch.allclose(outs[kept], x.expand_as(outs)[kept] / (1 - p), rtol=1e-5, atol=1e-6):
-        return "a surviving entry is not x / (1 - p)"
+
+    def survivors_are(factor: float) -> bool:
+        return torch.allclose(outs[kept], x.expand_as(outs)[kept] * factor, rtol=1e-5, atol=1e-6)
+
+    if not survivors_are(1 / (1 - p)):  # named when it is one of three slips
+        slips = {"equal x: they are not scaled": 1.0, "are x / p": 1 / p, "are x * (1 - p)": 1 - p}
+        return "the surviving entries " + next((s for s, f in slips.items() if survivors_are(f)), "are not x / (1 - p)")
     if torch.equal(dropped[0], dropped[1]):
         return "two calls in a row dropped exactly the same entries"
     if not torch.equal(dropped[0], dropped[-1]):
@@ -123,35 +122,10 @@ _FIXES = (
     ("not all zeros", "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
     (FIXED, "drop each entry on its own: how many are dropped must vary from call to call; never choose how many"),
     ("independently", "every entry needs a random number of its own, not one per row, column or sequence; no pattern"),
+    ("surviving", "scale the survivors by 1 / (1 - p): each entry then keeps its expected value x"),
     ("two calls", NEW_MASK),
     ("manual_seed", NEW_MASK),
 )
-
-
-def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
-    case = (x, p, training, seed)
-    found = [  # the problem the properties found, with the idea that fixes it
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            hint,
-            matches=lambda outs, words=words: words in (_dropout_differs(outs, case) or ""),
-        )
-        for words, hint in _FIXES
-    ]
-    if not training or p in (0, 1):
-        return found
-    x = x.double()
-
-    def survivors_are(factor):
-        return lambda outs: torch.allclose(outs[outs != 0], x.expand_as(outs)[outs != 0] * factor, rtol=1e-5, atol=1e-6)
-
-    scale = "scale the survivors so that each entry keeps its expected value x"
-    return [
-        *found,
-        Mistake("the surviving entries equal x: they are not scaled", scale, matches=survivors_are(1.0)),
-        Mistake("the surviving entries are x / p", f"{scale}: divide by 1 - p", matches=survivors_are(1 / p)),
-        Mistake("the surviving entries are x * (1 - p)", f"{scale}: divide by 1 - p", matches=survivors_are(1 - p)),
-    ]
 
 
 # ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
@@ -161,8 +135,17 @@ exercise_1 = Exercise(
     cases=_dropout_cases,
     run=_calls,
     hint=DROPOUT_HINT,
-    describe=_describe_dropout,
-    mistakes=_dropout_mistakes,
+    describe=lambda number, total, x, p, training, seed: (
+        f"with p = {p:g} on a hidden tensor of shape {tuple(x.shape)}" if training else "with training=False"
+    ),
+    mistakes=lambda *case: [  # the problem the properties found, with the idea that fixes it
+        Mistake(
+            lambda outs: _dropout_differs(outs, case),
+            hint,
+            matches=lambda outs, words=words: words in (_dropout_differs(outs, case) or ""),
+        )
+        for words, hint in _FIXES
+    ],
     done=" on every hidden tensor, in training and evaluation mode",
     returned_none="return the tensor after dropout",
     differ=_dropout_differs,
