@@ -4,8 +4,6 @@ it."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .._checks import shape_str
@@ -51,8 +49,8 @@ def _mistakes(x, W_query, W_key, W_value):
         ),
         Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
         Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
-        Mistake("you divided by sqrt(d_in)", width, mix(scale=math.sqrt(d_in))),
-        Mistake("you divided by the square root of the values' width", width, mix(scale=math.sqrt(d_v))),
+        Mistake("you divided by sqrt(d_in)", width, mix(scale=d_in**0.5)),
+        Mistake("you divided by the square root of the values' width", width, mix(scale=d_v**0.5)),
         Mistake(*OVER_QUERIES, mix(dim=-2)),
         Mistake("your scores are transposed", "queries first, keys transposed second", attend(keys, queries, values)),
     ]

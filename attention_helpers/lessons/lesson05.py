@@ -72,7 +72,7 @@ def _joint_drops(dropped: torch.Tensor, p: float) -> str | None:
 
 
 def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
-    """What is wrong with the three outputs on ``case``, or None: judged by properties every mask has."""
+    """What is wrong with the six outputs on ``case``, or None: judged by properties every mask has."""
     x, p, training, _ = case
     x = x.double()
     if not training or p == 0:
