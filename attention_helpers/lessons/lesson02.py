@@ -1,6 +1,5 @@
 """Lesson 02's checks: a stable softmax with a temperature, context vectors for a batch, and a prediction about
-shifted and scaled scores (hidden scores that overflow ``exp``, hold ``-inf``, and have one row far below another).
-"""
+shifted and scaled scores (hidden scores that overflow ``exp``, hold ``-inf``, or have a row far below another)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import numbers
 
 import torch
 
+from ..attention import CausalAttention
 from ..functional import attention_with_weights, causal_mask
 from . import ATTENTION_KERNELS, OVER_QUERIES, UNSCALED, Exercise, Mistake, WrongFormError, attend, hidden_generator
 
@@ -134,8 +135,6 @@ SWAP_HINT = (
 
 def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
     """(num_tokens, i, j, the rows that change) for hidden swaps, measured on a random ``CausalAttention``."""
-    from ..attention import CausalAttention
-
     generator = hidden_generator(SEED + 2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 2)

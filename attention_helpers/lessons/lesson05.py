@@ -83,16 +83,15 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
         return "the output holds nan"
     dropped = outs == 0
     if x.numel() > 1000:
+        band = _band(p, x.numel())
         for was_dropped in dropped:
             fraction = was_dropped.double().mean().item()
             together = _joint_drops(was_dropped, p)
-            if together is not None and abs(fraction - (1 - p)) > _band(p, x.numel()):
+            if together is not None and abs(fraction - (1 - p)) > band:
                 return f"the entries are not dropped independently: {together} share their drops"
-            if abs(fraction - p) > _band(p, x.numel()):
-                keeps = abs(fraction - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)  # the keep/drop test reversed
-                return f"you dropped {fraction:.1%} of the entries" + (
-                    REVERSED if keeps else f", expected about {p:.0%}"
-                )
+            if abs(fraction - p) > band:  # about 1 - p: the keep/drop test is reversed
+                expected = REVERSED if abs(fraction - (1 - p)) <= band < abs(p - 0.5) else f", expected about {p:.0%}"
+                return f"you dropped {fraction:.1%} of the entries{expected}"
         spread = math.sqrt(x.numel() * p * (1 - p))  # of the count dropped; 5 independent counts all within 0.04
         off = (dropped[:-1].flatten(1).sum(dim=1) - p * x.numel()).abs().max().item()  # of it: once in 3e7
         if off < 0.04 * spread:
