@@ -13,12 +13,6 @@ from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hid
 
 SEED = 505
 
-DROPOUT_HINT = (
-    "every entry needs a random number of its own, drawn from torch's generator at each call: drop the entry with "
-    "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
-    "are scaled by 1 / (1 - p)')"
-)
-
 
 def _hidden_tensor(generator: torch.Generator, *shape: int) -> torch.Tensor:
     """Random values of either sign, none of them near 0, so that a 0 in the output means a dropped entry."""
@@ -133,7 +127,9 @@ exercise_1 = Exercise(
     reference=lambda *case: case,
     cases=_dropout_cases,
     run=_calls,
-    hint=DROPOUT_HINT,
+    hint="every entry needs a random number of its own, drawn from torch's generator at each call: drop the entry with "
+    "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
+    "are scaled by 1 / (1 - p)')",
     describe=lambda number, total, x, p, training, seed: (
         f"with p = {p:g} on a hidden tensor of shape {tuple(x.shape)}" if training else "with training=False"
     ),

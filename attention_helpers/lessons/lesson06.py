@@ -96,25 +96,19 @@ def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale
     return context_vec @ (W_out if slip.get("out_not_transposed") else W_out.T)
 
 
-MERGE_HINT = (
-    "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move them "
-    "back before merging (reread 'A common mistake: merging the heads without the transpose')"
-)
-
 # (keywords of _multi_head, what the answer matches, hint)
 _FUSED_MISTAKES = (
     (
         {"merge": "reshape_only"},
-        "your output is what you get by reshaping (batch, num_heads, num_tokens, head_dim) straight to "
-        "(batch, num_tokens, d_out), without moving the head axis back",
+        "you merged by reshaping (batch, num_heads, num_tokens, head_dim) straight to (batch, num_tokens, d_out)",
         "move the head axis back next to head_dim before merging: a straight reshape mixes several tokens of one head",
     ),
     ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
     ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
     (
         {"split": "interleaved"},
-        "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
-        "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first",
+        "W_qkv was read head by head",
+        "W_qkv holds all queries, then all keys, then all values",
     ),
     ({"mask": "never"}, "no causal mask with causal=True", "with causal=True, hide the scores above the diagonal"),
     ({"mask": "always"}, "the causal mask is applied with causal=False", "apply the mask only when causal is True"),
@@ -183,7 +177,8 @@ exercise_2 = Exercise(
         *(Mistake(meaning, hint, (_multi_head(*case, **keywords),)) for keywords, meaning, hint in _FUSED_MISTAKES),
         Mistake(
             "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
-            MERGE_HINT,
+            "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move "
+            "them back before merging (reread 'A common mistake: merging the heads without the transpose')",
             matches=lambda answer: len(answer) == 3 and compare(answer[1], answer[2]) is not None,
         ),
     ],
