@@ -40,9 +40,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake("these are the dot products", both, x @ x.T),
         Mistake("only the rows were divided by their lengths", both, (x / lengths) @ x.T),
         Mistake("you divided by the squared length of the query only", both, x @ x.T / lengths**2),
-        Mistake(
-            "you divided by each column's length (dim=0)", "a token's length is its row's", by_column @ by_column.T
-        ),
+        Mistake("you divided by column lengths (dim=0)", "a token's length is its row's", by_column @ by_column.T),
     ]
 
 
@@ -71,7 +69,7 @@ def _as_indices(answer) -> torch.Tensor:
     if indices is None or indices.is_floating_point() or indices.dtype == torch.bool:
         got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
         raise WrongFormError(
-            f"expected integer indices, got {got}", "return the indices themselves, as a tensor (or a list) of integers"
+            f"expected integer indices, got {got}", "return the indices, as a tensor or list of integers"
         )
     return indices.long()
 

@@ -36,9 +36,7 @@ def _softmax_mistakes(x, dim, temperature):
         ),
         Mistake("the temperature is ignored", "divide the scores by the temperature", softmax_stable(x, dim)),
         Mistake(
-            "you multiplied by the temperature",
-            "divide by it: T < 1 sharpens, T > 1 flattens",
-            softmax_stable(x * temperature, dim),
+            "you multiplied by the temperature", "divide by T: T < 1 sharpens", softmax_stable(x * temperature, dim)
         ),
         Mistake(f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim", other),
         Mistake(
