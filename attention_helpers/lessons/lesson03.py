@@ -24,13 +24,11 @@ SEED = 303
 
 
 def _attention_cases(generator: torch.Generator):
-    d_in, d_k, d_v = 5, 4, 3
-    cases = []
-    for shape in ((7, d_in), (1, 9, d_in), (3, 5, d_in)):
-        x = torch.randn(*shape, generator=generator)
-        weights = [torch.randn(d_in, d, generator=generator) for d in (d_k, d_k, d_v)]
-        cases.append((x, *weights))
-    return cases
+    """(x, W_query, W_key, W_value) with d_in 5, d_k 4 and d_v 3: one input, a batch of 1 and a batch of 3."""
+    return [
+        (torch.randn(*shape, 5, generator=generator), *(torch.randn(5, d, generator=generator) for d in (4, 4, 3)))
+        for shape in ((7,), (1, 9), (3, 5))
+    ]
 
 
 def _mistakes(x, W_query, W_key, W_value):

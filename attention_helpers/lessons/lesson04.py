@@ -151,15 +151,13 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
 
 
 def _row_list(answer) -> list[int]:
-    try:
-        rows = [r.item() if isinstance(r, torch.Tensor) else r for r in answer]
-    except (TypeError, ValueError, RuntimeError):
-        rows = None
-    integers = rows is not None and all(isinstance(r, numbers.Integral) and not isinstance(r, bool) for r in rows)
-    if not isinstance(answer, (list, tuple, torch.Tensor)) or not integers:
-        kinds = sorted({type(r).__name__ for r in rows or ()})
-        got = ", ".join(kinds) if isinstance(answer, (list, tuple, torch.Tensor)) and kinds else type(answer).__name__
-        raise WrongFormError(f"expected a list of row indices (ints), got {got}", SWAP_HINT)
+    rows = answer.tolist() if isinstance(answer, torch.Tensor) else answer
+    if not isinstance(rows, (list, tuple)):
+        raise WrongFormError(f"expected a list of row indices (ints), got {type(answer).__name__}", SWAP_HINT)
+    rows = [r.item() if isinstance(r, torch.Tensor) and r.numel() == 1 else r for r in rows]
+    kinds = sorted({type(r).__name__ for r in rows if isinstance(r, bool) or not isinstance(r, numbers.Integral)})
+    if kinds:
+        raise WrongFormError(f"expected a list of row indices (ints), got {', '.join(kinds)}", SWAP_HINT)
     if rows != sorted(rows):
         raise WrongFormError("the rows are not in increasing order", "list the rows in increasing order")
     return [int(r) for r in rows]
