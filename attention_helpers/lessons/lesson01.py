@@ -77,11 +77,6 @@ def _as_indices(answer) -> torch.Tensor:
 def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
     cosines, dots, inf = cosine_matrix_reference(x), (x @ x.T).fill_diagonal_(-torch.inf), torch.inf
     return [
-        Mistake(
-            lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
-            "pick one best index in each row, along the last dimension",
-            matches=lambda answer: answer.shape != (len(x),),
-        ),
         Mistake("every token is its own best match", "its own cosine is 1: hide the diagonal", torch.arange(len(x))),
         Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
         Mistake("you picked the least similar one", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)),

@@ -159,8 +159,7 @@ def _expected_empty_rows(num_tokens: int, p: float) -> float:
 _EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65), (5, 0.0), (7, 1.0))
 _EDGE_HINTS = {
     0.0: "with p = 0 no weight is dropped, so no row is ever empty",
-    1.0: "with p = 1 every weight is dropped, so every row is empty; a closed form that divides by 1 - p needs p = 1 "
-    "on its own",
+    1.0: "with p = 1 every row is empty; a closed form that divides by 1 - p needs p = 1 on its own",
 }
 EMPTY_HINT = (
     "a row is emptied only when every weight it can see is dropped, each on its own, and rows see different numbers of "
