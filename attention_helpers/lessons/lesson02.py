@@ -74,7 +74,7 @@ def _context_mistakes(x):
         Mistake("the scores are not normalised", "turn the scores into weights with a softmax first", scores @ x),
         Mistake(
             "you divided the scores by sqrt(d)",
-            "use the plain dot products here, as the lesson does: scaling by sqrt(d_k) comes with trainable keys (03)",
+            "use the plain dot products here: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
             softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
         ),
         Mistake(
