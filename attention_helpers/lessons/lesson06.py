@@ -105,7 +105,7 @@ _FUSED_MISTAKES = (
     ),
     ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
     ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
-    ({"split": "interleaved"}, "W_qkv was read head by head", "W_qkv holds all queries, then all keys, then values"),
+    ({"split": "interleaved"}, "W_qkv was read head by head", "W_qkv stacks all queries, all keys, then all values"),
     ({"mask": "never"}, "no causal mask with causal=True", "with causal=True, hide the scores above the diagonal"),
     ({"mask": "always"}, "the causal mask is applied with causal=False", "apply the mask only when causal is True"),
     ({"mask": "diagonal"}, "your causal mask hides each token's own key too", "never hide the query's own key"),
