@@ -54,7 +54,6 @@ exercise_1 = Exercise(
     describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_cosine_mistakes,
     done=" on all {n} hidden inputs",
-    returned_none="return the matrix",
     rule="the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of "
     "rows at once (reread 'Scores for every pair')",
     loop_free=lambda: [(torch.randn(n, 4, generator=hidden_generator(SEED + 9)),) for n in (3, 40)],

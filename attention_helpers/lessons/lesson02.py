@@ -59,7 +59,6 @@ exercise_1 = Exercise(
         f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={t}"
     ),
     mistakes=_softmax_mistakes,
-    returned_none="return the weights",
     forbidden=SOFTMAX_KERNELS | ATTENTION_KERNELS,
     rule="the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
     "PyTorch's (reread 'Softmax')",
@@ -105,7 +104,6 @@ exercise_2 = Exercise(
     describe=lambda number, total, x: f"on a hidden batch of shape {shape_str(x.shape)}",
     mistakes=_context_mistakes,
     done=" on all {n} hidden batches",
-    returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
     rule="the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
     "attention (reread 'All six context vectors at once')",

@@ -64,7 +64,6 @@ exercise_1 = Exercise(
     describe=lambda n, total, x, *weights: f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)",
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
-    returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
     rule="the exercise asks you to compute the scores, softmax and weighted sum of the values yourself, not to call "
     "a ready-made attention (reread 'A self-attention module')",

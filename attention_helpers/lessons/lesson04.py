@@ -67,7 +67,6 @@ exercise_1 = Exercise(
     describe=lambda number, total, n, window: f"for {n} tokens and window = {window}",
     mistakes=_mask_mistakes,
     done=" for {n} hidden lengths and windows, from 1 to beyond the length",
-    returned_none="return the mask",
 ).check
 
 
@@ -120,7 +119,6 @@ exercise_2 = Exercise(
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
     describe=lambda n, total, q, k, v, w: f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {w})",
     mistakes=_wrong_attentions,
-    returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
     rule="the exercise asks you to compute the scores, mask, softmax and weighted sum yourself, not to call a "
     "ready-made attention (reread 'Method B')",

@@ -150,11 +150,6 @@ exercise_1 = Exercise(
 ).check
 
 
-def _expected_empty_rows(num_tokens: int, p: float) -> float:
-    visible = (~causal_mask(num_tokens)).sum(dim=-1).double()  # row i sees i + 1 weights, each dropped on its own
-    return float((p**visible).sum())
-
-
 # (num_tokens, p): odd and even lengths, a single token, rates that tell each wrong formula apart; p = 0 and 1 last
 _EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65), (5, 0.0), (7, 1.0))
 _EDGE_HINTS = {
@@ -195,7 +190,8 @@ def _empty_rows(expected_empty_rows, num_tokens: int, p: float):
 # ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=_expected_empty_rows,
+    # row i sees i + 1 weights, each dropped on its own: it is emptied with probability p ** (i + 1)
+    reference=lambda num_tokens, p: float((p ** (~causal_mask(num_tokens)).sum(dim=-1).double()).sum()),
     cases=lambda: _EMPTY_ROW_CASES,
     hint=EMPTY_HINT,
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
