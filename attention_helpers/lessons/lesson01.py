@@ -67,9 +67,7 @@ def _as_indices(answer) -> torch.Tensor:
         indices = None
     if indices is None or indices.is_floating_point() or indices.dtype == torch.bool:
         got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
-        raise WrongFormError(
-            f"expected integer indices, got {got}", "return the indices, as a tensor or list of integers"
-        )
+        raise WrongFormError(f"expected integer indices, got {got}", "return a tensor or a list of integers")
     return indices.long()
 
 
