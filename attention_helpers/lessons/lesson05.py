@@ -131,7 +131,7 @@ exercise_1 = Exercise(
     "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
     "are scaled by 1 / (1 - p)')",
     describe=lambda number, total, x, p, training, seed: (
-        f"with p = {p:g} on a hidden tensor of shape {tuple(x.shape)}" if training else "with training=False"
+        f"on a hidden tensor of shape {tuple(x.shape)} with p = {p:g}" if training else "with training=False"
     ),
     mistakes=lambda *case: [  # the problem the properties found, with the idea that fixes it
         Mistake(
