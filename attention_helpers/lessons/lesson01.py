@@ -11,7 +11,6 @@ from .._checks import shape_str
 from . import Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 101
-IN_PLACE_HINT = "the caller's embeddings must stay as they were: build new tensors rather than writing into x"
 
 
 def cosine_matrix_reference(x: torch.Tensor) -> torch.Tensor:
@@ -41,9 +40,7 @@ def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
         Mistake("these are the dot products", both, x @ x.T),
         Mistake("only the rows were divided by their lengths", both, (x / lengths) @ x.T),
         Mistake("you divided by the squared length of the query only", both, x @ x.T / lengths**2),
-        Mistake(
-            "you divided by the length of each column (dim=0)", "a token's length is its row's", by_column @ by_column.T
-        ),
+        Mistake("you divided by column lengths (dim=0)", "a token's length is its row's", by_column @ by_column.T),
     ]
 
 
@@ -57,20 +54,10 @@ exercise_1 = Exercise(
     describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_cosine_mistakes,
     done=" on all {n} hidden inputs",
-    returned_none="return the matrix",
-    in_place_hint=IN_PLACE_HINT,
     rule="the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of "
     "rows at once (reread 'Scores for every pair')",
     loop_free=lambda: [(torch.randn(n, 4, generator=hidden_generator(SEED + 9)),) for n in (3, 40)],
 ).check
-
-
-def most_similar_reference(x: torch.Tensor) -> torch.Tensor:
-    """``(num_tokens,)`` index of each row's most similar *other* row (a loop, the obvious way)."""
-    cosines = cosine_matrix_reference(x).tolist()
-    return torch.tensor(
-        [max((j for j in range(len(x)) if j != i), key=row.__getitem__) for i, row in enumerate(cosines)]
-    )
 
 
 def _as_indices(answer) -> torch.Tensor:
@@ -80,27 +67,16 @@ def _as_indices(answer) -> torch.Tensor:
         indices = None
     if indices is None or indices.is_floating_point() or indices.dtype == torch.bool:
         got = f"a tensor of dtype {answer.dtype}" if isinstance(answer, torch.Tensor) else type(answer).__name__
-        raise WrongFormError(
-            f"expected integer indices, got {got}", "return the indices themselves, as a tensor (or a list) of integers"
-        )
+        raise WrongFormError(f"expected integer indices, got {got}", "return a tensor or a list of integers")
     return indices.long()
 
 
 def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
     cosines, dots, inf = cosine_matrix_reference(x), (x @ x.T).fill_diagonal_(-torch.inf), torch.inf
     return [
-        Mistake(
-            lambda answer: f"expected {len(x)} indices (one per token), got shape {shape_str(answer.shape)}",
-            "pick one best index in each row, along the last dimension",
-            matches=lambda answer: answer.shape != (len(x),),
-        ),
-        Mistake(
-            "every token is its own best match", "its cosine with itself is 1: hide the diagonal", torch.arange(len(x))
-        ),
+        Mistake("every token is its own best match", "its own cosine is 1: hide the diagonal", torch.arange(len(x))),
         Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
-        Mistake(
-            "you picked the least similar token", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)
-        ),
+        Mistake("you picked the least similar one", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)),
         *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
     ]
 
@@ -111,7 +87,7 @@ FEW = "a few tokens are tokens too: with two, each one's most similar other toke
 # ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=most_similar_reference,
+    reference=lambda x: cosine_matrix_reference(x).fill_diagonal_(-torch.inf).argmax(dim=-1),
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1), ((7, 4), (5, 9), (11, 3), (2, 6), (3, 4)))],
     hint="rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out "
     "of the running before picking each row's best (reread 'Exercise 1')",
@@ -119,7 +95,6 @@ exercise_2 = Exercise(
     mistakes=_nearest_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return one index per token",
-    in_place_hint=IN_PLACE_HINT,
     convert=_as_indices,
 ).check
 

@@ -1,6 +1,5 @@
 """Lesson 02's checks: a stable softmax with a temperature, context vectors for a batch, and a prediction about
-shifted and scaled scores (hidden scores that overflow ``exp``, hold ``-inf``, and have one row far below another).
-"""
+shifted and scaled scores (hidden scores that overflow ``exp``, hold ``-inf``, or have a row far below another)."""
 
 from __future__ import annotations
 
@@ -11,10 +10,6 @@ from ..functional import softmax_stable
 from . import ATTENTION_KERNELS, OVER_QUERIES, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
 SEED = 202
-ATTENTION_RULE = (
-    "the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
-    "attention (reread 'All six context vectors at once')"
-)
 
 
 def _softmax_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, int, float]]:
@@ -41,9 +36,7 @@ def _softmax_mistakes(x, dim, temperature):
         ),
         Mistake("the temperature is ignored", "divide the scores by the temperature", softmax_stable(x, dim)),
         Mistake(
-            "you multiplied by the temperature",
-            "divide by it: T < 1 sharpens, T > 1 flattens",
-            softmax_stable(x * temperature, dim),
+            "you multiplied by the temperature", "divide by T: T < 1 sharpens", softmax_stable(x * temperature, dim)
         ),
         Mistake(f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim", other),
         Mistake(
@@ -66,7 +59,6 @@ exercise_1 = Exercise(
         f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={t}"
     ),
     mistakes=_softmax_mistakes,
-    returned_none="return the weights",
     forbidden=SOFTMAX_KERNELS | ATTENTION_KERNELS,
     rule="the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
     "PyTorch's (reread 'Softmax')",
@@ -76,17 +68,12 @@ exercise_1 = Exercise(
 
 def _context_mistakes(x):
     scores = x @ x.transpose(-2, -1)
-
-    def weights_shaped(answer) -> bool:
-        return answer.shape == scores.shape
-
     return [
         Mistake(*OVER_QUERIES, softmax_stable(scores, dim=-2) @ x),
         Mistake("the scores are not normalised", "turn the scores into weights with a softmax first", scores @ x),
         Mistake(
             "you divided the scores by sqrt(d)",
-            "this exercise uses the plain dot products as scores, as the lesson's section on context vectors "
-            "does: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
+            "use the plain dot products here: the scaling by sqrt(d_k) comes with trainable keys, in lesson 03",
             softmax_stable(scores / x.shape[-1] ** 0.5, dim=-1) @ x,
         ),
         Mistake(
@@ -95,7 +82,9 @@ def _context_mistakes(x):
             (scores / scores.sum(-1, keepdim=True)) @ x,
         ),
         Mistake(
-            "you returned the attention weights", "mix the token vectors with these weights", matches=weights_shaped
+            "you returned the attention weights",
+            "mix the token vectors with these weights",
+            matches=lambda answer: answer.shape == scores.shape,
         ),
     ]
 
@@ -115,9 +104,9 @@ exercise_2 = Exercise(
     describe=lambda number, total, x: f"on a hidden batch of shape {shape_str(x.shape)}",
     mistakes=_context_mistakes,
     done=" on all {n} hidden batches",
-    returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
-    rule=ATTENTION_RULE,
+    rule="the exercise asks you to compute the scores, softmax and weighted sum yourself, not to call a ready-made "
+    "attention (reread 'All six context vectors at once')",
 ).check
 
 
@@ -125,13 +114,10 @@ def _predictions_reference() -> tuple[str, str, str]:
     """What scores + 10, scores * 10 and scores / 10 do to the weights of hidden scores, by experiment."""
     scores = 2 * torch.randn(7, generator=hidden_generator(SEED + 2))
     weights = softmax_stable(scores)
-
-    def describe(new):
-        return (
-            "same" if torch.allclose(new, weights, atol=1e-6) else "sharper" if new.max() > weights.max() else "flatter"
-        )
-
-    return tuple(describe(softmax_stable(changed)) for changed in (scores + 10, scores * 10, scores / 10))
+    return tuple(
+        "same" if torch.allclose(new, weights, atol=1e-6) else "sharper" if new.max() > weights.max() else "flatter"
+        for new in (softmax_stable(changed) for changed in (scores + 10, scores * 10, scores / 10))
+    )
 
 
 def _three_words(answer) -> tuple:
@@ -148,10 +134,7 @@ def _three_words(answer) -> tuple:
 
 # (what changes the scores, hint) for each of the three predictions
 _CHANGES = (
-    (
-        "adding 10 to every score",
-        "softmax only sees the differences: exp(x + 10) = exp(x) * exp(10), and exp(10) cancels",
-    ),
+    ("adding 10 to every score", "softmax only sees the differences: exp(x + 10) = exp(x) e^10, and e^10 cancels"),
     ("multiplying every score by 10", "multiplying by 10 is a temperature of 0.1: every difference grows tenfold"),
     ("dividing every score by 10", "dividing by 10 is a temperature of 10: every difference shrinks tenfold"),
 )

@@ -4,8 +4,6 @@ it."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .._checks import shape_str
@@ -26,13 +24,11 @@ SEED = 303
 
 
 def _attention_cases(generator: torch.Generator):
-    d_in, d_k, d_v = 5, 4, 3
-    cases = []
-    for shape in ((7, d_in), (1, 9, d_in), (3, 5, d_in)):
-        x = torch.randn(*shape, generator=generator)
-        weights = [torch.randn(d_in, d, generator=generator) for d in (d_k, d_k, d_v)]
-        cases.append((x, *weights))
-    return cases
+    """(x, W_query, W_key, W_value) with d_in 5, d_k 4 and d_v 3: one input, a batch of 1 and a batch of 3."""
+    return [
+        (torch.randn(*shape, 5, generator=generator), *(torch.randn(5, d, generator=generator) for d in (4, 4, 3)))
+        for shape in ((7,), (1, 9), (3, 5))
+    ]
 
 
 def _mistakes(x, W_query, W_key, W_value):
@@ -40,22 +36,19 @@ def _mistakes(x, W_query, W_key, W_value):
     d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
     width = "d_k is the width of the keys (keys.shape[-1])"
 
-    values_hint = "the weights mix the values, the inputs projected by W_value"
-
-    def input_shaped(answer) -> bool:
-        return answer.shape == x.shape
-
     def mix(**mistake):
         return attend(queries, keys, values, **mistake)
 
     return [
         Mistake(
-            "your output has the input's width: you mixed the inputs, not the values", values_hint, matches=input_shaped
+            "your output has the input's width: you mixed the inputs, not the values",
+            "the weights mix the values, the inputs projected by W_value",
+            matches=lambda answer: answer.shape == x.shape,
         ),
         Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
         Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
-        Mistake("you divided by sqrt(d_in)", width, mix(scale=math.sqrt(d_in))),
-        Mistake("you divided by the square root of the values' width", width, mix(scale=math.sqrt(d_v))),
+        Mistake("you divided by sqrt(d_in)", width, mix(scale=d_in**0.5)),
+        Mistake("you divided by the square root of the values' width", width, mix(scale=d_v**0.5)),
         Mistake(*OVER_QUERIES, mix(dim=-2)),
         Mistake("your scores are transposed", "queries first, keys transposed second", attend(keys, queries, values)),
     ]
@@ -71,15 +64,10 @@ exercise_1 = Exercise(
     describe=lambda n, total, x, *weights: f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)",
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
-    returned_none="return the context vectors",
     forbidden=ATTENTION_KERNELS,
     rule="the exercise asks you to compute the scores, softmax and weighted sum of the values yourself, not to call "
     "a ready-made attention (reread 'A self-attention module')",
 ).check
-
-
-def _measured_spread(d_k: int, std: float, generator: torch.Generator) -> float:
-    return std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item()
 
 
 SPREAD_HINT = (
@@ -89,9 +77,12 @@ SPREAD_HINT = (
 
 
 def _spread_cases() -> list[tuple[int, float, float]]:
+    """(d_k, std, the spread of q · k measured on random vectors) for hidden widths and spreads."""
     generator = hidden_generator(SEED + 1)
-    widths_and_spreads = ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
-    return [(d_k, std, _measured_spread(d_k, std, generator)) for d_k, std in widths_and_spreads]
+    return [
+        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
+        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
+    ]
 
 
 def _spread_pair(answer) -> tuple[float, float]:
@@ -103,20 +94,11 @@ def _spread_pair(answer) -> tuple[float, float]:
         raise WrongFormError(f"expected two numbers, got {answer!r}", "return spread, T") from None
 
 
-def _within_measurement(answer: tuple[float, float], expected: tuple[float, float]) -> str | None:
-    # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
-    return compare(answer, expected, atol=0.05 * expected[0])
-
-
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
-        Mistake(
-            "you multiplied sqrt(d_k) by std once", "q_i k_i holds two factors of spread std", d_k**0.5 * std, item=0
-        ),
-        Mistake(
-            "you gave the variance, not the spread", "the spread is the variance's square root", d_k * std**4, item=0
-        ),
+        Mistake("you multiplied sqrt(d_k) by std once", "q_i and k_i each bring a factor std", d_k**0.5 * std, item=0),
+        Mistake("you gave the variance, not the spread", "the spread is its square root", d_k * std**4, item=0),
         Mistake(lambda answer: f"a spread of {answer[0]:.4g} is not what the experiment measures", SPREAD_HINT, item=0),
         Mistake("T = sqrt(d_k) does not bring the spread back to 1", "divide by the spread itself", d_k**0.5, item=1),
         Mistake(
@@ -141,6 +123,7 @@ exercise_2 = Exercise(
     done=" for all {n} hidden widths and spreads",
     returned_none="return a pair (spread, T)",
     convert=_spread_pair,
-    differ=_within_measurement,
+    # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
+    differ=lambda answer, expected: compare(answer, expected, atol=0.05 * expected[0]),
     allowed=(random_dot_products,),  # a measurement with the lesson's sampler is an answer too
 ).check

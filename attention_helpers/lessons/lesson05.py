@@ -13,16 +13,6 @@ from . import DROPOUT_KERNELS, Exercise, Mistake, WrongFormError, as_number, hid
 
 SEED = 505
 
-DROPOUT_HINT = (
-    "every entry needs a random number of its own, drawn from torch's generator at each call: drop the entry with "
-    "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
-    "are scaled by 1 / (1 - p)')"
-)
-DROPOUT_RULE = (
-    "the exercise asks you to draw the mask yourself, without nn.Dropout, F.dropout or any of torch's dropout "
-    "functions (reread 'Dropout on a matrix of ones')"
-)
-
 
 def _hidden_tensor(generator: torch.Generator, *shape: int) -> torch.Tensor:
     """Random values of either sign, none of them near 0, so that a 0 in the output means a dropped entry."""
@@ -46,12 +36,6 @@ def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
     return [*training, (small, 0.4, False, 5), (small, 0.0, True, 6), (small, 1.0, True, 7)]
 
 
-def _describe_dropout(number, total, x, p, training, seed) -> str:
-    if not training:
-        return "with training=False"
-    return f"with p = {p:g}" if p in (0.0, 1.0) else f"on a hidden tensor of shape {tuple(x.shape)} with p = {p}"
-
-
 def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
     """The reader's dropout on x six times, in float64: after torch.manual_seed(seed), four times more, and after
     torch.manual_seed(seed) once more; the reader's random state is put back afterwards."""
@@ -63,12 +47,9 @@ def _calls(my_dropout, x: torch.Tensor, p: float, training: bool, seed: int):
             out = plain(my_dropout(x, p, training))
             if out is None:
                 return None
-            if not isinstance(out, torch.Tensor):
-                raise WrongFormError(f"expected a tensor, got {type(out).__name__}", "return a tensor of x's shape")
-            if out.shape != x.shape:
-                raise WrongFormError(
-                    f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)}", "keep x's shape"
-                )
+            if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+                raise WrongFormError(f"expected a tensor of shape {tuple(x.shape)}, got {got}", "keep x's shape")
             outputs.append(out.double())
     return torch.stack(outputs)
 
@@ -85,7 +66,7 @@ def _joint_drops(dropped: torch.Tensor, p: float) -> str | None:
 
 
 def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
-    """What is wrong with the three outputs on ``case``, or None: judged by properties every mask has."""
+    """What is wrong with the six outputs on ``case``, or None: judged by properties every mask has."""
     x, p, training, _ = case
     x = x.double()
     if not training or p == 0:
@@ -96,20 +77,27 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
         return "the output holds nan"
     dropped = outs == 0
     if x.numel() > 1000:
+        band = _band(p, x.numel())
         for was_dropped in dropped:
             fraction = was_dropped.double().mean().item()
             together = _joint_drops(was_dropped, p)
-            if together is not None and abs(fraction - (1 - p)) > _band(p, x.numel()):
+            if together is not None and abs(fraction - (1 - p)) > band:
                 return f"the entries are not dropped independently: {together} share their drops"
-            if abs(fraction - p) > _band(p, x.numel()):
-                return f"you dropped {fraction:.1%} of the entries, expected about {p:.0%}"
+            if abs(fraction - p) > band:  # about 1 - p: the keep/drop test is reversed
+                expected = REVERSED if abs(fraction - (1 - p)) <= band < abs(p - 0.5) else f", expected about {p:.0%}"
+                return f"you dropped {fraction:.1%} of the entries{expected}"
         spread = math.sqrt(x.numel() * p * (1 - p))  # of the count dropped; 5 independent counts all within 0.04
         off = (dropped[:-1].flatten(1).sum(dim=1) - p * x.numel()).abs().max().item()  # of it: once in 3e7
         if off < 0.04 * spread:
             return f"{FIXED}: within {off:.0f} of p * {x.numel()} at every call, where it should vary by {spread:.0f}"
     kept = ~dropped
-    if not torch.allclose(outs[kept], x.expand_as(outs)[kept] / (1 - p), rtol=1e-5, atol=1e-6):
-        return "a surviving entry is not x / (1 - p)"
+
+    def survivors_are(factor: float) -> bool:
+        return torch.allclose(outs[kept], x.expand_as(outs)[kept] * factor, rtol=1e-5, atol=1e-6)
+
+    if not survivors_are(1 / (1 - p)):  # named when it is one of three slips
+        slips = {"equal x: they are not scaled": 1.0, "are x / p": 1 / p, "are x * (1 - p)": 1 - p}
+        return "the surviving entries " + next((s for s, f in slips.items() if survivors_are(f)), "are not x / (1 - p)")
     if torch.equal(dropped[0], dropped[1]):
         return "two calls in a row dropped exactly the same entries"
     if not torch.equal(dropped[0], dropped[-1]):
@@ -117,69 +105,20 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
     return None
 
 
+REVERSED = ": you keep an entry with probability p"
 FIXED = "the number of entries dropped is nearly fixed, so they are not dropped independently"
-
-
-# The hints of the cases that are not plain training mode: (test of (p, training), hint)
-_OWN_HINTS = (
-    (lambda p, training: not training, "in evaluation mode dropout does nothing: return x as it is"),
-    (lambda p, training: p == 0, "with p = 0 no entry is dropped"),
-    (lambda p, training: p == 1, "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+NEW_MASK = "draw a new random mask at every call, from torch's generator: no stored mask, no seed inside the function"
+# What fixes each problem _dropout_differs finds: (words of the problem, the idea)
+_FIXES = (
+    (REVERSED, "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p"),
+    ("differs from x", "in evaluation mode dropout does nothing, nor does it with p = 0: return x as it is"),
+    ("not all zeros", "with p = 1 every entry is dropped: return zeros, without dividing by 1 - p = 0"),
+    (FIXED, "drop each entry on its own: how many are dropped must vary from call to call; never choose how many"),
+    ("independently", "every entry needs a random number of its own, not one per row, column or sequence; no pattern"),
+    ("surviving", "scale the survivors by 1 / (1 - p): each entry then keeps its expected value x"),
+    ("two calls", NEW_MASK),
+    ("manual_seed", NEW_MASK),
 )
-
-
-def _dropped(outs: torch.Tensor) -> float:
-    return (outs[0] == 0).double().mean().item()
-
-
-def _dropout_mistakes(x: torch.Tensor, p: float, training: bool, seed: int) -> list[Mistake]:
-    case = (x, p, training, seed)
-    own = [
-        Mistake(lambda outs: _dropout_differs(outs, case), hint, matches=lambda outs: True)
-        for test, hint in _OWN_HINTS
-        if test(p, training)
-    ]
-    if own:
-        return own[:1]
-    x = x.double()
-
-    def survivors_are(factor):
-        return lambda outs: torch.allclose(outs[outs != 0], x.expand_as(outs)[outs != 0] * factor, rtol=1e-5, atol=1e-6)
-
-    def problem_is(*words):
-        return lambda outs: any(word in (_dropout_differs(outs, case) or "") for word in words)
-
-    scale = "scale the survivors so that each entry keeps its expected value x"
-    return [
-        Mistake("the output holds nan", DROPOUT_HINT, matches=lambda outs: bool(outs.isnan().any())),
-        Mistake(
-            lambda outs: f"you dropped {_dropped(outs):.1%} of the entries: you keep an entry with probability p",
-            "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p",
-            matches=lambda outs: (
-                x.numel() > 1000 and abs(_dropped(outs) - (1 - p)) <= _band(p, x.numel()) < abs(p - 0.5)
-            ),
-        ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "drop each entry on its own, with probability p: how many are dropped then varies from call to call, as "
-            "it must; never choose how many to drop",
-            matches=problem_is(FIXED),
-        ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "every entry needs a random number of its own, not one per row, column or sequence, and no pattern",
-            matches=problem_is("independently"),
-        ),
-        Mistake(
-            lambda outs: _dropout_differs(outs, case),
-            "draw a new random mask at every call from torch's generator; do not store a mask, seed inside the "
-            "function, or count calls",
-            matches=problem_is("two calls", "manual_seed"),
-        ),
-        Mistake("the surviving entries equal x: they are not scaled", scale, matches=survivors_are(1.0)),
-        Mistake("the surviving entries are x / p", f"{scale}: divide by 1 - p", matches=survivors_are(1 / p)),
-        Mistake("the surviving entries are x * (1 - p)", f"{scale}: divide by 1 - p", matches=survivors_are(1 - p)),
-    ]
 
 
 # ``my_dropout(x, p, training)``: inverted dropout, judged on hidden tensors at several seeds.
@@ -188,60 +127,57 @@ exercise_1 = Exercise(
     reference=lambda *case: case,
     cases=_dropout_cases,
     run=_calls,
-    hint=DROPOUT_HINT,
-    describe=_describe_dropout,
-    mistakes=_dropout_mistakes,
+    hint="every entry needs a random number of its own, drawn from torch's generator at each call: drop the entry with "
+    "probability p, and scale the survivors so that each entry keeps its expected value (reread 'Why the survivors "
+    "are scaled by 1 / (1 - p)')",
+    describe=lambda number, total, x, p, training, seed: (
+        f"on a hidden tensor of shape {tuple(x.shape)} with p = {p:g}" if training else "with training=False"
+    ),
+    mistakes=lambda *case: [  # the problem the properties found, with the idea that fixes it
+        Mistake(
+            lambda outs: _dropout_differs(outs, case),
+            hint,
+            matches=lambda outs, words=words: words in (_dropout_differs(outs, case) or ""),
+        )
+        for words, hint in _FIXES
+    ],
     done=" on every hidden tensor, in training and evaluation mode",
     returned_none="return the tensor after dropout",
     differ=_dropout_differs,
     forbidden=DROPOUT_KERNELS,
-    rule=DROPOUT_RULE,
+    rule="the exercise asks you to draw the mask yourself, without nn.Dropout, F.dropout or any of torch's dropout "
+    "functions (reread 'Dropout on a matrix of ones')",
 ).check
-
-
-def _expected_empty_rows(num_tokens: int, p: float) -> float:
-    visible = (~causal_mask(num_tokens)).sum(dim=-1).double()  # row i sees i + 1 weights, each dropped on its own
-    return float((p**visible).sum())
 
 
 # (num_tokens, p): odd and even lengths, a single token, rates that tell each wrong formula apart; p = 0 and 1 last
 _EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65), (5, 0.0), (7, 1.0))
 _EDGE_HINTS = {
     0.0: "with p = 0 no weight is dropped, so no row is ever empty",
-    1.0: "with p = 1 every weight is dropped, so every row is empty; a closed form that divides by 1 - p needs p = 1 "
-    "on its own",
+    1.0: "with p = 1 every row is empty; a closed form that divides by 1 - p needs p = 1 on its own",
 }
-_ROWS_HINT = "a row is empty only when every weight it can see is dropped: p ** (weights it sees)"
-
-# Plausible wrong formulas, what they mean and the hint.
-_EMPTY_ROW_MISTAKES = (
-    (
-        lambda n, p: sum(p**k for k in range(n)),
-        "you counted the first row as always empty (p ** 0 = 1)",
-        "row i sees i + 1 tokens, itself included: the first row sees one token, so it is emptied with probability p",
-    ),
-    (
-        lambda n, p: p**n,
-        "that is the chance that one row of all num_tokens weights is emptied",
-        "each row sees a different number of tokens; the expected count is the sum of every row's probability",
-    ),
-    (lambda n, p: n * p, "that counts one dropped weight as an empty row", _ROWS_HINT),
-    (
-        lambda n, p: sum((1 - p) ** k for k in range(1, n + 1)),
-        "that counts rows that keep all their weights",
-        "a weight is dropped with probability p, not 1 - p",
-    ),
-    (
-        lambda n, p: 1 - math.prod(1 - p**k for k in range(1, n + 1)),
-        "that is the probability that at least one row is empty",
-        "the expected number of empty rows is the sum of each row's probability of being empty",
-    ),
-    (
-        lambda n, p: sum(p**k for k in range(1, n + 1)) / n,
-        "that is the expected fraction of empty rows",
-        "the question asks for the number of rows: do not divide by num_tokens",
-    ),
+EMPTY_HINT = (
+    "a row is emptied only when every weight it can see is dropped, each on its own, and rows see different numbers of "
+    "weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal attention weights')"
 )
+
+
+def _empty_row_mistakes(n: int, p: float) -> list[Mistake]:
+    if p in _EDGE_HINTS:
+        return [Mistake("your answer is right for 0 < p < 1 but not", _EDGE_HINTS[p], matches=lambda answer: True)]
+    rows = [p**k for k in range(1, n + 1)]  # row k - 1 sees k weights
+    return [
+        Mistake("you counted the first row as always empty", "row 0 sees one weight: its own", 1 + sum(rows[:-1])),
+        Mistake("that is the chance that one row of all num_tokens weights is emptied", EMPTY_HINT, rows[-1]),
+        Mistake("that counts one dropped weight as an empty row", EMPTY_HINT, n * p),
+        Mistake(
+            "that counts rows that keep all their weights",
+            "a weight is dropped with probability p, not 1 - p",
+            sum((1 - p) ** k for k in range(1, n + 1)),
+        ),
+        Mistake("that is the chance that at least one row is empty", EMPTY_HINT, 1 - math.prod(1 - r for r in rows)),
+        Mistake("that is the expected fraction of empty rows", "the question asks for a number of rows", sum(rows) / n),
+    ]
 
 
 def _empty_rows(expected_empty_rows, num_tokens: int, p: float):
@@ -254,17 +190,12 @@ def _empty_rows(expected_empty_rows, num_tokens: int, p: float):
 # ``expected_empty_rows(num_tokens, p)``: expected number of causal attention rows dropout empties.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=_expected_empty_rows,
+    # row i sees i + 1 weights, each dropped on its own: it is emptied with probability p ** (i + 1)
+    reference=lambda num_tokens, p: float((p ** (~causal_mask(num_tokens)).sum(dim=-1).double()).sum()),
     cases=lambda: _EMPTY_ROW_CASES,
-    hint="a row is emptied only when every weight it can see is dropped, each on its own, and rows see different "
-    "numbers of weights; an expected count adds each row's chance of being empty (reread 'Dropout on causal "
-    "attention weights')",
+    hint=EMPTY_HINT,
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
-    mistakes=lambda n, p: (
-        [Mistake("your answer is right for 0 < p < 1 but not", _EDGE_HINTS[p], matches=lambda answer: True)]
-        if p in _EDGE_HINTS
-        else [Mistake(problem, hint, formula(n, p)) for formula, problem, hint in _EMPTY_ROW_MISTAKES]
-    ),
+    mistakes=_empty_row_mistakes,
     run=_empty_rows,
     returned_none="return a float",
     convert=as_number,

@@ -28,19 +28,9 @@ _SHAPE_ITEMS = ("head_dim", "the queries' shape", "the weights' shape", "the out
 _SHAPE_MISTAKES = (
     (0, 12, "head_dim is not d_out", "the heads share d_out between them"),
     (0, 1, "head_dim does not come from d_in", "the heads split the projected width, d_out, between them"),
-    (
-        1,
-        (2, 5, 3, 4),
-        "the queries' heads come after the tokens",
-        "once split, the heads are moved in front of the tokens",
-    ),
+    (1, (2, 5, 3, 4), "the heads come after the tokens", "once split, the heads are moved in front of the tokens"),
     (1, (2, 3, 5, 12), "each head's queries are not d_out wide", "each head gets a slice of head_dim columns"),
-    (
-        2,
-        (2, 3, 5, 4),
-        "the attention weights are not (batch, num_heads, num_tokens, head_dim)",
-        "each head has one weight per (query, key) pair: (batch, num_heads, num_tokens, num_tokens)",
-    ),
+    (2, (2, 3, 5, 4), "the attention weights are not head_dim wide", "each head has one weight per (query, key) pair"),
     (2, (2, 5, 5), "the attention weights have no head axis", "every head computes its own weights"),
     (3, (2, 5, 4), "the output is not one head wide", "the heads are merged back side by side, d_out wide"),
     (3, (2, 3, 5, 4), "the output still has a head axis", "the heads are merged back into (batch, num_tokens, d_out)"),
@@ -72,11 +62,7 @@ exercise_1 = Exercise(
     hint="the heads share d_out between them; inside the layer the heads come before the tokens; the output is d_out "
     "wide (reread 'Several heads side by side')",
     mistakes=lambda: [
-        Mistake(
-            f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}",
-            hint,
-            matches=lambda answer, index=index, wrong=wrong: _as_shape(answer[index]) == wrong and len(answer) == 4,
-        )
+        Mistake(f"{_SHAPE_ITEMS[index]} {wrong} is not right: {meaning}", hint, wrong, item=index)
         for index, wrong, meaning, hint in _SHAPE_MISTAKES
     ],
     done="",
@@ -94,8 +80,6 @@ def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale
     qkv = x @ W_qkv.T  # (batch, num_tokens, 3 * d_out)
     if split == "interleaved":  # rows read head by head: [q0, k0, v0, q1, ...]
         queries, keys, values = qkv.view(batch, num_tokens, num_heads, 3 * head_dim).transpose(1, 2).chunk(3, dim=-1)
-    elif split == "view_only":  # cut straight into (batch, num_heads, num_tokens, head_dim): no transpose
-        queries, keys, values = (t.reshape(batch, num_heads, num_tokens, head_dim) for t in qkv.chunk(3, dim=-1))
     else:
         queries, keys, values = (t.unflatten(-1, (num_heads, head_dim)).transpose(1, 2) for t in qkv.chunk(3, -1))
     hide = causal_mask(num_tokens) if (mask == "causal" and causal) or mask == "always" else None
@@ -112,31 +96,16 @@ def _multi_head(x, W_qkv, W_out, num_heads, causal, *, split="", merge="", scale
     return context_vec @ (W_out if slip.get("out_not_transposed") else W_out.T)
 
 
-MERGE_HINT = (
-    "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move them "
-    "back before merging (reread 'A common mistake: merging the heads without the transpose')"
-)
-
 # (keywords of _multi_head, what the answer matches, hint)
 _FUSED_MISTAKES = (
     (
         {"merge": "reshape_only"},
-        "your output is what you get by reshaping (batch, num_heads, num_tokens, head_dim) straight to "
-        "(batch, num_tokens, d_out), without moving the head axis back",
+        "you merged by reshaping (batch, num_heads, num_tokens, head_dim) straight to (batch, num_tokens, d_out)",
         "move the head axis back next to head_dim before merging: a straight reshape mixes several tokens of one head",
     ),
     ({"scale": "none"}, "the 1 / sqrt(head_dim) is missing", "divide each head's scores by sqrt(head_dim)"),
     ({"scale": "d_out"}, "the scores are divided by sqrt(d_out)", "each head's dot products run over head_dim numbers"),
-    (
-        {"split": "view_only"},
-        "the heads were cut with a view straight to (batch, num_heads, num_tokens, head_dim)",
-        "cut each of q, k, v into heads along its last axis first, then move the head axis in front of the tokens",
-    ),
-    (
-        {"split": "interleaved"},
-        "W_qkv was read head by head (q, k, v of head 0, then of head 1...)",
-        "W_qkv's rows hold all the queries, then all the keys, then all the values: cut it in three first",
-    ),
+    ({"split": "interleaved"}, "W_qkv was read head by head", "W_qkv stacks all queries, all keys, then all values"),
     ({"mask": "never"}, "no causal mask with causal=True", "with causal=True, hide the scores above the diagonal"),
     ({"mask": "always"}, "the causal mask is applied with causal=False", "apply the mask only when causal is True"),
     ({"mask": "diagonal"}, "your causal mask hides each token's own key too", "never hide the query's own key"),
@@ -160,57 +129,58 @@ def _fused_reference(x, W_qkv, W_out, num_heads, causal):
     """The package's layer with the same weights: [W_query; W_key; W_value] = W_qkv, out_proj = W_out."""
     _, num_tokens, d_in = x.shape
     mha = MultiHeadAttention(d_in, W_out.shape[0], num_tokens, 0.0, num_heads, causal=causal, proj_bias=False)
+    layers = (mha.W_query, mha.W_key, mha.W_value, mha.out_proj)
     with torch.no_grad():
-        for layer, weight in zip(
-            (mha.W_query, mha.W_key, mha.W_value, mha.out_proj), (*W_qkv.chunk(3), W_out), strict=True
-        ):
+        for layer, weight in zip(layers, (*W_qkv.chunk(3), W_out), strict=True):
             layer.weight.copy_(weight)
         return mha.eval()(x)
 
 
-def _equivariant(fused_attention, x, W_qkv, W_out, num_heads, causal) -> bool:
-    """Without a mask, permuting the tokens must permute the output rows the same way."""
-    perm = torch.roll(torch.arange(x.shape[1]), 1)  # every token moves one place
+def _shuffled_too(fused_attention, x, W_qkv, W_out, num_heads, causal) -> tuple | None:
+    """The answer on the case, then without a mask on the tokens each moved one place, and with its output rows moved
+    one place after: a merge that mixes heads and positions gives two different results."""
+    out = fused_attention(x, W_qkv, W_out, num_heads, causal)
+    perm = torch.roll(torch.arange(x.shape[1]), 1)
     try:
         shuffled_first = fused_attention(x[:, perm], W_qkv, W_out, num_heads, False)
-        shuffled_after = fused_attention(x, W_qkv, W_out, num_heads, False)[:, perm]
-    except Exception:  # the reader's code; its failure is reported by the main comparison
-        return True
-    return compare(shuffled_first, shuffled_after, atol=1e-4) is None
+        return out, shuffled_first, fused_attention(x, W_qkv, W_out, num_heads, False)[:, perm]
+    except Exception:  # the answer's failure is reported by the comparison of its first result
+        return None if out is None else (out,)
 
 
-def exercise_2(fused_attention) -> bool:
-    """``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs; the
-    last named mistake runs the answer again, on shuffled tokens."""
-    return Exercise(
-        "Exercise 2",
-        reference=_fused_reference,
-        cases=lambda: [
-            (*_fused_inputs(generator, *c[:4]), *c[4:]) for generator in [hidden_generator(SEED)] for c in _FUSED_CASES
-        ],
-        hint="one projection gives queries, keys and values side by side; cut it into the three, split each into "
-        "heads with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over "
-        "the keys, mix the values, then move the heads back next to head_dim before merging and projecting (reread "
-        "'One projection, split into heads')",
-        describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
-            f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
-            f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
+# ``fused_attention(x, W_qkv, W_out, num_heads, causal)`` against ``MultiHeadAttention`` on hidden inputs.
+exercise_2 = Exercise(
+    "Exercise 2",
+    reference=lambda *case: (_fused_reference(*case),),
+    cases=lambda: [
+        (*_fused_inputs(generator, *c[:4]), *c[4:]) for generator in [hidden_generator(SEED)] for c in _FUSED_CASES
+    ],
+    run=_shuffled_too,
+    hint="one projection gives queries, keys and values side by side; cut it into the three, split each into "
+    "heads with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over "
+    "the keys, mix the values, then move the heads back next to head_dim before merging and projecting (reread "
+    "'One projection, split into heads')",
+    describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
+        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
+        f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
+    ),
+    mistakes=lambda *case: [
+        Mistake(
+            "your output holds nan",
+            "a row whose scores are all -inf gives nan: the causal mask never hides the query itself",
+            matches=lambda answer: bool(answer[0].isnan().any()),
         ),
-        mistakes=lambda *case: [
-            Mistake(
-                "your output holds nan",
-                "a row whose scores are all -inf gives nan: the causal mask never hides the query itself",
-                matches=lambda answer: bool(answer.isnan().any()),
-            ),
-            *(Mistake(meaning, hint, _multi_head(*case, **keywords)) for keywords, meaning, hint in _FUSED_MISTAKES),
-            Mistake(
-                "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
-                MERGE_HINT,
-                matches=lambda answer: not _equivariant(fused_attention, *case),
-            ),
-        ],
-        forbidden=ATTENTION_KERNELS,
-        rule="the exercise asks for the heads written out with plain tensor operations, not a ready-made attention "
-        "(the package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split "
-        "into heads'",
-    ).check(fused_attention)
+        *(Mistake(meaning, hint, (_multi_head(*case, **keywords),)) for keywords, meaning, hint in _FUSED_MISTAKES),
+        Mistake(
+            "with causal=False, shuffling the input tokens does not shuffle your output rows the same way",
+            "heads and positions got mixed in a reshape: split the last axis into heads before moving them, and move "
+            "them back before merging (reread 'A common mistake: merging the heads without the transpose')",
+            matches=lambda answer: len(answer) == 3 and compare(answer[1], answer[2]) is not None,
+        ),
+    ],
+    differ=lambda answer, expected: compare(answer[0], expected[0]),
+    forbidden=ATTENTION_KERNELS,
+    rule="the exercise asks for the heads written out with plain tensor operations, not a ready-made attention "
+    "(the package's layers, nn.MultiheadAttention or scaled_dot_product_attention): reread 'One projection, split "
+    "into heads'",
+).check
