@@ -510,7 +510,6 @@ class Exercise:
     rule: str = "the exercise asks you to write this yourself, from the operations the lesson shows"
     allowed: tuple = ()
     loop_free: Callable[[], tuple[tuple, tuple]] | None = None
-    in_place_hint: str = IN_PLACE_HINT
     atol: float = 1e-4
     arguments: Callable[..., tuple] | None = None
     run: Callable[..., Any] | None = None
@@ -615,9 +614,7 @@ class Exercise:
             with torch.no_grad(), trace, _time_limit(self.time_limit):
                 result = call_answer(candidate, *given, run=self.run)
             trace.elsewhere += _readers_threads()
-        except _ChangedInPlaceError as changed:
-            problem, hint = f"your function changed its input {changed.args[0]} in place {where}", self.in_place_hint
-        except WrongFormError as wrong:  # the check's own verdict on the answer's form, raised by ``run``
+        except WrongFormError as wrong:  # the check's verdict on the answer's form or an input changed in place
             problem, hint = f"{wrong.problem} {where}", wrong.hint
         except _TooLong:
             problem = f"your code was still running after {self.time_limit:g} s {where}, so it was stopped"
@@ -680,10 +677,6 @@ def _given(exercise: Exercise, case: tuple) -> tuple:
     return exercise.arguments(*case) if exercise.arguments is not None else case
 
 
-class _ChangedInPlaceError(Exception):  # the name of the argument the answer wrote into
-    pass
-
-
 def call_answer(answer, *args, run: Callable | None = None):
     """``answer(*args)``, or ``run(answer, *args)``, as every check calls an answer (a check's own ``run`` too): a
     tensor argument it changes in place is refused, since the caller's tensor must stay as it was."""
@@ -696,7 +689,7 @@ def call_answer(answer, *args, run: Callable | None = None):
                 name = f"argument {index + 1}"
                 with suppress(TypeError, ValueError, IndexError):  # the answer's name for it ("scores")
                     name = list(inspect.signature(answer).parameters)[index]
-                raise _ChangedInPlaceError(name)
+                raise WrongFormError(f"your function changed its input {name} in place", IN_PLACE_HINT)
     return result
 
 
