@@ -1140,3 +1140,28 @@ def test_lesson_11_refuses_writes_into_its_inputs_like_every_exercise(answer, na
 def test_answers_of_the_wrong_type_hear_the_type_expected(check, answer, said, capsys):
     result, out = verdict(check, answer, capsys)
     assert result is False and said in out, out
+
+
+def test_a_package_class_a_check_uses_is_snapshotted_even_when_the_notebook_never_imported_its_module():
+    """Lesson 04's notebook imports only the lesson's checks; an answer cell that reaches ``ah.CausalAttention`` first
+    (importing its module) and patches it must still be caught: the snapshot holds every class the checks use."""
+    import subprocess
+
+    cell = (
+        "import attention_helpers as ah\n"
+        "from attention_helpers.lessons import lesson04 as checks\n"
+        "ah.CausalAttention.forward = lambda self, x, *a, **k: self.W_value(x)\n"
+        "checks.exercise_3(lambda num_tokens, i, j: [i, j])\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", cell], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "not yet" in done.stdout and "CausalAttention.forward since the checks were imported" in done.stdout, done
+    # and so no check imports the package's code inside a function, where the snapshot, taken at import, misses it
+    import ast
+    import pathlib
+
+    for path in sorted((pathlib.Path(ah.__file__).parent / "lessons").glob("*.py")):
+        for function in [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)]:
+            late = [node.lineno for node in ast.walk(function) if isinstance(node, ast.ImportFrom) and node.level > 1]
+            assert not late, f"{path.name} line {late[0]} imports the package's code inside {function.name}"
