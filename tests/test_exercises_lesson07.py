@@ -285,7 +285,10 @@ class FreshNorms(PreLN):
 
 @pytest.mark.parametrize(
     ("answer", "problem"),
-    [(ReusesNorm1, "norm1 and norm2 are not each before their own sublayer"), (FreshNorms, "do not hold torch_layer's weights")],
+    [
+        (ReusesNorm1, "norm1 and norm2 are not each before their own sublayer"),
+        (FreshNorms, "do not hold torch_layer's weights"),
+    ],
 )
 def test_exercise_3_names_norms_reused_or_not_copied(capsys, answer, problem):
     assert checks.exercise_3(answer) is False

@@ -102,24 +102,16 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
         wrong = torch.cat(outputs, 1)
         return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
 
+    attends_to = (  # (what each new query attends to instead of every token so far, which mistake does that)
+        (lambda t: x[:, t : t + 1], "only to itself: its key and value are never appended to the cache it returns"),
+        (lambda t: x[:, :1], "only to the first token: a causal mask's first row was applied to the new query"),
+        (lambda t: x[:, : max(t, 1)], "to the tokens before it but not to itself: it ran before its key was appended"),
+    )
     return [
         Mistake("your outputs hold nan: a query saw no key", "it must see itself", matches=lambda a: a.isnan().any()),
-        Mistake(
-            "each new token attends only to itself: its key and value are never appended to the cache, or the grown "
-            "cache is not returned",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, t : t + 1]),
-        ),
-        Mistake(
-            "each new token attends only to the first token: a causal mask's first row was applied to the new query",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, :1]),
-        ),
-        Mistake(
-            "each new token attends to the tokens before it but not to itself: the attention ran before its key and "
-            "value were appended",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, : max(t, 1)]),
+        *(
+            Mistake(f"each new token attends {what}", KV_HINT, matches=after_first(keys_from))
+            for keys_from, what in attends_to
         ),
         Mistake(
             "the keys and values are swapped: the scores compare the query with the values, and the weights mix the "
@@ -172,11 +164,6 @@ def _top_k_mistakes(logits, k):
         return (finite & (answer != 0) if bool((answer == 0).any()) else finite).sum(-1)
 
     return [
-        Mistake(
-            lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
-            "return logits of the input's shape, with -inf everywhere except at the k largest",
-            matches=lambda answer: answer.shape == (logits.shape[0], k),
-        ),
         Mistake("you kept the k smallest logits", TOP_K_HINT, logits.masked_fill(logits > smallest, -torch.inf)),
         Mistake("the dropped logits are 0, not -inf", "set them to minus infinity", expected.nan_to_num(neginf=0.0)),
         Mistake(
