@@ -243,7 +243,7 @@ def test_exercise_3_accepts_the_pre_ln_block_and_sets_it_to_eval_mode(capsys):
 @pytest.mark.parametrize(
     ("answer", "problem", "hint"),
     [
-        (PostLN, "your block is post-LN", "pre-LN normalises the sublayer's input"),
+        (PostLN, "your block is post-LN", "pre-LN normalises each sublayer's input"),
         (NoAttentionResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
         (NoFeedForwardResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
         (ResidualFromNormalised, "the residual adds the normalised x", "keep x un-normalised"),

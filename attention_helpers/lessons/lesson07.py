@@ -127,13 +127,14 @@ def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_
     return x
 
 
+PRE_LN_HINT = (
+    "pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention first "
+    "then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One encoder "
+    "layer: post-LN and pre-LN')"
+)
 # Plausible wrong blocks: (the wirings given to _pre_ln_block, what they compute, hint)
 _BLOCK_MISTAKES = (
-    (
-        [{"post_ln": True}],
-        "your block is post-LN: it normalises after adding the residual",
-        "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
-    ),
+    ([{"post_ln": True}], "your block is post-LN: it normalises after adding the residual", PRE_LN_HINT),
     (
         [{"residuals": (False, True)}, {"residuals": (True, False)}, {"residuals": (False, False)}],
         "a sublayer has no residual connection",
@@ -200,9 +201,7 @@ exercise_3 = Exercise(
     reference=lambda torch_layer, x: torch_layer(x),
     cases=_block_cases,
     run=_build_and_run,
-    hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
-    "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
-    "encoder layer: post-LN and pre-LN')",
+    hint=PRE_LN_HINT,
     describe=lambda n, total, torch_layer, x: (
         f"on case {n} of {total} (x of shape {tuple(x.shape)}, {torch_layer.self_attn.num_heads} heads)"
     ),
