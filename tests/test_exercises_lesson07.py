@@ -33,7 +33,7 @@ def test_exercise_1_accepts_a_broadcast_comparison(capsys):
     ("answer", "problem", "hint"),
     [
         (lambda lengths, n: torch.arange(n)[None, :] < lengths[:, None], "True at the real tokens", "True at padding"),
-        (lambda lengths, n: torch.arange(n)[None, :] > lengths[:, None], "first padding position", "t >= length"),
+        (lambda lengths, n: torch.arange(n)[None, :] > lengths[:, None], "one position off", "t >= length"),
         (
             lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None]).T,
             "(num_tokens, batch)",
@@ -243,9 +243,9 @@ def test_exercise_3_accepts_the_pre_ln_block_and_sets_it_to_eval_mode(capsys):
 @pytest.mark.parametrize(
     ("answer", "problem", "hint"),
     [
-        (PostLN, "your block is post-LN", "pre-LN normalises the sublayer's input"),
-        (NoAttentionResidual, "the attention sublayer has no residual", "add the attention's input back"),
-        (NoFeedForwardResidual, "the feed-forward sublayer has no residual", "add the feed-forward network's input"),
+        (PostLN, "your block is post-LN", "pre-LN normalises each sublayer's input"),
+        (NoAttentionResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
+        (NoFeedForwardResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
         (ResidualFromNormalised, "the residual adds the normalised x", "keep x un-normalised"),
         (CallsTorchsLayer, "your code runs PyTorch's", "assemble the layer from the package's parts"),
         (DeepCopiesTorchsLayer, "your code runs PyTorch's", "assemble the layer from the package's parts"),
@@ -253,7 +253,7 @@ def test_exercise_3_accepts_the_pre_ln_block_and_sets_it_to_eval_mode(capsys):
         (SharesTorchsLinear, "still uses torch_layer's own modules", "copies of the parameters"),
         (WrapsEncoderLayer, "runs the package's EncoderLayer", "assemble the layer from the package's parts"),
         (ConvertsToTorch, "runs the package's", "assemble the layer from the package's parts"),
-        (lambda torch_layer: lambda x: None, "forward returned None", "return x"),
+        (lambda torch_layer: lambda x: None, "returned None", "return x from forward"),
     ],
 )
 def test_exercise_3_names_the_mistake(capsys, answer, problem, hint):
@@ -265,7 +265,7 @@ def test_exercise_3_names_the_mistake(capsys, answer, problem, hint):
 
 
 def test_exercise_3_reference_is_pytorchs_pre_ln_layer():
-    layer = checks._torch_block(1, 12, 3, 20)
+    layer = checks._block_cases()[0][0]
     assert isinstance(layer, nn.TransformerEncoderLayer) and layer.norm_first and not layer.training
     assert not torch.allclose(layer.norm1.weight, torch.ones(12))  # random LayerNorms, so a swap shows
 
@@ -285,7 +285,10 @@ class FreshNorms(PreLN):
 
 @pytest.mark.parametrize(
     ("answer", "problem"),
-    [(ReusesNorm1, "norm1 is used before both sublayers"), (FreshNorms, "do not hold torch_layer's weights")],
+    [
+        (ReusesNorm1, "norm1 and norm2 are not each before their own sublayer"),
+        (FreshNorms, "do not hold torch_layer's weights"),
+    ],
 )
 def test_exercise_3_names_norms_reused_or_not_copied(capsys, answer, problem):
     assert checks.exercise_3(answer) is False

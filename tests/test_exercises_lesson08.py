@@ -77,7 +77,7 @@ def test_the_check_trains_the_lessons_configuration_at_the_seed_it_is_given(caps
     [
         (dict(num_steps=1), "not num_steps=1"),  # an untrained model: a random guess, 0.1, would pass
         (dict(num_layers=1, lr=1e-3), "not lr=0.001"),
-        (dict(band=1.0), "takes no parameter 'band'"),
+        (dict(band=1.0), "not band=1.0: put the parameters cell back"),
     ],
 )
 def test_a_configuration_passed_to_the_check_is_refused_in_one_sentence_without_training(

@@ -27,15 +27,9 @@ def _padding_mistakes(lengths: torch.Tensor, num_tokens: int) -> list[Mistake]:
     positions, lengths = torch.arange(num_tokens), lengths[:, None]
     return [
         Mistake("your mask is True at the real tokens", "it is True at padding, to hide it", positions < lengths),
-        Mistake(
-            "the first padding position of each sequence is not marked",
-            "position t is padding when t >= length: a sequence of length 4 fills positions 0 to 3",
-            positions > lengths,
-        ),
-        Mistake(
-            "the last real token is marked as padding",
-            "position t is padding when t >= length, not t >= length - 1",
-            positions >= lengths - 1,
+        *(
+            Mistake("your mask is one position off", "position t is padding when t >= length", wrong)
+            for wrong in (positions > lengths, positions >= lengths - 1)
         ),
         Mistake("your mask is (num_tokens, batch)", "put the sequences on the rows", (positions >= lengths).T),
     ]
@@ -117,17 +111,6 @@ exercise_2 = Exercise(
 ).check
 
 
-def _torch_block(case_number: int, d_model: int, num_heads: int, ffn_hidden: int) -> nn.TransformerEncoderLayer:
-    """PyTorch's pre-LN layer with random weights everywhere (LayerNorms included, so that a mix-up shows)."""
-    generator = hidden_generator(SEED + case_number)
-    with torch.random.fork_rng(devices=[]), torch.no_grad():  # the reader's random state left as it was
-        torch.manual_seed(SEED + case_number)
-        layer = nn.TransformerEncoderLayer(d_model, num_heads, ffn_hidden, 0.0, batch_first=True, norm_first=True)
-        for parameter in layer.parameters():
-            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
-    return layer.eval()
-
-
 def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_ln=False, **wiring):
     """The pre-LN block from the package's parts with copies of ``torch_layer``'s weights, or one plausible
     miswiring (to name a mistake, never as the reference): ``norms`` are torch_layer's (1, 2) or fresh ones (0)."""
@@ -144,38 +127,51 @@ def _pre_ln_block(torch_layer, x, *, residuals=(True, True), norms=(1, 2), post_
     return x
 
 
-# Plausible wrong blocks: (the wiring given to _pre_ln_block, what it computes, hint)
+PRE_LN_HINT = (
+    "pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention first "
+    "then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One encoder "
+    "layer: post-LN and pre-LN')"
+)
+# Plausible wrong blocks: (the wirings given to _pre_ln_block, what they compute, hint)
 _BLOCK_MISTAKES = (
+    ([{"post_ln": True}], "your block is post-LN: it normalises after adding the residual", PRE_LN_HINT),
     (
-        {"post_ln": True},
-        "your block is post-LN: it normalises after adding the residual",
-        "pre-LN normalises the sublayer's input and adds the sublayer's output to the un-normalised x",
+        [{"residuals": (False, True)}, {"residuals": (True, False)}, {"residuals": (False, False)}],
+        "a sublayer has no residual connection",
+        "add each sublayer's input back to its output",
     ),
-    ({"residuals": (False, True)}, "the attention sublayer has no residual", "add the attention's input back"),
-    ({"residuals": (True, False)}, "the feed-forward sublayer has no residual", "add the feed-forward network's input"),
-    ({"residuals": (False, False)}, "neither sublayer has a residual connection", "add each sublayer's input back"),
     (
-        {"residual_normalised": True},
+        [{"residual_normalised": True}],
         "the residual adds the normalised x, not x itself",
         "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
     ),
-    ({"norms": (2, 1)}, "norm1 and norm2 are swapped", "norm1 goes before the attention, norm2 before the FFN"),
-    ({"norms": (1, 1)}, "norm1 is used before both sublayers", "each sublayer has its own: norm1, then norm2"),
     (
-        {"norms": (0, 0)},
+        [{"norms": (2, 1)}, {"norms": (1, 1)}],
+        "norm1 and norm2 are not each before their own sublayer",
+        "norm1 goes before the attention, norm2 before the FFN",
+    ),
+    (
+        [{"norms": (0, 0)}],
         "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
         "copy torch_layer's two LayerNorms too: the from_torch constructors copy a part's parameters",
     ),
-    ({"causal": True}, "your attention uses a causal mask", "an encoder has no causal mask: causal=False"),
+    ([{"causal": True}], "your attention uses a causal mask", "an encoder has no causal mask: causal=False"),
 )
 
 
 def _block_cases() -> list[tuple]:
-    """(torch_layer, x): a batch of 1, odd lengths, one token, one head."""
+    """(torch_layer, x): PyTorch's pre-LN layer with random weights everywhere (LayerNorms included, so that a
+    mix-up shows) and its input; a batch of 1, odd lengths, one token, one head."""
     cases, shapes = [], ((1, 7, 12, 3, 20), (2, 5, 8, 2, 16), (3, 1, 6, 1, 10))
     for number, (batch, num_tokens, d_model, num_heads, ffn_hidden) in enumerate(shapes, start=1):
+        generator = hidden_generator(SEED + number)
+        with torch.random.fork_rng(devices=[]), torch.no_grad():  # the reader's random state left as it was
+            torch.manual_seed(SEED + number)
+            layer = nn.TransformerEncoderLayer(d_model, num_heads, ffn_hidden, 0.0, batch_first=True, norm_first=True)
+            for parameter in layer.parameters():
+                parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
         x = 3 * torch.randn(batch, num_tokens, d_model, generator=hidden_generator(SEED + 10 * number)) + 1
-        cases.append((_torch_block(number, d_model, num_heads, ffn_hidden), x))
+        cases.append((layer.eval(), x))
     return cases
 
 
@@ -188,8 +184,6 @@ def _build_and_run(block_class, torch_layer: nn.TransformerEncoderLayer, x: torc
     if isinstance(block, nn.Module):
         block.eval()  # compared in evaluation mode: no dropout
     answer = block(x.clone())
-    if answer is None:
-        raise WrongFormError("forward returned None", "return x after the two sublayers")
     for parameter in torch_layer.parameters():
         parameter.add_(0.5)
     again = block(x.clone())
@@ -207,17 +201,17 @@ exercise_3 = Exercise(
     reference=lambda torch_layer, x: torch_layer(x),
     cases=_block_cases,
     run=_build_and_run,
-    hint="pre-LN normalises each sublayer's input and adds the sublayer's output to the un-normalised x, attention "
-    "first then the feed-forward network; each part holds copies of torch_layer's matching part (reread '4. One "
-    "encoder layer: post-LN and pre-LN')",
+    hint=PRE_LN_HINT,
     describe=lambda n, total, torch_layer, x: (
         f"on case {n} of {total} (x of shape {tuple(x.shape)}, {torch_layer.self_attn.num_heads} heads)"
     ),
     mistakes=lambda torch_layer, x: [
-        Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring)) for wiring, meaning, hint in _BLOCK_MISTAKES
+        Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring))
+        for wirings, meaning, hint in _BLOCK_MISTAKES
+        for wiring in wirings
     ],
     done=" on all {n} hidden cases, equal to nn.TransformerEncoderLayer(norm_first=True)",
-    returned_none="return the block",
+    returned_none="return x from forward, after the two sublayers",
     forbidden=ATTENTION_KERNELS | NORM_KERNELS,
     rule="the exercise asks you to assemble the layer from the package's parts (ah.MultiHeadAttention, ah.LayerNorm, "
     "ah.FeedForward), not to run PyTorch's layer, its attention or its LayerNorm, nor the package's EncoderLayer",

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..pretrained import SentenceEncoder, mean_pool
-from . import Exercise, Mistake, WrongFormError, as_number, compare, hidden_generator
+from . import Exercise, Mistake, WrongFormError, as_number, hidden_generator
 
 _SEED = 9_01
 CLS, SEP, PAD = 101, 102, 0  # all-MiniLM-L6-v2's special token ids
@@ -39,25 +39,22 @@ def _hidden_cases() -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
 
 
 def _mean_pool_mistakes(token_embeddings, attention_mask) -> list[Mistake]:
-    expected, padded_rows = mean_pool(token_embeddings, attention_mask == 0), (attention_mask == 0).any(dim=1)
+    expected, full_rows = mean_pool(token_embeddings, attention_mask == 0), (attention_mask == 1).all(dim=1)
     inverted = mean_pool(token_embeddings, attention_mask == 1)  # the mean over the padding only, 0 on a full row
     all_tokens = token_embeddings.mean(dim=1)
     by_padded_length = (token_embeddings * attention_mask[..., None]).sum(dim=1) / attention_mask.shape[1]
-
-    def over_the_padding(answer) -> bool:  # on a row without padding: 0, or nan (0 / 0)
-        if answer.shape != expected.shape or not padded_rows.any():
-            return False
-        return compare(answer[padded_rows], inverted[padded_rows]) is None or bool(answer[~padded_rows].isnan().any())
-
     return [
         Mistake("your mean includes the padding tokens too", "leave out where attention_mask is 0", all_tokens),
         Mistake("you divided by the padded length", "divide by the number of real tokens", by_padded_length),
         Mistake("your vectors have length 1", "return the mean itself, not normalised", F.normalize(expected, dim=-1)),
-        Mistake(
-            "your mean is over the padding, not the real tokens: the mask is inverted",
-            "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
-            "keep the tokens where it is 1",
-            matches=over_the_padding,
+        *(
+            Mistake(
+                "your mean is over the padding, not the real tokens: the mask is inverted",
+                "attention_mask is 1 for a real token and 0 for padding (the opposite of key_padding_mask): "
+                "keep the tokens where it is 1",
+                wrong,
+            )
+            for wrong in (inverted, inverted.masked_fill(full_rows[:, None], torch.nan))  # a full row: 0, or 0 / 0
         ),
     ]
 

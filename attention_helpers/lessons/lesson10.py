@@ -14,8 +14,7 @@ _SEED = 10_01
 
 def _attention_cases() -> list[tuple[MultiHeadAttention, torch.Tensor]]:
     """Hidden causal layers (``d_in != d_out``, 1 to 3 heads) and sequences ``(batch, num_tokens, d_in)``."""
-    generator = hidden_generator(_SEED)
-    cases = []
+    generator, cases = hidden_generator(_SEED), []
     for d_in, d_out, num_heads, batch, num_tokens in ((5, 6, 2, 1, 7), (4, 9, 3, 3, 5), (3, 4, 1, 2, 1)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
@@ -36,28 +35,21 @@ def _step_by_step(kv_step, layer: MultiHeadAttention, x: torch.Tensor) -> torch.
     """``x`` fed to ``kv_step`` one token at a time, twice in turns, each from no cache and then from its own: the
     outputs ``(batch, num_tokens, d_out)``; a step continues from the cache it is given, from nothing else."""
     projected: list[int] = []  # how many tokens each call of W_key and W_value projects
-    hooks = [
+    for projection in (layer.W_key, layer.W_value):  # the answer's own copy of the layer, dropped after its run
         projection.register_forward_hook(lambda module, inputs, output: projected.append(inputs[0].shape[-2]))
-        for projection in (layer.W_key, layer.W_value)
-    ]
     outputs, caches = [], [None, None]
-    try:
-        for t in range(x.shape[1]):
-            out, caches[0] = _one_step(kv_step, layer, x, t, caches[0], projected)
-            again, caches[1] = _one_step(kv_step, layer, x, t, caches[1], projected)
-            with trusted():  # the check's comparison, not the answer's code
-                changed = compare(again, out) is not None
-            if changed:
+    for t in range(x.shape[1]):
+        out, caches[0] = _one_step(kv_step, layer, x, t, caches[0], projected)
+        again, caches[1] = _one_step(kv_step, layer, x, t, caches[1], projected)
+        with trusted():  # the check's comparison, not the answer's code
+            if compare(again, out) is not None:
                 raise WrongFormError(
                     f"your function does not continue from the cache it is given: fed two sequences in turns, step "
                     f"{t} changed",
                     "all a step knows of the earlier tokens must come in through its cache argument and go out in the "
                     "cache it returns, with nothing kept in a global variable or on the layer",
                 )
-            outputs.append(out)
-    finally:
-        for hook in hooks:
-            hook.remove()
+        outputs.append(out)
     return torch.cat(outputs, dim=1)
 
 
@@ -102,28 +94,19 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
         wrong = torch.cat(outputs, 1)
         return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
 
+    attends_to = (  # (what each new query attends to instead of every token so far, which mistake does that)
+        (lambda t: x[:, t : t + 1], "only to itself: its key and value are never appended to the cache it returns"),
+        (lambda t: x[:, :1], "only to the first token: a causal mask's first row was applied to the new query"),
+        (lambda t: x[:, : max(t, 1)], "to the tokens before it but not to itself: it ran before its key was appended"),
+    )
     return [
         Mistake("your outputs hold nan: a query saw no key", "it must see itself", matches=lambda a: a.isnan().any()),
-        Mistake(
-            "each new token attends only to itself: its key and value are never appended to the cache, or the grown "
-            "cache is not returned",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, t : t + 1]),
+        *(
+            Mistake(f"each new token attends {what}", KV_HINT, matches=after_first(keys_from))
+            for keys_from, what in attends_to
         ),
         Mistake(
-            "each new token attends only to the first token: a causal mask's first row was applied to the new query",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, :1]),
-        ),
-        Mistake(
-            "each new token attends to the tokens before it but not to itself: the attention ran before its key and "
-            "value were appended",
-            KV_HINT,
-            matches=after_first(lambda t: x[:, : max(t, 1)]),
-        ),
-        Mistake(
-            "the keys and values are swapped: the scores compare the query with the values, and the weights mix the "
-            "keys",
+            "the keys and values are swapped: the query is scored against the values, and the weights mix the keys",
             "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
             "in that order in the cache too",
             matches=after_first(lambda t: x[:, : t + 1], swap=True),
@@ -172,11 +155,6 @@ def _top_k_mistakes(logits, k):
         return (finite & (answer != 0) if bool((answer == 0).any()) else finite).sum(-1)
 
     return [
-        Mistake(
-            lambda answer: f"you returned the k largest values, shape {tuple(answer.shape)}",
-            "return logits of the input's shape, with -inf everywhere except at the k largest",
-            matches=lambda answer: answer.shape == (logits.shape[0], k),
-        ),
         Mistake("you kept the k smallest logits", TOP_K_HINT, logits.masked_fill(logits > smallest, -torch.inf)),
         Mistake("the dropped logits are 0, not -inf", "set them to minus infinity", expected.nan_to_num(neginf=0.0)),
         Mistake(
