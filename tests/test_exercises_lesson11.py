@@ -41,8 +41,11 @@ def test_online_softmax_update(capsys):
         (checks._inverted_rescale, "the wrong way round"),
         (no_max, "subtract the running maximum inside exp"),
         (lambda running_max, running_sum, block: running_sum, "not a pair"),
-        (lambda running_max, running_sum, block: (None, None), "not two single numbers"),
-        (lambda running_max, running_sum, block: ("max", "sum"), "not two single numbers"),
+        (lambda running_max, running_sum, block: (None, None), "not a pair (running_max, running_sum) of two numbers"),
+        (
+            lambda running_max, running_sum, block: ("max", "sum"),
+            "not a pair (running_max, running_sum) of two numbers",
+        ),
         (lambda running_max, running_sum, block: (1, 2, 3), "not a pair"),
         (lambda running_max, running_sum, block: 1 / 0, "raised ZeroDivisionError"),
     ):
@@ -130,7 +133,7 @@ def test_biases_left_as_initialised_are_named(capsys):
         return converted
 
     ok, out = verdict(capsys, checks.exercise_2, weights_only, (before, after), model, held_out_ids, 2)
-    assert not ok and "W_key.bias differs" in out and "average them over each group" in out
+    assert not ok and "W_key.bias differs" in out and "weights and biases, is the mean of the heads of its group" in out
 
 
 def test_the_losses_are_named_as_the_lesson_names_them(capsys):
