@@ -81,7 +81,11 @@ def test_grouped_query_conversion(capsys):
         (checks._first_of_group, (before, after), "the first head of its group"),
         (checks._strided, (before, after), "the groups are heads h, h + num_kv_heads"),
         (checks._summed, (before, after), "the sum of its group's heads"),
-        (lambda attention, n: attention, (before, after), "num_kv_heads=6, not 2"),
+        (
+            lambda attention, n: attention,
+            (before, after),
+            "num_kv_heads=2, not a GroupedQueryAttention with num_kv_heads=6",
+        ),
         (convert, (after, before), "swapped"),
         (convert, (before, before), "was not converted"),
         (convert, (before + 0.1, after), "loss_before is not"),

@@ -72,10 +72,8 @@ def _update(running_max, running_sum, block, rescale: str = "right"):
     """The online-softmax step, right, or with the old sum's rescaling left out (``rescale="none"``) or inverted."""
     new_max = torch.maximum(running_max, block.max())
     shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)  # only -inf so far: every term is 0
-    if rescale == "inverted":
-        factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
-    else:
-        factor = torch.exp(running_max - shift) if rescale == "right" else 1.0
+    factors = {"right": torch.exp(running_max - shift), "none": 1.0, "inverted": torch.exp(shift - running_max)}
+    factor = factors[rescale] if bool(torch.isfinite(running_max)) else 0.0  # the old sum is 0 then
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
 
 
@@ -112,8 +110,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     seen_maxima = [float(row[: start + block_size].max()) for start in range(0, len(row), block_size)]
 
     def follows_blocks(answer) -> bool:  # some step kept its block's own maximum instead of the largest so far
-        steps = list(zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
-        return any(m == own != seen for m, own, seen in steps)
+        return any(m == own != seen for m, own, seen in zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
 
     def streams(update):
         wrong = _stream(update, row, block_size)
@@ -157,9 +154,6 @@ exercise_1 = Exercise(
     differ=_softmax_differs,
     rule="the exercise asks you to write the update yourself, not to call the package's online softmax",
 ).check
-
-
-# ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
 
 
 def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, how="mean") -> GroupedQueryAttention:
@@ -231,13 +225,11 @@ def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: in
         return tuple(map(float, _two_numbers(plain(losses), problem, hint)))
     original = copy.deepcopy(layer.state_dict())
     converted = to_grouped(layer, num_kv_heads)
-    if not isinstance(converted, GroupedQueryAttention):
+    if not isinstance(converted, GroupedQueryAttention) or converted.num_kv_heads != num_kv_heads:
+        got = f"{type(converted).__name__} with num_kv_heads={getattr(converted, 'num_kv_heads', None)}"
         raise WrongFormError(
-            f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__}", GROUPED_HINT
-        )
-    if converted.num_kv_heads != num_kv_heads:
-        raise WrongFormError(
-            f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads}", GROUPED_HINT
+            f"to_grouped must return an ah.GroupedQueryAttention with num_kv_heads={num_kv_heads}, not a {got}",
+            GROUPED_HINT,
         )
     if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
         raise WrongFormError("to_grouped changed the layer it was given", "build a new module instead")

@@ -16,8 +16,7 @@ SEED = 1212
 
 
 def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 1) -> torch.Tensor:
-    """True at padding: each source from row ``first`` on ends with a random amount of it (at least one real
-    token)."""
+    """True at padding: from row ``first`` on, each source ends with some (and holds at least one real token)."""
     mask = torch.zeros(batch, src_len, dtype=torch.bool)
     for row in range(first, batch):
         length = int(torch.randint(1, src_len, (1,), generator=generator))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 import marshal
 import math
 import types
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, trusted
+from . import Exercise, Mistake, WrongFormError, compare, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -132,10 +133,7 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
 def _gradients_differ(reports, expected) -> str | None:
     """None when every rank's gradients equal the rank's ``expected`` ones."""
     for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
-        wrong = sum(
-            not (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4))
-            for g, w in zip(grads, right, strict=True)
-        )
+        wrong = sum(compare(g, w, atol=1e-5) is not None for g, w in zip(grads, right, strict=True))
         if wrong:
             return f"on rank {rank} of {len(reports)}, {wrong} of {len(right)} parameters' gradients are not the mean"
     return None
@@ -202,37 +200,29 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     for _ in range(world_size - 1):
         given = tuple(block.clone() for block in held)
         received = ring_pass(*given)
-        if not _same(given, held) and changed is None:  # finish the hops: the other ranks wait for them
-            hint = (
-                "leave the blocks you were given as they were (the caller still needs them): receive into new tensors"
-            )
+        if (
+            compare(given, held, atol=0) is not None and changed is None
+        ):  # finish the hops: the other ranks wait for them
+            hint = "leave the blocks given as they were (the caller still needs them): receive into new tensors"
             changed = f"your function changed the blocks it was given in place (rank {rank})", hint
         held = received
         if not isinstance(held, (tuple, list)) or len(held) != 2:
             raise TypeError(f"ring_pass returned {type(held).__name__}, not the pair (k_block, v_block) it received")
-        senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
+        senders.append(next((r for r, (k, v) in enumerate(originals) if compare(held, (k, v), atol=0) is None), -1))
     return changed or senders
 
 
-def _same(pair, blocks) -> bool:
-    return all(
-        isinstance(a, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
-        for a, b in zip(pair, blocks, strict=True)
-    )
-
-
 def _ring_differs(reports, expected) -> str | None:
+    """Whose blocks a rank holds after the first hop where they are not the previous rank's."""
     world_size = len(expected)
-    for hop in range(1, world_size):
-        for rank, senders in enumerate(reports):
-            sender, right = senders[hop - 1], expected[rank][hop - 1]
-            if sender == right:
-                continue
-            if sender == (rank + hop) % world_size:
-                return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks: the ring turns the wrong way"
-            if sender == -1:
-                return f"after hop {hop}, rank {rank} holds blocks that no rank started with"
-            return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks, not rank {right}'s"
+    for hop, rank in itertools.product(range(1, world_size), range(world_size)):
+        sender, right = reports[rank][hop - 1], expected[rank][hop - 1]
+        if sender == -1:
+            return f"after hop {hop}, rank {rank} holds blocks that no rank started with"
+        if sender != right:
+            held = f"after hop {hop}, rank {rank} holds rank {sender}'s blocks"
+            wrong_way = sender == (rank + hop) % world_size
+            return f"{held}: the ring turns the wrong way" if wrong_way else f"{held}, not rank {right}'s"
     return None
 
 
