@@ -1,6 +1,7 @@
 """Lesson 11's exercise checks: the online-softmax update on hidden rows, and grouped-query conversion."""
 
 import copy
+import functools
 
 import torch
 
@@ -37,8 +38,8 @@ def test_online_softmax_update(capsys):
 
     for wrong, reason in (
         (nan_on_empty_block, "block of only -inf"),
-        (checks._no_rescale, "not rescaled"),
-        (checks._inverted_rescale, "the wrong way round"),
+        (functools.partial(checks._update, rescale="none"), "not rescaled"),
+        (functools.partial(checks._update, rescale="inverted"), "the wrong way round"),
         (no_max, "subtract the running maximum inside exp"),
         (lambda running_max, running_sum, block: running_sum, "not a pair"),
         (lambda running_max, running_sum, block: (None, None), "not a pair (running_max, running_sum) of two numbers"),
@@ -78,9 +79,9 @@ def test_grouped_query_conversion(capsys):
     ok, out = verdict(capsys, checks.exercise_2, convert, (before, after), model, held_out_ids, 2)
     assert ok and out.startswith("Exercise 2: correct")
     for to_grouped, answer, reason in (
-        (checks._first_of_group, (before, after), "the first head of its group"),
-        (checks._strided, (before, after), "the groups are heads h, h + num_kv_heads"),
-        (checks._summed, (before, after), "the sum of its group's heads"),
+        (functools.partial(convert, how="first"), (before, after), "the first head of its group"),
+        (functools.partial(convert, how="strided"), (before, after), "the groups are heads h, h + num_kv_heads"),
+        (functools.partial(convert, how="summed"), (before, after), "the sum of its group's heads"),
         (
             lambda attention, n: attention,
             (before, after),

@@ -57,10 +57,9 @@ def _stream(update, row: torch.Tensor, block_size: int):
     other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
         for which, scores in enumerate((row, other)):
-            running_max, running_sum = states[which]
             block = scores[start : start + block_size].clone()
             states[which] = _two_numbers(
-                plain(call_answer(update, running_max.clone(), running_sum.clone(), block)),
+                plain(call_answer(update, *(state.clone() for state in states[which]), block)),
                 f"at block {step}, update's result is not a pair (running_max, running_sum) of two numbers",
                 "return the new running maximum and the new running sum, in that order",
             )
@@ -75,10 +74,6 @@ def _update(running_max, running_sum, block, rescale: str = "right"):
     factors = {"right": torch.exp(running_max - shift), "none": 1.0, "inverted": torch.exp(shift - running_max)}
     factor = factors[rescale] if bool(torch.isfinite(running_max)) else 0.0  # the old sum is 0 then
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
-
-
-_no_rescale = functools.partial(_update, rescale="none")
-_inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
 def _swapped(running_max, running_sum, block):  # the right step, its pair the other way round
@@ -112,8 +107,8 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     def follows_blocks(answer) -> bool:  # some step kept its block's own maximum instead of the largest so far
         return any(m == own != seen for m, own, seen in zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
 
-    def streams(update):
-        wrong = _stream(update, row, block_size)
+    def streams(update=_update, **rescale):
+        wrong = _stream(functools.partial(update, **rescale), row, block_size)
         return lambda answer: compare(answer, wrong, atol=1e-5) is None
 
     return [
@@ -134,8 +129,8 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
         Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(_swapped)),
-        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
-        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
+        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(rescale="none")),
+        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(rescale="inverted")),
     ]
 
 
@@ -172,11 +167,6 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, ho
         state[key] = heads.reshape(-1, *original.shape[1:])
     grouped.load_state_dict(state)
     return grouped.train(attention.training)
-
-
-_first_of_group = functools.partial(reference_to_grouped, how="first")
-_strided = functools.partial(reference_to_grouped, how="strided")
-_summed = functools.partial(reference_to_grouped, how="summed")
 
 
 def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_heads: int = 2) -> list[tuple]:
@@ -256,16 +246,16 @@ def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x,
             ),
         ]
 
-    def computes(wrong):
-        output = wrong(layer, num_kv_heads)(x)
+    def computes(how):
+        output = reference_to_grouped(layer, num_kv_heads, how)(x)
         return lambda converted: compare(converted(x), output) is None
 
     return [
-        Mistake(problem, GROUPED_HINT, matches=computes(wrong))
-        for wrong, problem in (
-            (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
-            (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
-            (_summed, "each kv head is the sum of its group's heads, not the mean"),
+        Mistake(problem, GROUPED_HINT, matches=computes(how))
+        for how, problem in (
+            ("first", "each kv head is the first head of its group, not the mean of the group"),
+            ("strided", "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
+            ("summed", "each kv head is the sum of its group's heads, not the mean"),
         )
     ]
 

@@ -140,9 +140,9 @@ def _layer_variants(layer, x, memory, mask):
     def cross(h, hide=mask, source=memory):
         return layer.cross_attention(h, hide, memory=source)
 
-    def layer_with(cross=cross, residual_normalised=False, order=(1, 2), post_ln=False):
-        h, sublayers = x, {1: layer.self_attention, 2: cross}
-        for norm, sublayer in zip(norms, (*map(sublayers.get, order), layer.ffn), strict=True):
+    def layer_with(cross=cross, residual_normalised=False, post_ln=False):
+        h = x
+        for norm, sublayer in zip(norms, (layer.self_attention, cross, layer.ffn), strict=True):
             normalised = norm(h)
             h = norm(h + sublayer(h)) if post_ln else (normalised if residual_normalised else h) + sublayer(normalised)
         return h
@@ -166,9 +166,6 @@ def _layer_variants(layer, x, memory, mask):
             layer_with(lambda h: cross(h, hide=None, source=h)),
         ),
         *(Mistake(again, again_hint, layer_with(lambda h, n=n: cross(h, source=n(memory)))) for n in norms),
-        Mistake(
-            "self-attention and cross-attention are swapped", "self-attention comes first", layer_with(order=(2, 1))
-        ),
         Mistake(
             "the output is normalised once more at the end", "return the residual stream", layer.norm3(layer_with())
         ),

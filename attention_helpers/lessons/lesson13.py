@@ -70,10 +70,9 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, or :class:`WrongFormError` with
     the error of the first rank that raised (the launch skips those that only lost a peer), a deadlock, or the first
     problem a rank found, reported as ``(problem, hint)``."""
-    portable = _portable(answer)
     try:
         with trusted():
-            reports = run(rank_fn, world_size, portable, timeout=_TIMEOUT, oversubscribe=True)
+            reports = run(rank_fn, world_size, _portable(answer), timeout=_TIMEOUT, oversubscribe=True)
     except RankError as error:  # the reader's code raised on a rank, or a rank died or never finished
         rank, _, raised = str(error).splitlines()[0].partition(" failed: ")
         problem = f"your function raised on {rank}: {raised}" if raised else f"the processes failed: {rank}"
@@ -148,13 +147,10 @@ GRADIENTS_HINT = (
 def _gradient_mistakes(world_size: int) -> list[Mistake]:
     whole = _gradients()[1]
     own = [_gradients(rank, world_size)[1] for rank in range(world_size)]
+    summed = [[world_size * g for g in whole]] * world_size
     return [
         Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, own),
-        Mistake(
-            "the gradients are the sum over the ranks, not the mean",
-            "divide by the ranks",
-            [[world_size * g for g in whole]] * world_size,
-        ),
+        Mistake("the gradients are the sum over the ranks, not the mean", "divide by the ranks", summed),
         Mistake(
             "the gradients are the sum divided by 2, not by the number of ranks",
             "divide by the number of ranks, which the process group knows: here it is not 2",
