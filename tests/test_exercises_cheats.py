@@ -463,8 +463,16 @@ CHEATS = [
         lambda layer, x, memory, mask: ah.to_torch(layer)(x, memory, memory_key_padding_mask=mask),
         "the package's to_torch",
     ),  # fmt: skip
-    (lesson11.exercise_1, lambda running_max, running_sum, block: (None, None), "not two single numbers"),
-    (lesson11.exercise_1, lambda running_max, running_sum, block: ("a", "b"), "not two single numbers"),
+    (
+        lesson11.exercise_1,
+        lambda running_max, running_sum, block: (None, None),
+        "not a pair (running_max, running_sum) of two numbers",
+    ),
+    (
+        lesson11.exercise_1,
+        lambda running_max, running_sum, block: ("a", "b"),
+        "not a pair (running_max, running_sum) of two numbers",
+    ),
     (lesson01.exercise_1, None, "Not answered yet"),
     (lesson01.exercise_1, "x @ x.T", "expected a function, got str"),
     (lesson01.exercise_2, lambda x: ("a", "b"), "expected integer indices"),
@@ -554,7 +562,7 @@ def test_lesson_11_reference_conversion_averages_consecutive_heads():
 
 def test_lesson_11_reference_stream_is_the_softmax_with_the_running_maximum():
     row = torch.tensor([3.0, -math.inf, 7.0, 1.0, -2.0])
-    running_max, running_sum, maxima = lesson11._stream(lesson11._reference_update, row, 2)
+    running_max, running_sum, maxima = lesson11._stream(lesson11._update, row, 2)
     assert maxima.tolist() == [3.0, 7.0, 7.0] and float(running_max) == 7.0
     assert torch.allclose(torch.exp(row - running_max) / running_sum, torch.exp(row) / torch.exp(row).sum())
 

@@ -1,6 +1,7 @@
 """Lesson 11's exercise checks: the online-softmax update on hidden rows, and grouped-query conversion."""
 
 import copy
+import functools
 
 import torch
 
@@ -37,12 +38,15 @@ def test_online_softmax_update(capsys):
 
     for wrong, reason in (
         (nan_on_empty_block, "block of only -inf"),
-        (checks._no_rescale, "not rescaled"),
-        (checks._inverted_rescale, "the wrong way round"),
+        (functools.partial(checks._update, rescale="none"), "not rescaled"),
+        (functools.partial(checks._update, rescale="inverted"), "the wrong way round"),
         (no_max, "subtract the running maximum inside exp"),
         (lambda running_max, running_sum, block: running_sum, "not a pair"),
-        (lambda running_max, running_sum, block: (None, None), "not two single numbers"),
-        (lambda running_max, running_sum, block: ("max", "sum"), "not two single numbers"),
+        (lambda running_max, running_sum, block: (None, None), "not a pair (running_max, running_sum) of two numbers"),
+        (
+            lambda running_max, running_sum, block: ("max", "sum"),
+            "not a pair (running_max, running_sum) of two numbers",
+        ),
         (lambda running_max, running_sum, block: (1, 2, 3), "not a pair"),
         (lambda running_max, running_sum, block: 1 / 0, "raised ZeroDivisionError"),
     ):
@@ -75,10 +79,14 @@ def test_grouped_query_conversion(capsys):
     ok, out = verdict(capsys, checks.exercise_2, convert, (before, after), model, held_out_ids, 2)
     assert ok and out.startswith("Exercise 2: correct")
     for to_grouped, answer, reason in (
-        (checks._first_of_group, (before, after), "the first head of its group"),
-        (checks._strided, (before, after), "the groups are heads h, h + num_kv_heads"),
-        (checks._summed, (before, after), "the sum of its group's heads"),
-        (lambda attention, n: attention, (before, after), "num_kv_heads=6, not 2"),
+        (functools.partial(convert, how="first"), (before, after), "the first head of its group"),
+        (functools.partial(convert, how="strided"), (before, after), "the groups are heads h, h + num_kv_heads"),
+        (functools.partial(convert, how="summed"), (before, after), "the sum of its group's heads"),
+        (
+            lambda attention, n: attention,
+            (before, after),
+            "num_kv_heads=2, not a GroupedQueryAttention with num_kv_heads=6",
+        ),
         (convert, (after, before), "swapped"),
         (convert, (before, before), "was not converted"),
         (convert, (before + 0.1, after), "loss_before is not"),
@@ -130,7 +138,7 @@ def test_biases_left_as_initialised_are_named(capsys):
         return converted
 
     ok, out = verdict(capsys, checks.exercise_2, weights_only, (before, after), model, held_out_ids, 2)
-    assert not ok and "W_key.bias differs" in out and "average them over each group" in out
+    assert not ok and "W_key.bias differs" in out and "weights and biases, is the mean of the heads of its group" in out
 
 
 def test_the_losses_are_named_as_the_lesson_names_them(capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from contextlib import suppress
 
 import torch
 
@@ -15,11 +16,9 @@ from . import (
     Exercise,
     Mistake,
     WrongFormError,
-    as_number,
     call_answer,
     compare,
     hidden_generator,
-    is_number,
     plain,
 )
 
@@ -42,23 +41,13 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 
-def _pair(result, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step's ``(running_max, running_sum)`` as two 0-dimensional float tensors; :class:`WrongFormError` else."""
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise WrongFormError(
-            f"at block {step}, update returned {type(result).__name__}, not a pair (running_max, running_sum)",
-            "return the new running maximum and the new running sum, in that order",
-        )
-    try:
-        pair = tuple(torch.as_tensor(item, dtype=torch.float32) for item in result)
-    except (TypeError, ValueError, RuntimeError):
-        pair = ()
-    if len(pair) != 2 or any(item.numel() != 1 for item in pair):
-        raise WrongFormError(
-            f"at block {step}, running_max and running_sum are not two single numbers",
-            "return two 0-dimensional tensors, the new running maximum and the new running sum",
-        )
-    return pair[0].reshape(()), pair[1].reshape(())
+def _two_numbers(pair, problem: str, hint: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pair`` of numbers or one-element tensors as two 0-dimensional float tensors; else :class:`WrongFormError`
+    with ``problem`` and ``hint``."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        with suppress(TypeError, ValueError, RuntimeError):
+            return tuple(torch.as_tensor(item, dtype=torch.float32).reshape(()) for item in pair)
+    raise WrongFormError(problem, hint)
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
@@ -68,10 +57,12 @@ def _stream(update, row: torch.Tensor, block_size: int):
     other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
         for which, scores in enumerate((row, other)):
-            running_max, running_sum = states[which]
             block = scores[start : start + block_size].clone()
-            result = call_answer(update, running_max.clone(), running_sum.clone(), block)
-            states[which] = _pair(plain(result), step)
+            states[which] = _two_numbers(
+                plain(call_answer(update, *(state.clone() for state in states[which]), block)),
+                f"at block {step}, update's result is not a pair (running_max, running_sum) of two numbers",
+                "return the new running maximum and the new running sum, in that order",
+            )
         maxima.append(states[0][0])
     return *states[0], torch.stack(maxima)
 
@@ -80,16 +71,9 @@ def _update(running_max, running_sum, block, rescale: str = "right"):
     """The online-softmax step, right, or with the old sum's rescaling left out (``rescale="none"``) or inverted."""
     new_max = torch.maximum(running_max, block.max())
     shift = new_max if bool(torch.isfinite(new_max)) else torch.tensor(0.0)  # only -inf so far: every term is 0
-    if rescale == "inverted":
-        factor = torch.exp(shift - running_max) if bool(torch.isfinite(running_max)) else torch.tensor(0.0)
-    else:
-        factor = torch.exp(running_max - shift) if rescale == "right" else 1.0
+    factors = {"right": torch.exp(running_max - shift), "none": 1.0, "inverted": torch.exp(shift - running_max)}
+    factor = factors[rescale] if bool(torch.isfinite(running_max)) else 0.0  # the old sum is 0 then
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
-
-
-_reference_update = _update
-_no_rescale = functools.partial(_update, rescale="none")
-_inverted_rescale = functools.partial(_update, rescale="inverted")
 
 
 def _swapped(running_max, running_sum, block):  # the right step, its pair the other way round
@@ -121,11 +105,10 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     seen_maxima = [float(row[: start + block_size].max()) for start in range(0, len(row), block_size)]
 
     def follows_blocks(answer) -> bool:  # some step kept its block's own maximum instead of the largest so far
-        steps = list(zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
-        return any(m == own != seen for m, own, seen in steps)
+        return any(m == own != seen for m, own, seen in zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
 
-    def streams(update):
-        wrong = _stream(update, row, block_size)
+    def streams(update=_update, **rescale):
+        wrong = _stream(functools.partial(update, **rescale), row, block_size)
         return lambda answer: compare(answer, wrong, atol=1e-5) is None
 
     return [
@@ -146,8 +129,8 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
         Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(_swapped)),
-        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(_no_rescale)),
-        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(_inverted_rescale)),
+        Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(rescale="none")),
+        Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(rescale="inverted")),
     ]
 
 
@@ -155,7 +138,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
 # scores; streamed over a row, ``exp(row - running_max) / running_sum`` is its softmax.
 exercise_1 = Exercise(
     "Exercise 1",
-    reference=lambda row, block_size: (row, _stream(_reference_update, row, block_size)),
+    reference=lambda row, block_size: (row, _stream(_update, row, block_size)),
     cases=_rows,
     run=_stream,
     hint=UPDATE_HINT,
@@ -166,9 +149,6 @@ exercise_1 = Exercise(
     differ=_softmax_differs,
     rule="the exercise asks you to write the update yourself, not to call the package's online softmax",
 ).check
-
-
-# ---- Exercise 2: grouped-query attention from a trained model ------------------------------------------------
 
 
 def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, how="mean") -> GroupedQueryAttention:
@@ -187,11 +167,6 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, ho
         state[key] = heads.reshape(-1, *original.shape[1:])
     grouped.load_state_dict(state)
     return grouped.train(attention.training)
-
-
-_first_of_group = functools.partial(reference_to_grouped, how="first")
-_strided = functools.partial(reference_to_grouped, how="strided")
-_summed = functools.partial(reference_to_grouped, how="summed")
 
 
 def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_heads: int = 2) -> list[tuple]:
@@ -217,25 +192,34 @@ def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_head
 
 GROUPED_HINT = (
     "a new grouped layer of the same sizes keeps the query heads and the output projection as they are; each "
-    "key/value head is the mean of the heads of its group, and a group is a run of consecutive heads, the grouping "
-    "the module uses (reread '7. Grouped-query attention and the KV cache')"
+    "key/value head, weights and biases, is the mean of the heads of its group, and a group is a run of consecutive "
+    "heads, the grouping the module uses (reread '7. Grouped-query attention and the KV cache')"
 )
+
+
+def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
+    """The check's conversion of ``layer``: its output on ``x``, ``x`` and its parameters; on the lesson's model
+    (``layer`` None), ``x``: the check's two losses."""
+    if layer is None:
+        return x
+    grouped = reference_to_grouped(layer, num_kv_heads)
+    return grouped(x), x, grouped.state_dict()
 
 
 def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
     """The answer's conversion of ``layer``, in evaluation mode (another module, a changed ``layer`` or parameters
     shared with it are of the wrong form); on the lesson's model (``layer`` None), the losses given."""
     if layer is None:
-        return _two_losses(plain(losses))
+        problem = "losses must be a pair (loss_before, loss_after) of two numbers"
+        hint = "losses = (loss_before, loss_after), the floats ah.evaluate_loss returns"
+        return tuple(map(float, _two_numbers(plain(losses), problem, hint)))
     original = copy.deepcopy(layer.state_dict())
     converted = to_grouped(layer, num_kv_heads)
-    if not isinstance(converted, GroupedQueryAttention):
+    if not isinstance(converted, GroupedQueryAttention) or converted.num_kv_heads != num_kv_heads:
+        got = f"{type(converted).__name__} with num_kv_heads={getattr(converted, 'num_kv_heads', None)}"
         raise WrongFormError(
-            f"to_grouped must return an ah.GroupedQueryAttention, got {type(converted).__name__}", GROUPED_HINT
-        )
-    if converted.num_kv_heads != num_kv_heads:
-        raise WrongFormError(
-            f"the layer returned has num_kv_heads={converted.num_kv_heads}, not {num_kv_heads}", GROUPED_HINT
+            f"to_grouped must return an ah.GroupedQueryAttention with num_kv_heads={num_kv_heads}, not a {got}",
+            GROUPED_HINT,
         )
     if any(not torch.equal(original[key], value) for key, value in layer.state_dict().items()):
         raise WrongFormError("to_grouped changed the layer it was given", "build a new module instead")
@@ -254,45 +238,25 @@ def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x,
         return [
             Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", x[::-1]),
             Mistake("loss_before is not the trained model's held-out loss", "measure it before any conversion", item=0),
-            Mistake("loss_after equals loss_before: the model you measured was not converted", CONVERT, x[0], item=1),
+            Mistake(
+                "loss_after equals loss_before: the model you measured was not converted",
+                "convert the attention of every block of a copy of the model, then measure the held-out loss of both",
+                x[0],
+                item=1,
+            ),
         ]
-    reference = reference_to_grouped(layer, num_kv_heads).state_dict()
 
-    def computes(wrong):
-        output = wrong(layer, num_kv_heads)(x)
+    def computes(how):
+        output = reference_to_grouped(layer, num_kv_heads, how)(x)
         return lambda converted: compare(converted(x), output) is None
 
-    def differing(converted, *keys) -> str | None:  # the first of keys that differs from the check's
-        state = converted.state_dict()
-        return next((k for k in keys if compare(state[k], reference[k], atol=1e-5) is not None), None)
-
-    def differs(hint, *keys):
-        keys = [key for key in keys if key in reference]
-        return Mistake(
-            lambda converted: f"the converted layer's {differing(converted, *keys)} differs from the check's",
-            hint,
-            matches=lambda converted: differing(converted, *keys) is not None,
-        )
-
     return [
-        *(
-            Mistake(problem, GROUPED_HINT, matches=computes(wrong))
-            for wrong, problem in (
-                (_first_of_group, "each kv head is the first head of its group, not the mean of the group"),
-                (_strided, "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
-                (_summed, "each kv head is the sum of its group's heads, not the mean"),
-            )
-        ),
-        differs(
-            "the key and value biases belong to heads too: average them over each group like the weights",
-            "W_key.bias",
-            "W_value.bias",
-        ),
-        differs(
-            "copy W_query and out_proj (weights and biases) unchanged: the query heads and the output projection stay "
-            "as they are",
-            *(f"{module}.{what}" for module in ("W_query", "out_proj") for what in ("weight", "bias")),
-        ),
+        Mistake(problem, GROUPED_HINT, matches=computes(how))
+        for how, problem in (
+            ("first", "each kv head is the first head of its group, not the mean of the group"),
+            ("strided", "the groups are heads h, h + num_kv_heads, ...; query head h uses kv head h // group"),
+            ("summed", "each kv head is the sum of its group's heads, not the mean"),
+        )
     ]
 
 
@@ -323,33 +287,25 @@ def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Ten
     return model.eval(), data[split : split + 20_000]
 
 
-def _two_losses(losses) -> tuple[float, float]:
-    if not isinstance(losses, (tuple, list)) or len(losses) != 2:
-        raise WrongFormError("losses must be a pair (loss_before, loss_after)", "losses = (loss_before, loss_after)")
-    losses = tuple(as_number(a) for a in losses)
-    if not all(is_number(a) for a in losses):
-        raise WrongFormError("losses must hold two numbers", "ah.evaluate_loss returns the loss as a float")
-    return float(losses[0]), float(losses[1])
-
-
 def _differs(answer, expected) -> str | None:
-    """A converted layer against (the check's output, the input), or the losses against the check's."""
-    if isinstance(answer, GroupedQueryAttention):
-        return None if compare(answer(expected[1]), expected[0]) is None else "the converted layer's output differs"
-    if compare(answer, expected, atol=6e-3) is None:  # losses copied from a printout to two decimals
+    """A converted layer against the check's (output, input, parameters), naming the first parameter that differs;
+    the losses against the check's, to two decimals (as copied from a printout)."""
+    if not isinstance(answer, GroupedQueryAttention):
+        close = compare(answer, expected, atol=6e-3) is None
+        return None if close else "loss_after is not the held-out loss with every block converted"
+    output, x, reference = expected
+    if compare(answer(x), output) is None:
         return None
-    return "loss_after is not the held-out loss with every block converted"
+    state = answer.state_dict()
+    differing = next((key for key in reference if compare(state.get(key), reference[key], 1e-5) is not None), "output")
+    return f"the converted layer's {differing} differs from the check's"
 
-
-CONVERT = "convert the attention of every block of a copy of the model, then measure the held-out loss of both"
 
 # ``to_grouped(attention, num_kv_heads)`` on hidden layers, then ``losses = (loss_before, loss_after)``: ``model``'s
 # held-out loss on ``held_out_ids`` (``ah.evaluate_loss``), before and after converting every block.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=lambda layer, num_kv_heads, x, losses=None: (
-        x if layer is None else (reference_to_grouped(layer, num_kv_heads)(x), x)
-    ),
+    reference=_reference,
     cases=_cases,
     run=_converted,
     hint=GROUPED_HINT,

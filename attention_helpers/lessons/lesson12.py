@@ -16,8 +16,7 @@ SEED = 1212
 
 
 def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 1) -> torch.Tensor:
-    """True at padding: each source from row ``first`` on ends with a random amount of it (at least one real
-    token)."""
+    """True at padding: from row ``first`` on, each source ends with some (and holds at least one real token)."""
     mask = torch.zeros(batch, src_len, dtype=torch.bool)
     for row in range(first, batch):
         length = int(torch.randint(1, src_len, (1,), generator=generator))
@@ -94,24 +93,15 @@ def _cross_variants(mha, x, keys, values, mask):
     ]
 
 
-CROSS_HINT = (
-    "only the queries come from x, split into heads like the keys; scaled scores against the given keys with the "
-    "padding hidden, a softmax over the source, the mix of the values, then the heads merged back and projected "
-    "(reread '1. Two sequences, three attentions')"
-)
-CROSS_RULE = (
-    "the exercise asks you to write the step from mha's W_query and out_proj, not to run the module or its attention "
-    "core"
-)
-
-
 # ``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``.
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda mha, x, keys, values, mask, memory: mha(x, mask, memory=memory),
     cases=_cross_cases,
     arguments=lambda mha, x, keys, values, mask, memory: (mha, x, keys, values, mask),
-    hint=CROSS_HINT,
+    hint="only the queries come from x, split into heads like the keys; scaled scores against the given keys with the "
+    "padding hidden, a softmax over the source, the mix of the values, then the heads merged back and projected "
+    "(reread '1. Two sequences, three attentions')",
     describe=lambda number, total, mha, x, keys, *rest: (
         f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new "
         f"token{'s' if x.shape[1] > 1 else ''}, {keys.shape[2]} source tokens, {mha.num_heads} heads)"
@@ -119,7 +109,8 @@ exercise_1 = Exercise(
     mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
     returned_none="return the cross-attention output",
     atol=1e-5,
-    rule=CROSS_RULE,
+    rule="the exercise asks you to write the step from mha's W_query and out_proj, not to run the module or its "
+    "attention core",
     allowed=(MultiHeadAttention.split_heads, MultiHeadAttention.merge_heads),
 ).check
 
@@ -149,9 +140,9 @@ def _layer_variants(layer, x, memory, mask):
     def cross(h, hide=mask, source=memory):
         return layer.cross_attention(h, hide, memory=source)
 
-    def layer_with(cross=cross, residual_normalised=False, order=(1, 2), post_ln=False):
-        h, sublayers = x, {1: layer.self_attention, 2: cross}
-        for norm, sublayer in zip(norms, (*map(sublayers.get, order), layer.ffn), strict=True):
+    def layer_with(cross=cross, residual_normalised=False, post_ln=False):
+        h = x
+        for norm, sublayer in zip(norms, (layer.self_attention, cross, layer.ffn), strict=True):
             normalised = norm(h)
             h = norm(h + sublayer(h)) if post_ln else (normalised if residual_normalised else h) + sublayer(normalised)
         return h
@@ -176,24 +167,9 @@ def _layer_variants(layer, x, memory, mask):
         ),
         *(Mistake(again, again_hint, layer_with(lambda h, n=n: cross(h, source=n(memory)))) for n in norms),
         Mistake(
-            "self-attention and cross-attention are swapped", "self-attention comes first", layer_with(order=(2, 1))
-        ),
-        Mistake(
             "the output is normalised once more at the end", "return the residual stream", layer.norm3(layer_with())
         ),
     ]
-
-
-LAYER_RULE = (
-    "the exercise asks for the layer's forward written out from its parts (layer.norm1, layer.self_attention, "
-    "layer.norm2, layer.cross_attention, layer.norm3, layer.ffn), not the layer itself or a converted copy"
-)
-
-LAYER_HINT = (
-    "three sublayers in turn, each reading a normalised copy of x and adding its output to x itself: self-attention, "
-    "cross-attention over the memory with the source's padding hidden, the feed-forward network (reread '3. The "
-    "model')"
-)
 
 
 # ``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward.
@@ -201,13 +177,16 @@ exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda layer, x, memory, mask: layer(x, memory, None, mask),
     cases=_layer_cases,
-    hint=LAYER_HINT,
+    hint="three sublayers in turn, each reading a normalised copy of x and adding its output to x itself: "
+    "self-attention, cross-attention over the memory with the source's padding hidden, the feed-forward network "
+    "(reread '3. The model')",
     describe=lambda number, total, layer, x, *rest: (
         f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
     ),
     mistakes=_layer_variants,
     returned_none="return the layer's output",
-    rule=LAYER_RULE,
+    rule="the exercise asks for the layer's forward written out from its parts (layer.norm1, layer.self_attention, "
+    "layer.norm2, layer.cross_attention, layer.norm3, layer.ffn), not the layer itself or a converted copy",
     allowed=(MultiHeadAttention, LayerNorm, FeedForward),
     atol=1e-5,
 ).check

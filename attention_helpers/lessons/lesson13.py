@@ -4,7 +4,9 @@ defines them again, with ``torch``, ``dist``, ``F`` and ``math`` in scope."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import itertools
 import marshal
 import math
 import types
@@ -16,11 +18,10 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, one_line, trusted
+from . import Exercise, Mistake, WrongFormError, compare, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
-_PLAIN = (int, float, str, bool, bytes, type(None))
 
 
 def _portable(fn) -> dict:
@@ -45,7 +46,7 @@ def _portable(fn) -> dict:
                 found["modules"][used] = value.__name__
             elif isinstance(value, types.FunctionType) and value.__module__ == function.__module__:
                 visit(used, value)
-            elif isinstance(value, _PLAIN):
+            elif isinstance(value, (int, float, str, bool, bytes, type(None))):
                 found["values"][used] = value
 
     if not isinstance(fn, types.FunctionType):
@@ -67,28 +68,21 @@ def _define(portable: dict):
 
 def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
     """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, or :class:`WrongFormError` with
-    the first problem a rank reported as ``(problem, its own hint or None)``: a deadlock, then errors before the
-    errors they caused on other ranks, then what the check found."""
-    portable = _portable(answer)
+    the error of the first rank that raised (the launch skips those that only lost a peer), a deadlock, or the first
+    problem a rank found, reported as ``(problem, hint)``."""
     try:
         with trusted():
-            reports = run(rank_fn, world_size, portable, timeout=_TIMEOUT, oversubscribe=True)
-    except RankError as error:  # a rank died or never finished
-        reports = [(f"the processes failed: {str(error).splitlines()[0]}", None)]
-    problems = sorted(
-        (report for report in reports if isinstance(report, tuple)),
-        key=lambda report: (not _deadlocked(report[0]), "by peer" in report[0], report[1] is not None),
-    )
-    if problems:
-        problem, own_hint = problems[0]
-        if _deadlocked(problem):
+            reports = run(rank_fn, world_size, _portable(answer), timeout=_TIMEOUT, oversubscribe=True)
+    except RankError as error:  # the reader's code raised on a rank, or a rank died or never finished
+        rank, _, raised = str(error).splitlines()[0].partition(" failed: ")
+        problem = f"your function raised on {rank}: {raised}" if raised else f"the processes failed: {rank}"
+        if "timed out" in problem.lower() or "did not finish" in problem:
             problem = f"a rank waited more than {_TIMEOUT:.0f} s for another, which never came: a deadlock"
-        raise WrongFormError(problem, own_hint or hint)
+        raise WrongFormError(problem, hint) from None
+    problems = [report for report in reports if isinstance(report, tuple)]
+    if problems:
+        raise WrongFormError(*problems[0])
     return reports
-
-
-def _deadlocked(problem: str) -> bool:
-    return "timed out" in problem.lower() or "did not finish" in problem
 
 
 RING_HINT = (
@@ -100,22 +94,15 @@ _COLLECTIVES = "all_gather all_gather_into_tensor all_gather_object all_reduce a
 _COLLECTIVES += " broadcast_object_list gather reduce reduce_scatter reduce_scatter_tensor scatter"
 
 
-def _one_hop_only(name: str):
-    def refused(*args, **kwargs):
-        raise RuntimeError(f"ring_pass moves one hop with sends and receives between neighbours, not dist.{name}")
-
-    return refused
+def _one_hop_only(name: str, *args, **kwargs):
+    raise RuntimeError(f"ring_pass moves one hop with sends and receives between neighbours, not dist.{name}")
 
 
-def _existing_peer(canonical):
+def _existing_peer(canonical, group, global_rank=None, *args, **kwargs):
     """A peer rank that does not exist refused at once: gloo would wait for it until the timeout."""
-
-    def checked(group, global_rank=None, *args, **kwargs):
-        if isinstance(global_rank, int) and not 0 <= global_rank < dist.get_world_size():
-            raise ValueError(f"there is no rank {global_rank}: the ranks are 0 to {dist.get_world_size() - 1}")
-        return canonical(group, global_rank, *args, **kwargs)
-
-    return checked
+    if isinstance(global_rank, int) and not 0 <= global_rank < dist.get_world_size():
+        raise ValueError(f"there is no rank {global_rank}: the ranks are 0 to {dist.get_world_size() - 1}")
+    return canonical(group, global_rank, *args, **kwargs)
 
 
 def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Tensor]]:
@@ -131,29 +118,21 @@ def _gradients(share: int = 0, world_size: int = 1) -> tuple[GPT, list[torch.Ten
 
 
 def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
-    """On each rank: the gradients of this rank's share, then the reader's function; the gradients it left, or what
-    is wrong as ``(problem, hint)``."""
+    """On each rank: the gradients of this rank's share, then the reader's function (an error in it ends the rank);
+    the gradients it left, or what is wrong as ``(problem, hint)``."""
     model, _ = _gradients(rank, world_size)
     weights = [p.detach().clone() for p in model.parameters()]
-    try:
-        _define(portable)(model)
-    except Exception as error:  # the reader's code: report it, on every rank
-        return f"your function raised on rank {rank}: {one_line(error)}", None
+    _define(portable)(model)
     if not all(torch.equal(p, w) for p, w in zip(model.parameters(), weights, strict=True)):
-        return f"your function changed the model's weights (rank {rank})", WEIGHTS_HINT
+        hint = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
+        return f"your function changed the model's weights (rank {rank})", hint
     return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
-
-
-WEIGHTS_HINT = "average the gradients only: the optimizer's step, after this function, is what changes the weights"
 
 
 def _gradients_differ(reports, expected) -> str | None:
     """None when every rank's gradients equal the rank's ``expected`` ones."""
     for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
-        wrong = sum(
-            not (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-6, rtol=1e-4))
-            for g, w in zip(grads, right, strict=True)
-        )
+        wrong = sum(compare(g, w, atol=1e-5) is not None for g, w in zip(grads, right, strict=True))
         if wrong:
             return f"on rank {rank} of {len(reports)}, {wrong} of {len(right)} parameters' gradients are not the mean"
     return None
@@ -168,13 +147,10 @@ GRADIENTS_HINT = (
 def _gradient_mistakes(world_size: int) -> list[Mistake]:
     whole = _gradients()[1]
     own = [_gradients(rank, world_size)[1] for rank in range(world_size)]
+    summed = [[world_size * g for g in whole]] * world_size
     return [
         Mistake("every rank's gradients are still those of its own share of the batch", GRADIENTS_HINT, own),
-        Mistake(
-            "the gradients are the sum over the ranks, not the mean",
-            "divide by the ranks",
-            [[world_size * g for g in whole]] * world_size,
-        ),
+        Mistake("the gradients are the sum over the ranks, not the mean", "divide by the ranks", summed),
         Mistake(
             "the gradients are the sum divided by 2, not by the number of ranks",
             "divide by the number of ranks, which the process group knows: here it is not 2",
@@ -207,51 +183,42 @@ def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
-    blocks it held after each hop (-1 for blocks no rank started with), or what is wrong as ``(problem, hint)``."""
+    blocks it held after each hop (-1 for blocks no rank started with), or what is wrong as ``(problem, hint)``; an
+    error in the reader's code, or a result that is not a pair, ends the rank."""
     originals = [_blocks(other) for other in range(world_size)]
     for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
-        setattr(dist, name, _one_hop_only(name))
-    if hasattr(dist.distributed_c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
-        dist.distributed_c10d._canonicalize_group_rank = _existing_peer(dist.distributed_c10d._canonicalize_group_rank)
-    try:
-        ring_pass = _define(portable)
-        held, senders, changed = originals[rank], [], None
-        for _ in range(world_size - 1):
-            given = tuple(block.clone() for block in held)
-            received = ring_pass(*given)
-            if not _same(given, held) and changed is None:  # finish the hops: the other ranks wait for them
-                changed = f"your function changed the blocks it was given in place (rank {rank})", CLOBBER_HINT
-            held = received
-            if not isinstance(held, (tuple, list)) or len(held) != 2:
-                return "ring_pass must return the pair (k_block, v_block) it received", None
-            senders.append(next((r for r, (k, v) in enumerate(originals) if _same(held, (k, v))), -1))
-    except Exception as error:  # the reader's code
-        return f"your function raised on rank {rank}: {one_line(error)}", None
+        setattr(dist, name, functools.partial(_one_hop_only, name))
+    c10d = dist.distributed_c10d
+    if hasattr(c10d, "_canonicalize_group_rank"):  # how every send and receive reads its peer
+        c10d._canonicalize_group_rank = functools.partial(_existing_peer, c10d._canonicalize_group_rank)
+    ring_pass = _define(portable)
+    held, senders, changed = originals[rank], [], None
+    for _ in range(world_size - 1):
+        given = tuple(block.clone() for block in held)
+        received = ring_pass(*given)
+        if (
+            compare(given, held, atol=0) is not None and changed is None
+        ):  # finish the hops: the other ranks wait for them
+            hint = "leave the blocks given as they were (the caller still needs them): receive into new tensors"
+            changed = f"your function changed the blocks it was given in place (rank {rank})", hint
+        held = received
+        if not isinstance(held, (tuple, list)) or len(held) != 2:
+            raise TypeError(f"ring_pass returned {type(held).__name__}, not the pair (k_block, v_block) it received")
+        senders.append(next((r for r, (k, v) in enumerate(originals) if compare(held, (k, v), atol=0) is None), -1))
     return changed or senders
 
 
-CLOBBER_HINT = "leave the blocks you were given as they were (the caller still needs them): receive into new tensors"
-
-
-def _same(pair, blocks) -> bool:
-    return all(
-        isinstance(a, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
-        for a, b in zip(pair, blocks, strict=True)
-    )
-
-
 def _ring_differs(reports, expected) -> str | None:
+    """Whose blocks a rank holds after the first hop where they are not the previous rank's."""
     world_size = len(expected)
-    for hop in range(1, world_size):
-        for rank, senders in enumerate(reports):
-            sender, right = senders[hop - 1], expected[rank][hop - 1]
-            if sender == right:
-                continue
-            if sender == (rank + hop) % world_size:
-                return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks: the ring turns the wrong way"
-            if sender == -1:
-                return f"after hop {hop}, rank {rank} holds blocks that no rank started with"
-            return f"after hop {hop}, rank {rank} holds rank {sender}'s blocks, not rank {right}'s"
+    for hop, rank in itertools.product(range(1, world_size), range(world_size)):
+        sender, right = reports[rank][hop - 1], expected[rank][hop - 1]
+        if sender == -1:
+            return f"after hop {hop}, rank {rank} holds blocks that no rank started with"
+        if sender != right:
+            held = f"after hop {hop}, rank {rank} holds rank {sender}'s blocks"
+            wrong_way = sender == (rank + hop) % world_size
+            return f"{held}: the ring turns the wrong way" if wrong_way else f"{held}, not rank {right}'s"
     return None
 
 
