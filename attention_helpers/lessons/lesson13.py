@@ -196,9 +196,8 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     for _ in range(world_size - 1):
         given = tuple(block.clone() for block in held)
         received = ring_pass(*given)
-        if (
-            compare(given, held, atol=0) is not None and changed is None
-        ):  # finish the hops: the other ranks wait for them
+        # noted, not raised: this rank finishes its hops, since the other ranks wait for them
+        if compare(given, held, atol=0) is not None and changed is None:
             hint = "leave the blocks given as they were (the caller still needs them): receive into new tensors"
             changed = f"your function changed the blocks it was given in place (rank {rank})", hint
         held = received
