@@ -390,6 +390,20 @@ def attend(queries, keys, values, *, scale=None, hide=None, fill=float("-inf"), 
     return torch.softmax(scores if hide is None else scores.masked_fill(hide, fill), dim=dim) @ values
 
 
+def on_case(number: int, total: int, *case) -> str:
+    """Where a problem was found, by default: the hidden case and its first tensor's shape (nothing for a value)."""
+    shapes = [shape_str(x.shape) for x in case if isinstance(x, _Tensor)]
+    return f"on hidden case {number} of {total} (shape {shapes[0]})" if shapes else ""
+
+
+def two_numbers(pair, problem: str, hint: str) -> tuple[float, float]:
+    """``pair`` of numbers (or one-element tensors) as two floats; else :class:`WrongFormError`(problem, hint)."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        with suppress(TypeError, ValueError, RuntimeError):
+            return float(pair[0]), float(pair[1])
+    raise WrongFormError(problem, hint)
+
+
 def is_number(value) -> bool:
     """A real number, not a bool: Python's and NumPy's ints and floats."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -502,7 +516,7 @@ class Exercise:
     reference: Callable[..., Any]
     cases: Callable[..., Sequence[tuple]]
     hint: str
-    describe: Callable[..., str] = lambda number, total, *case: ""
+    describe: Callable[..., str] = lambda number, total, *case: on_case(number, total, *case)
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str | Callable[..., str] = " on all {n} hidden cases"
     returned_none: str = "return the result"
