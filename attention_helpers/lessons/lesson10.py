@@ -7,6 +7,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..decoding import top_k_filter
+from ..functional import causal_mask
 from . import Exercise, Mistake, WrongFormError, attend, call_answer, compare, hidden_generator, plain, trusted
 
 _SEED = 10_01
@@ -82,34 +83,29 @@ def _holds_inputs(cache, inputs: torch.Tensor) -> bool:
 
 
 def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
-    """The named mistakes of exercise 1 on one hidden case, compared after the first step (which may see no key)."""
+    """The named mistakes of exercise 1 on one hidden case: the layer on the whole sequence with other keys hidden than
+    the future ones, compared after the first step (which may see no key)."""
+    queries, keys, values = (layer.split_heads(w(x)) for w in (layer.W_query, layer.W_key, layer.W_value))
+    future, itself = causal_mask(x.shape[1]), torch.eye(x.shape[1], dtype=torch.bool)
 
-    def after_first(keys_from, swap=False):  # each new query attending over the keys and values of keys_from(t)
-        outputs = []
-        for t in range(x.shape[1]):
-            queries = layer.split_heads(layer.W_query(x[:, t : t + 1]))  # (batch, num_heads, 1, head_dim)
-            keys, values = (layer.split_heads(projection(keys_from(t))) for projection in (layer.W_key, layer.W_value))
-            scored, mixed = (values, keys) if swap else (keys, values)
-            outputs.append(layer.out_proj(layer.merge_heads(attend(queries, scored, mixed))))
-        wrong = torch.cat(outputs, 1)
+    def after_first(hide, swap=False):
+        scored, mixed = (values, keys) if swap else (keys, values)
+        wrong = layer.out_proj(layer.merge_heads(attend(queries, scored, mixed, hide=hide)))
         return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
 
-    attends_to = (  # (what each new query attends to instead of every token so far, which mistake does that)
-        (lambda t: x[:, t : t + 1], "only to itself: its key and value are never appended to the cache it returns"),
-        (lambda t: x[:, :1], "only to the first token: a causal mask's first row was applied to the new query"),
-        (lambda t: x[:, : max(t, 1)], "to the tokens before it but not to itself: it ran before its key was appended"),
+    attends_to = (  # (the keys hidden from each new query, which mistake hides them)
+        (~itself, "only to itself: its key and value are never appended to the cache it returns"),
+        (future[0], "only to the first token: a causal mask's first row was applied to the new query"),
+        (future | itself, "to the tokens before it but not to itself: it ran before its key was appended"),
     )
     return [
         Mistake("your outputs hold nan: a query saw no key", "it must see itself", matches=lambda a: a.isnan().any()),
-        *(
-            Mistake(f"each new token attends {what}", KV_HINT, matches=after_first(keys_from))
-            for keys_from, what in attends_to
-        ),
+        *(Mistake(f"each new token attends {what}", KV_HINT, matches=after_first(hide)) for hide, what in attends_to),
         Mistake(
             "the keys and values are swapped: the query is scored against the values, and the weights mix the keys",
             "the query is compared with the keys, from W_key, and the weights mix the values, from W_value; keep them "
             "in that order in the cache too",
-            matches=after_first(lambda t: x[:, : t + 1], swap=True),
+            matches=after_first(future, swap=True),
         ),
     ]
 
@@ -123,7 +119,6 @@ exercise_1 = Exercise(
     cases=_attention_cases,
     run=_step_by_step,
     hint=KV_HINT,
-    describe=lambda n, total, layer, x: f"on hidden case {n} of {total} (x of shape {tuple(x.shape)})",
     mistakes=_kv_mistakes,
     done=" on all {n} hidden sequences, step by step equal to the uncached layer",
     rule="the exercise asks you to write the cache yourself from the layer's W_query, W_key, W_value and out_proj, "
