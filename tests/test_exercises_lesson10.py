@@ -57,6 +57,15 @@ def project_cached_inputs(attention, x_new, cache):
     return out + 0 * keys.sum(), inputs
 
 
+def reproject_newest_first(attention, x_new, cache):
+    """Right outputs, but the cache holds the inputs, newest first, projected again with the weights, not the layers."""
+    inputs = x_new if cache is None else torch.cat([x_new, cache], dim=1)
+    keys, values = (torch.nn.functional.linear(inputs, w.weight, w.bias) for w in (attention.W_key, attention.W_value))
+    query, keys, values = (attention.split_heads(t) for t in (attention.W_query(x_new), keys, values))
+    weights = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(attention.head_dim), dim=-1)
+    return attention.out_proj(attention.merge_heads(weights @ values)), inputs
+
+
 def package_cache(attention, x_new, cache):
     """The package's own cache, which the statement forbids."""
     import attention_helpers as ah
@@ -78,6 +87,7 @@ def test_kv_cache_step(capsys):
         (lambda attention, x_new, cache: attention.W_value(x_new), "must return a pair"),
         (recompute_from_cached_inputs, "runs the package's MultiHeadAttention.forward"),
         (project_cached_inputs, "projected 2 tokens"),
+        (reproject_newest_first, "your cache holds the inputs at step 1"),
         (package_cache, "runs the package's"),
     ):
         ok, out = verdict(capsys, checks.exercise_1, wrong)

@@ -74,10 +74,14 @@ def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -
 
 
 def _holds_inputs(cache, inputs: torch.Tensor) -> bool:
-    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds the inputs so far, or the first one."""
+    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds one of the inputs so far, in any order."""
     if isinstance(cache, torch.Tensor):
-        cache = plain(cache)
-        return any(cache.shape == seen.shape and torch.equal(cache, seen) for seen in (inputs, inputs[:, :1]))
+        cache, tokens = plain(cache), inputs.reshape(-1, inputs.shape[-1])
+        return (
+            cache.dim() > 0
+            and cache.shape[-1] == inputs.shape[-1]
+            and bool((cache[..., None, :] == tokens).all(-1).any())
+        )
     items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
     return any(_holds_inputs(item, inputs) for item in items)
 
