@@ -37,20 +37,17 @@ _SHAPE_MISTAKES = (
 )
 
 
-def _as_shape(item):
-    return tuple(item) if isinstance(item, (tuple, list, torch.Size)) else item
-
-
 def _shapes_differ(answer, expected) -> str | None:
     """Name the first wrong item by what it is ("the output's shape (2, 5, 3) is not right")."""
     if not isinstance(answer, (tuple, list)) or len(answer) != len(expected):
         return compare(answer, expected, 0)
     for name, a, e in zip(_SHAPE_ITEMS, answer, expected, strict=True):
-        items = _as_shape(a) if isinstance(e, tuple) else (a,)  # '4' or tensor(4) is not 4
+        a = tuple(a) if isinstance(a, (tuple, list, torch.Size)) else a
+        items = a if isinstance(e, tuple) else (a,)  # '4' or tensor(4) is not 4
         if not isinstance(items, tuple) or not all(isinstance(i, numbers.Integral) for i in items):
             return f"expected {'a tuple of ints' if isinstance(e, tuple) else 'an int'} for {name}, got {a!r}"
-        if _as_shape(a) != e:
-            return f"{name} {_as_shape(a)} is not right"
+        if a != e:
+            return f"{name} {a} is not right"
     return None
 
 
@@ -129,11 +126,9 @@ def _fused_reference(x, W_qkv, W_out, num_heads, causal):
     """The package's layer with the same weights: [W_query; W_key; W_value] = W_qkv, out_proj = W_out."""
     _, num_tokens, d_in = x.shape
     mha = MultiHeadAttention(d_in, W_out.shape[0], num_tokens, 0.0, num_heads, causal=causal, proj_bias=False)
-    layers = (mha.W_query, mha.W_key, mha.W_value, mha.out_proj)
-    with torch.no_grad():
-        for layer, weight in zip(layers, (*W_qkv.chunk(3), W_out), strict=True):
-            layer.weight.copy_(weight)
-        return mha.eval()(x)
+    names = ("W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight")
+    mha.load_state_dict(dict(zip(names, (*W_qkv.chunk(3), W_out), strict=True)), strict=False)  # its mask kept
+    return mha.eval()(x)
 
 
 def _shuffled_too(fused_attention, x, W_qkv, W_out, num_heads, causal) -> tuple | None:

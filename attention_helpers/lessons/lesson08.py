@@ -12,9 +12,9 @@ from . import Exercise, Mistake, WrongFormError, as_number, hidden_generator, is
 _SEED = 8_01
 
 
-def _rotate_cases() -> list[tuple[torch.Tensor]]:
-    generator = hidden_generator(_SEED)
-    return [(torch.randint(0, 10, shape, generator=generator),) for shape in ((1, 7), (5, 3), (3, 10), (4, 1), (2, 9))]
+def _digits(seed: int, *shapes) -> list[tuple[torch.Tensor]]:
+    generator = hidden_generator(seed)
+    return [(torch.randint(0, 10, shape, generator=generator),) for shape in shapes]
 
 
 # (what is wrong, what that answer computes)
@@ -33,17 +33,14 @@ ROTATE_HINT = (
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda inputs: torch.roll(inputs, 1, dims=-1),
-    cases=_rotate_cases,
+    cases=lambda: _digits(_SEED, (1, 7), (5, 3), (3, 10), (4, 1), (2, 9)),
     hint="the answer has the inputs' shape, and one tensor operation can move every digit of every row at once "
     "(reread '1. The task: reverse the digits')",
-    describe=lambda number, total, inputs: f"on hidden batch {number} of {total} (shape {tuple(inputs.shape)})",
     mistakes=lambda inputs: [Mistake(problem, ROTATE_HINT, wrong(inputs)) for problem, wrong in _ROTATE_MISTAKES],
     done=" on all {n} hidden batches",
     returned_none="return the targets, a tensor of the inputs' shape",
     rule="the exercise asks for the targets without a Python loop: one tensor operation moves every digit at once",
-    loop_free=lambda: [
-        (torch.randint(0, 10, shape, generator=hidden_generator(_SEED + 9)),) for shape in ((2, 3), (30, 40))
-    ],
+    loop_free=lambda: _digits(_SEED + 9, (2, 3), (30, 40)),
 ).check
 
 

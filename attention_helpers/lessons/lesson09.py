@@ -67,7 +67,6 @@ exercise_1 = Exercise(
     cases=_hidden_cases,
     hint="a sentence's mean runs over its real tokens only: leave the padding out of the sum, and divide by the "
     "number of real tokens (reread '7. The padding mask in practice')",
-    describe=lambda number, total, *case: f"on hidden batch {number} of {total}",
     mistakes=_mean_pool_mistakes,
     done=" on all {n} hidden batches, equal to each sentence encoded alone",
     returned_none="return the mean vectors, (batch, 384)",
