@@ -64,7 +64,7 @@ def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise WrongFormError(f"kv_step must return a pair (out, cache), got {type(result).__name__}", KV_HINT)
     out, cache = result
-    if t > 0 and _holds_inputs(cache, x[:, : t + 1]):
+    if t > 0 and _holds_inputs(cache, x[:, :t]):
         raise WrongFormError(f"your cache holds the inputs at step {t}, not their keys and values", CACHE_HINT)
     if not isinstance(out, torch.Tensor) or out.shape != (x.shape[0], 1, layer.d_out):
         with trusted():
@@ -74,7 +74,8 @@ def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -
 
 
 def _holds_inputs(cache, inputs: torch.Tensor) -> bool:
-    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds one of the inputs so far, in any order."""
+    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds one of the earlier ``inputs``, in any
+    order."""
     if isinstance(cache, torch.Tensor):
         cache, tokens = plain(cache), inputs.reshape(-1, inputs.shape[-1])
         return (
