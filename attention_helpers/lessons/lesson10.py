@@ -74,15 +74,12 @@ def _one_step(kv_step, layer, x: torch.Tensor, t: int, cache, projected: list) -
 
 
 def _holds_inputs(cache, inputs: torch.Tensor) -> bool:
-    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds one of the earlier ``inputs``, in any
-    order."""
+    """Whether ``cache`` (a tensor, or tuples, lists and dicts of them) holds one of ``inputs``, in any order."""
     if isinstance(cache, torch.Tensor):
-        cache, tokens = plain(cache), inputs.reshape(-1, inputs.shape[-1])
-        return (
-            cache.dim() > 0
-            and cache.shape[-1] == inputs.shape[-1]
-            and bool((cache[..., None, :] == tokens).all(-1).any())
-        )
+        cache, d_in = plain(cache), inputs.shape[-1]
+        if cache.dim() == 0 or cache.shape[-1] != d_in:
+            return False
+        return bool((cache[..., None, :] == inputs.reshape(-1, d_in)).all(-1).any())
     items = cache.values() if isinstance(cache, dict) else cache if isinstance(cache, (tuple, list)) else ()
     return any(_holds_inputs(item, inputs) for item in items)
 
