@@ -93,7 +93,7 @@ def _kv_mistakes(layer: MultiHeadAttention, x: torch.Tensor) -> list[Mistake]:
     def after_first(hide, swap=False):
         scored, mixed = (values, keys) if swap else (keys, values)
         wrong = layer.out_proj(layer.merge_heads(attend(queries, scored, mixed, hide=hide)))
-        return lambda answer: compare(answer[:, 1:], wrong[:, 1:]) is None
+        return lambda answer: x.shape[1] > 1 and compare(answer[:, 1:], wrong[:, 1:]) is None
 
     attends_to = (  # (the keys hidden from each new query, which mistake hides them)
         (~itself, "only to itself: its key and value are never appended to the cache it returns"),
