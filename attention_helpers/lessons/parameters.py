@@ -29,12 +29,6 @@ def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, 
             f"Parameter {name} must be {'an int' if kind is int else 'a number'}, got {value!r}: {where}."
         )
     if (low is not None and value < low) or (high is not None and value > high):
-        span = (
-            f"from {low} to {high}"
-            if None not in (low, high)
-            else f"at least {low}"
-            if high is None
-            else f"at most {high}"
-        )
+        span = f"at least {low}" if high is None else f"at most {high}" if low is None else f"from {low} to {high}"
         raise ParameterError(f"Parameter {name} must be {span}, got {value!r}: {where}.")
     return value
