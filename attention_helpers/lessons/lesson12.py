@@ -41,9 +41,8 @@ def _cross_cases():
 
 
 def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpose=False, out_proj=True):
-    """Cross-attention of ``x`` over the given keys and values; the keys ``hide`` hides ((batch, src_len) or
-    (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
-    plausible mistake changes."""
+    """Cross-attention of ``x`` over the given keys and values; what a mistake changes: the keys ``hide`` hides
+    ((batch, src_len) or (batch, num_new, src_len)), the ``scale`` (by default sqrt(head_dim)), the merge, out_proj."""
     hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
     context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, heads, new, d)
     context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, compare, trusted
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -194,8 +194,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
         received = ring_pass(*given)
         # noted, not raised: this rank finishes its hops, since the other ranks wait for them
         if compare(given, held, atol=0) is not None and changed is None:
-            hint = "leave the blocks given as they were (the caller still needs them): receive into new tensors"
-            changed = f"your function changed the blocks it was given in place (rank {rank})", hint
+            changed = f"your function changed the blocks it was given in place (rank {rank})", IN_PLACE_HINT
         held = received
         if not isinstance(held, (tuple, list)) or len(held) != 2:
             raise TypeError(f"ring_pass returned {type(held).__name__}, not the pair (k_block, v_block) it received")
