@@ -147,16 +147,18 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, ho
     return grouped.train(attention.training)
 
 
-def _cases(losses, model: GPT, held_out_ids, num_kv_heads: int = 2) -> list[tuple]:
-    """Hidden (causal layer, kv-head count, input): ``d_in != d_out``, biases on and off; then, on the lesson's model,
-    ``(None, num_kv_heads, the check's (loss_before, loss_after), the losses given)``."""
+def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_heads: int = 2) -> list[tuple]:
+    """Hidden (causal layer, kv-head count, input, the losses given): ``d_in != d_out``, biases on and off; then, with
+    the lesson's model, ``(None, num_kv_heads, the check's (loss_before, loss_after), the losses given)``."""
     generator = hidden_generator(_SEED + 1)
     cases = []
     for d_in, d_out, num_heads, kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             layer = GroupedQueryAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
-        cases.append((layer, kv_heads, torch.randn(2, 9, d_in, generator=generator)))
+        cases.append((layer, kv_heads, torch.randn(2, 9, d_in, generator=generator), losses))
+    if model is None and losses is None:  # the hidden layers alone
+        return cases
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
         raise TypeError("the model given to the check is already grouped: the conversion changed it in place")
     grouped = copy.deepcopy(model)
@@ -173,7 +175,7 @@ GROUPED_HINT = (
 )
 
 
-def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
+def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses):
     """The check's conversion of ``layer``: its output on ``x``, ``x`` and its parameters; on the lesson's model
     (``layer`` None), ``x``: the check's two losses."""
     if layer is None:
@@ -182,7 +184,7 @@ def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses
     return grouped(x), x, grouped.state_dict()
 
 
-def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
+def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses):
     """The answer's conversion of ``layer``, in evaluation mode (another module, a changed ``layer`` or parameters
     shared with it are of the wrong form); on the lesson's model (``layer`` None), the losses given."""
     if layer is None:
@@ -209,7 +211,7 @@ def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: in
     return converted.eval()
 
 
-def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None) -> list[Mistake]:
+def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses) -> list[Mistake]:
     if layer is None:  # x: the check's (loss_before, loss_after)
         return [
             Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", x[::-1]),
@@ -280,14 +282,13 @@ exercise_2 = Exercise(
     cases=_cases,
     run=_converted,
     hint=GROUPED_HINT,
-    describe=lambda number, total, layer, num_kv_heads, *rest: (
-        ""
-        if layer is None
-        else f"on hidden layer {number} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
-        f"qkv_bias={layer.W_query.bias is not None})"
+    describe=lambda number, total, layer, kv_heads, *rest: (
+        "" if layer is None else f"on hidden layer {number} ({layer.num_heads} heads to {kv_heads} kv heads)"
     ),
     mistakes=_grouped_mistakes,
-    done=": the grouped layers are right, and both losses match the check's",
+    done=lambda layer, kv_heads, x, losses: (
+        ": the grouped layers are right" + ("" if losses is None else ", and both losses match the check's")
+    ),
     rule="the exercise asks you to write the conversion yourself: build the grouped layer and set its parameters",
     allowed=(GroupedQueryAttention,),
     differ=_differs,
