@@ -3,8 +3,6 @@ from its parts, on hidden modules with several heads, a batch of one and source 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..attention import MultiHeadAttention
@@ -54,6 +52,7 @@ def _cross_mistakes(mha, x, keys, values, mask, memory):
     causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
+    per_head = "divide each head's scores by the square root of its own width, head_dim = keys.shape[-1]"
 
     def padding_only(answer) -> bool:  # on the rows that hold padding: the others are nan, or what a finite fill gives
         rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
@@ -82,10 +81,10 @@ def _cross_mistakes(mha, x, keys, values, mask, memory):
         ),
         Mistake(
             "the scores are divided by sqrt(d_model)",
-            "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
-            _cross_attend(mha, x, keys, values, mask, math.sqrt(d_model)),
+            per_head,
+            _cross_attend(mha, x, keys, values, mask, d_model**0.5),
         ),
-        Mistake(UNSCALED, "divide them by sqrt(head_dim)", _cross_attend(mha, x, keys, values, mask, 1.0)),
+        Mistake(UNSCALED, per_head, _cross_attend(mha, x, keys, values, mask, 1.0)),
         Mistake(*HEADS_MIXED, _cross_attend(mha, x, keys, values, mask, merge_without_transpose=True)),
         Mistake(*NO_OUT_PROJ, _cross_attend(mha, x, keys, values, mask, out_proj=False)),
     ]
