@@ -67,9 +67,8 @@ def _define(portable: dict):
 
 
 def _launch(rank_fn, hint: str, answer, world_size: int) -> list:
-    """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, or :class:`WrongFormError` with
-    the error of the first rank that raised (the launch skips those that only lost a peer) or a deadlock, and
-    ``hint``, or with the first problem a rank found, reported as ``(problem, hint)``."""
+    """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, else :class:`WrongFormError` with
+    the first rank's error (not a lost peer's) or a deadlock and ``hint``, or with a rank's ``(problem, hint)``."""
     try:
         with trusted():
             reports = run(rank_fn, world_size, _portable(answer), timeout=_TIMEOUT, oversubscribe=True)
