@@ -25,8 +25,9 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     holes = 3 * torch.randn(11, generator=generator)
     holes[[1, 4, 5, 9]] = -_INF
     first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
-    middle_empty = torch.randn(11, generator=generator)
-    middle_empty[4:8] = -_INF
+    middle_empty = torch.cat(
+        [torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3, generator=generator)]
+    )
     huge = 1000 + 10 * torch.randn(9, generator=generator)
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
