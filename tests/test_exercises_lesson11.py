@@ -183,3 +183,12 @@ def test_losses_copied_from_a_printout_to_two_decimals_are_accepted(capsys):
     rounded = (round(before, 2), round(after, 2))
     ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, rounded, model, held_out_ids, 2)
     assert ok and out.startswith("Exercise 2: correct"), out
+
+
+def test_the_layers_alone_are_judged_without_a_word_on_the_losses(capsys):
+    """Given no model and no losses, the check judges the hidden layers only, and its verdict says no more."""
+    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped)
+    assert ok and out == "Exercise 2: correct: the grouped layers are right.\n", out
+    model, held_out_ids, before, after = small_model_and_losses()
+    ok, out = verdict(capsys, checks.exercise_2, checks.reference_to_grouped, (before, after), model, held_out_ids, 2)
+    assert ok and out == "Exercise 2: correct: the grouped layers are right, and both losses match the check's.\n", out

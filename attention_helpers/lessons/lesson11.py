@@ -4,23 +4,14 @@ that overflow ``exp``), and a conversion to grouped-query attention with the hel
 from __future__ import annotations
 
 import copy
-import functools
-from contextlib import suppress
 
 import torch
 
 from ..attention import GroupedQueryAttention
-from ..gpt import GPT, GPTConfig
-from ..text import CharTokenizer, evaluate_loss, language_model_loss, next_token_batch, shakespeare_text
-from . import (
-    Exercise,
-    Mistake,
-    WrongFormError,
-    call_answer,
-    compare,
-    hidden_generator,
-    plain,
-)
+from ..distributed.data_parallel import CONTEXT_LENGTH, LEARNING_RATE, new_model, training_ids
+from ..gpt import GPT
+from ..text import evaluate_loss, language_model_loss, next_token_batch
+from . import Exercise, Mistake, WrongFormError, call_answer, compare, hidden_generator, plain, two_numbers
 
 _SEED = 11_01
 _INF = float("inf")
@@ -41,30 +32,21 @@ def _rows() -> list[tuple[torch.Tensor, int]]:
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 
-def _two_numbers(pair, problem: str, hint: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``pair`` of numbers or one-element tensors as two 0-dimensional float tensors; else :class:`WrongFormError`
-    with ``problem`` and ``hint``."""
-    if isinstance(pair, (tuple, list)) and len(pair) == 2:
-        with suppress(TypeError, ValueError, RuntimeError):
-            return tuple(torch.as_tensor(item, dtype=torch.float32).reshape(()) for item in pair)
-    raise WrongFormError(problem, hint)
-
-
 def _stream(update, row: torch.Tensor, block_size: int):
     """``row`` fed to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
     update keeps no state between calls): the final (max, sum) and the running max after every block."""
-    states = [(torch.tensor(-_INF), torch.tensor(0.0)), (torch.tensor(-_INF), torch.tensor(0.0))]
+    states = [(-_INF, 0.0), (-_INF, 0.0)]
     other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
         for which, scores in enumerate((row, other)):
             block = scores[start : start + block_size].clone()
-            states[which] = _two_numbers(
-                plain(call_answer(update, *(state.clone() for state in states[which]), block)),
+            states[which] = two_numbers(
+                plain(call_answer(update, *map(torch.tensor, states[which]), block)),
                 f"at block {step}, update's result is not a pair (running_max, running_sum) of two numbers",
                 "return the new running maximum and the new running sum, in that order",
             )
         maxima.append(states[0][0])
-    return *states[0], torch.stack(maxima)
+    return *map(torch.tensor, states[0]), torch.tensor(maxima)
 
 
 def _update(running_max, running_sum, block, rescale: str = "right"):
@@ -74,10 +56,6 @@ def _update(running_max, running_sum, block, rescale: str = "right"):
     factors = {"right": torch.exp(running_max - shift), "none": 1.0, "inverted": torch.exp(shift - running_max)}
     factor = factors[rescale] if bool(torch.isfinite(running_max)) else 0.0  # the old sum is 0 then
     return new_max, running_sum * factor + torch.exp(block - shift).sum()
-
-
-def _swapped(running_max, running_sum, block):  # the right step, its pair the other way round
-    return _update(running_max, running_sum, block)[::-1]
 
 
 UPDATE_HINT = (
@@ -107,8 +85,8 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
     def follows_blocks(answer) -> bool:  # some step kept its block's own maximum instead of the largest so far
         return any(m == own != seen for m, own, seen in zip(answer[2].tolist(), block_maxima, seen_maxima, strict=True))
 
-    def streams(update=_update, **rescale):
-        wrong = _stream(functools.partial(update, **rescale), row, block_size)
+    def streams(rescale="right", swapped=False):  # the stream of an update with a mistake
+        wrong = _stream(lambda *state: _update(*state, rescale)[:: -1 if swapped else 1], row, block_size)
         return lambda answer: compare(answer, wrong, atol=1e-5) is None
 
     return [
@@ -128,7 +106,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             "subtract the running maximum inside exp, so that no exponent is positive",
             matches=lambda answer: not all(bool(item.isfinite()) for item in answer),
         ),
-        Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(_swapped)),
+        Mistake("your pair is the other way round", "return (running_max, running_sum)", matches=streams(swapped=True)),
         Mistake("the old sum was not rescaled when the maximum grew", UPDATE_HINT, matches=streams(rescale="none")),
         Mistake("the old sum was rescaled the wrong way round", UPDATE_HINT, matches=streams(rescale="inverted")),
     ]
@@ -170,15 +148,15 @@ def reference_to_grouped(attention: GroupedQueryAttention, num_kv_heads: int, ho
 
 
 def _cases(losses=None, model: GPT | None = None, held_out_ids=None, num_kv_heads: int = 2) -> list[tuple]:
-    """Hidden (causal layer, kv-head count, input): ``d_in != d_out``, biases on and off; then, with the lesson's
-    model, ``(None, num_kv_heads, the check's (loss_before, loss_after), the losses given)``."""
+    """Hidden (causal layer, kv-head count, input, the losses given): ``d_in != d_out``, biases on and off; then, with
+    the lesson's model, ``(None, num_kv_heads, the check's (loss_before, loss_after), the losses given)``."""
     generator = hidden_generator(_SEED + 1)
     cases = []
     for d_in, d_out, num_heads, kv_heads, bias in ((7, 12, 6, 2, False), (5, 8, 4, 1, True), (6, 6, 2, 2, False)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             layer = GroupedQueryAttention(d_in, d_out, 16, 0.0, num_heads, qkv_bias=bias).eval()
-        cases.append((layer, kv_heads, torch.randn(2, 9, d_in, generator=generator)))
+        cases.append((layer, kv_heads, torch.randn(2, 9, d_in, generator=generator), losses))
     if model is None and losses is None:  # the hidden layers alone
         return cases
     if any(block.attention.num_kv_heads != block.attention.num_heads for block in model.blocks):
@@ -197,7 +175,7 @@ GROUPED_HINT = (
 )
 
 
-def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
+def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses):
     """The check's conversion of ``layer``: its output on ``x``, ``x`` and its parameters; on the lesson's model
     (``layer`` None), ``x``: the check's two losses."""
     if layer is None:
@@ -206,13 +184,13 @@ def _reference(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses
     return grouped(x), x, grouped.state_dict()
 
 
-def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None):
+def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses):
     """The answer's conversion of ``layer``, in evaluation mode (another module, a changed ``layer`` or parameters
     shared with it are of the wrong form); on the lesson's model (``layer`` None), the losses given."""
     if layer is None:
         problem = "losses must be a pair (loss_before, loss_after) of two numbers"
         hint = "losses = (loss_before, loss_after), the floats ah.evaluate_loss returns"
-        return tuple(map(float, _two_numbers(plain(losses), problem, hint)))
+        return two_numbers(plain(losses), problem, hint)
     original = copy.deepcopy(layer.state_dict())
     converted = to_grouped(layer, num_kv_heads)
     if not isinstance(converted, GroupedQueryAttention) or converted.num_kv_heads != num_kv_heads:
@@ -233,7 +211,7 @@ def _converted(to_grouped, layer: GroupedQueryAttention | None, num_kv_heads: in
     return converted.eval()
 
 
-def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses=None) -> list[Mistake]:
+def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x, losses) -> list[Mistake]:
     if layer is None:  # x: the check's (loss_before, loss_after)
         return [
             Mistake("the two losses are swapped", "losses = (loss_before, loss_after), in that order", x[::-1]),
@@ -261,27 +239,22 @@ def _grouped_mistakes(layer: GroupedQueryAttention | None, num_kv_heads: int, x,
 
 
 def tiny_language_model(seed: int, num_steps: int = 300) -> tuple[GPT, torch.Tensor]:
-    """Lesson 10's GPT, small, trained ``num_steps`` steps on the Shakespeare text on one thread: the model (in eval
-    mode) and ``(20_000,)`` held-out ids, characters it never trained on."""
-    text = shakespeare_text()
-    data = CharTokenizer(text).encode(text)  # (num_characters,)
+    """Lesson 10's GPT, small (lesson 13's data-parallel model), trained ``num_steps`` steps on the Shakespeare text on
+    one thread: the model (in eval mode) and ``(20_000,)`` held-out ids, characters it never trained on."""
+    data, vocab_size = training_ids()  # (num_characters,)
     split = int(0.9 * len(data))
+    model = new_model(seed, vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    generator = torch.Generator().manual_seed(seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            vocab = int(data.max()) + 1
-            config = GPTConfig(vocab_size=vocab, context_length=32, d_model=64, num_heads=4, num_layers=2, dropout=0.0)
-            model = GPT(config)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-            generator = torch.Generator().manual_seed(seed)
-            for _ in range(num_steps):
-                inputs, targets = next_token_batch(data[:split], 16, 32, generator)
-                loss = language_model_loss(model(inputs), targets)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+        for _ in range(num_steps):
+            inputs, targets = next_token_batch(data[:split], 16, CONTEXT_LENGTH, generator)
+            loss = language_model_loss(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
     finally:
         torch.set_num_threads(threads)
     return model.eval(), data[split : split + 20_000]
@@ -309,14 +282,13 @@ exercise_2 = Exercise(
     cases=_cases,
     run=_converted,
     hint=GROUPED_HINT,
-    describe=lambda number, total, layer, num_kv_heads, *rest: (
-        ""
-        if layer is None
-        else f"on hidden layer {number} ({layer.num_heads} heads to {num_kv_heads} kv heads, "
-        f"qkv_bias={layer.W_query.bias is not None})"
+    describe=lambda number, total, layer, kv_heads, *rest: (
+        "" if layer is None else f"on hidden layer {number} ({layer.num_heads} heads to {kv_heads} kv heads)"
     ),
     mistakes=_grouped_mistakes,
-    done=": the grouped layers are right, and both losses match the check's",
+    done=lambda layer, kv_heads, x, losses: (
+        ": the grouped layers are right" + ("" if losses is None else ", and both losses match the check's")
+    ),
     rule="the exercise asks you to write the conversion yourself: build the grouped layer and set its parameters",
     allowed=(GroupedQueryAttention,),
     differ=_differs,

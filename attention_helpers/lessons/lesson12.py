@@ -3,8 +3,6 @@ from its parts, on hidden modules with several heads, a batch of one and source 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..attention import MultiHeadAttention
@@ -41,21 +39,20 @@ def _cross_cases():
 
 
 def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpose=False, out_proj=True):
-    """Cross-attention of ``x`` over the given keys and values; the keys ``hide`` hides ((batch, src_len) or
-    (batch, num_new, src_len)), ``scale`` (by default sqrt(head_dim)), the merge and the projection are what a
-    plausible mistake changes."""
+    """Cross-attention of ``x`` over the given keys and values; what a mistake changes: the keys ``hide`` hides
+    ((batch, src_len) or (batch, num_new, src_len)), the ``scale`` (by default sqrt(head_dim)), the merge, out_proj."""
     hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
     context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, heads, new, d)
     context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)
     return mha.out_proj(context) if out_proj else context
 
 
-def _cross_variants(mha, x, keys, values, mask):
-    """What the plausible mistakes compute, each with the hint that names it."""
+def _cross_mistakes(mha, x, keys, values, mask, memory):
     num_new, d_model = x.shape[1:]
     causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
+    per_head = "divide each head's scores by the square root of its own width, head_dim = keys.shape[-1]"
 
     def padding_only(answer) -> bool:  # on the rows that hold padding: the others are nan, or what a finite fill gives
         rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
@@ -84,16 +81,15 @@ def _cross_variants(mha, x, keys, values, mask):
         ),
         Mistake(
             "the scores are divided by sqrt(d_model)",
-            "each head's scores are divided by the square root of its own width, head_dim = keys.shape[-1]",
-            _cross_attend(mha, x, keys, values, mask, math.sqrt(d_model)),
+            per_head,
+            _cross_attend(mha, x, keys, values, mask, d_model**0.5),
         ),
-        Mistake(UNSCALED, "divide them by sqrt(head_dim)", _cross_attend(mha, x, keys, values, mask, 1.0)),
+        Mistake(UNSCALED, per_head, _cross_attend(mha, x, keys, values, mask, 1.0)),
         Mistake(*HEADS_MIXED, _cross_attend(mha, x, keys, values, mask, merge_without_transpose=True)),
         Mistake(*NO_OUT_PROJ, _cross_attend(mha, x, keys, values, mask, out_proj=False)),
     ]
 
 
-# ``cross_attention_step(mha, x, keys, values, key_padding_mask)`` equals ``mha(x, mask, memory=memory)``.
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda mha, x, keys, values, mask, memory: mha(x, mask, memory=memory),
@@ -106,7 +102,7 @@ exercise_1 = Exercise(
         f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new "
         f"token{'s' if x.shape[1] > 1 else ''}, {keys.shape[2]} source tokens, {mha.num_heads} heads)"
     ),
-    mistakes=lambda mha, x, keys, values, mask, memory: _cross_variants(mha, x, keys, values, mask),
+    mistakes=_cross_mistakes,
     returned_none="return the cross-attention output",
     atol=1e-5,
     rule="the exercise asks you to write the step from mha's W_query and out_proj, not to run the module or its "
@@ -133,8 +129,7 @@ def _layer_cases():
     return cases
 
 
-def _layer_variants(layer, x, memory, mask):
-    """What the plausible mistakes compute, each with the hint that names it."""
+def _layer_mistakes(layer, x, memory, mask):
     norms = (layer.norm1, layer.norm2, layer.norm3)
 
     def cross(h, hide=mask, source=memory):
@@ -152,9 +147,7 @@ def _layer_variants(layer, x, memory, mask):
     pre_ln = "pre-LN normalises each sublayer's input and adds its output to the unnormalised x"
     return [
         Mistake("this is the post-LN layer of section 3", pre_ln, layer_with(post_ln=True)),
-        Mistake(
-            "the residual adds the normalised copy", "add to the unnormalised x", layer_with(residual_normalised=True)
-        ),
+        Mistake("the residual adds the normalised copy", pre_ln, layer_with(residual_normalised=True)),
         Mistake(
             "the cross-attention attends to the source's padding",
             "pass memory_key_padding_mask",
@@ -172,7 +165,6 @@ def _layer_variants(layer, x, memory, mask):
     ]
 
 
-# ``pre_ln_decoder_layer(layer, x, memory, memory_key_padding_mask)`` equals the pre-LN layer's forward.
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda layer, x, memory, mask: layer(x, memory, None, mask),
@@ -180,10 +172,7 @@ exercise_2 = Exercise(
     hint="three sublayers in turn, each reading a normalised copy of x and adding its output to x itself: "
     "self-attention, cross-attention over the memory with the source's padding hidden, the feed-forward network "
     "(reread '3. The model')",
-    describe=lambda number, total, layer, x, *rest: (
-        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} target tokens)"
-    ),
-    mistakes=_layer_variants,
+    mistakes=_layer_mistakes,
     returned_none="return the layer's output",
     rule="the exercise asks for the layer's forward written out from its parts (layer.norm1, layer.self_attention, "
     "layer.norm2, layer.cross_attention, layer.norm3, layer.ffn), not the layer itself or a converted copy",

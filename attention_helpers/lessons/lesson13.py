@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..distributed.launch import RankError, run
 from ..gpt import GPT, GPTConfig
 from ..text import language_model_loss
-from . import Exercise, Mistake, WrongFormError, compare, trusted
+from . import IN_PLACE_HINT, Exercise, Mistake, WrongFormError, compare, trusted
 
 _SEED = 13_01
 _TIMEOUT = 15.0  # seconds: a deadlocked answer fails this fast
@@ -66,10 +66,9 @@ def _define(portable: dict):
     return namespace[portable["name"]]
 
 
-def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
-    """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, or :class:`WrongFormError` with
-    the error of the first rank that raised (the launch skips those that only lost a peer), a deadlock, or the first
-    problem a rank found, reported as ``(problem, hint)``."""
+def _launch(rank_fn, hint: str, answer, world_size: int) -> list:
+    """Run ``rank_fn`` on ``world_size`` ranks with the answer: the ranks' results, else :class:`WrongFormError` with
+    the first rank's error (not a lost peer's) or a deadlock and ``hint``, or with a rank's ``(problem, hint)``."""
     try:
         with trusted():
             reports = run(rank_fn, world_size, _portable(answer), timeout=_TIMEOUT, oversubscribe=True)
@@ -86,9 +85,10 @@ def _launch(rank_fn, world_size: int, answer, hint: str) -> list:
 
 
 RING_HINT = (
-    "each rank sends what it holds to the next rank and receives from the previous one, one hop around the ring; a "
-    "blocking send waits for its receive, so post every rank's receives and sends together, then wait for all of them "
-    "(reread '3. Ring attention: a sequence split across processes')"
+    "each rank sends what it holds to the next rank and receives from the previous one, one hop around the ring, the "
+    "next and the previous rank counted modulo the number of ranks, which the process group knows; a blocking send "
+    "waits for its receive, so post every rank's receives and sends together, then wait for all of them (reread '3. "
+    "Ring attention: a sequence split across processes')"
 )
 _COLLECTIVES = "all_gather all_gather_into_tensor all_gather_object all_reduce all_to_all all_to_all_single broadcast"
 _COLLECTIVES += " broadcast_object_list gather reduce reduce_scatter reduce_scatter_tensor scatter"
@@ -165,7 +165,7 @@ exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda world_size: [_gradients()[1]] * world_size,  # every rank's
     cases=lambda: [(2,), (3,)],
-    run=lambda answer, world_size: _launch(gradients_rank, world_size, answer, GRADIENTS_HINT),
+    run=functools.partial(_launch, gradients_rank, GRADIENTS_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=GRADIENTS_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks",
@@ -175,17 +175,12 @@ exercise_1 = Exercise(
 ).check
 
 
-def _blocks(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rank ``rank``'s own hidden key and value blocks."""
-    generator = torch.Generator().manual_seed(_SEED + rank)
-    return torch.randn(2, 3, 5, 4, generator=generator), torch.randn(2, 3, 5, 6, generator=generator)
-
-
 def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
     """On each rank: its own blocks, passed ``world_size - 1`` times with the reader's ``ring_pass``; the rank whose
     blocks it held after each hop (-1 for blocks no rank started with), or what is wrong as ``(problem, hint)``; an
     error in the reader's code, or a result that is not a pair, ends the rank."""
-    originals = [_blocks(other) for other in range(world_size)]
+    generators = [torch.Generator().manual_seed(_SEED + other) for other in range(world_size)]
+    originals = [(torch.randn(2, 3, 5, 4, generator=g), torch.randn(2, 3, 5, 6, generator=g)) for g in generators]
     for name in _COLLECTIVES.split():  # a collective hands every rank every block at once: not one hop
         setattr(dist, name, functools.partial(_one_hop_only, name))
     c10d = dist.distributed_c10d
@@ -198,8 +193,7 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
         received = ring_pass(*given)
         # noted, not raised: this rank finishes its hops, since the other ranks wait for them
         if compare(given, held, atol=0) is not None and changed is None:
-            hint = "leave the blocks given as they were (the caller still needs them): receive into new tensors"
-            changed = f"your function changed the blocks it was given in place (rank {rank})", hint
+            changed = f"your function changed the blocks it was given in place (rank {rank})", IN_PLACE_HINT
         held = received
         if not isinstance(held, (tuple, list)) or len(held) != 2:
             raise TypeError(f"ring_pass returned {type(held).__name__}, not the pair (k_block, v_block) it received")
@@ -222,7 +216,6 @@ def _ring_differs(reports, expected) -> str | None:
 
 
 WORKED_ON_3 = "your function passes the blocks on 3 ranks but not on another number of ranks"
-WORLD_SIZE_HINT = "the next and the previous rank are counted modulo the number of ranks, which the process group knows"
 
 
 # ``ring_pass(k_block, v_block) -> (k_block, v_block)``: send this rank's blocks to rank ``rank + 1`` and return the
@@ -233,9 +226,7 @@ exercise_2 = Exercise(
         [(rank - hop) % world_size for hop in range(1, world_size)] for rank in range(world_size)
     ],
     cases=lambda: [(3,), (2,)],  # with 3 ranks the next rank is not the previous one; then another world size
-    run=lambda answer, world_size: _launch(
-        ring_pass_rank, world_size, answer, RING_HINT if world_size == 3 else WORLD_SIZE_HINT
-    ),
+    run=functools.partial(_launch, ring_pass_rank, RING_HINT),
     time_limit=None,  # the launcher's own timeout stops hung ranks
     hint=RING_HINT,
     describe=lambda number, total, world_size: f"on {world_size} ranks" + ("" if number == 1 else f" ({WORKED_ON_3})"),

@@ -19,22 +19,15 @@ def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, 
     """
     where = f"change {name} in the parameters cell (or with papermill's -p {name} ...)"
     if choices is not None:
-        if value not in choices:
-            raise ParameterError(f"Parameter {name} must be one of {list(choices)}, got {value!r}: {where}.")
-        return value
-    if kind not in (int, float):
+        if value in choices:
+            return value
+        must = f"one of {list(choices)}"
+    elif kind not in (int, float):
         raise TypeError(f"kind must be int or float, got {kind!r}")
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral if kind is int else numbers.Real):
-        raise ParameterError(
-            f"Parameter {name} must be {'an int' if kind is int else 'a number'}, got {value!r}: {where}."
-        )
-    if (low is not None and value < low) or (high is not None and value > high):
-        span = (
-            f"from {low} to {high}"
-            if None not in (low, high)
-            else f"at least {low}"
-            if high is None
-            else f"at most {high}"
-        )
-        raise ParameterError(f"Parameter {name} must be {span}, got {value!r}: {where}.")
-    return value
+    elif isinstance(value, bool) or not isinstance(value, numbers.Integral if kind is int else numbers.Real):
+        must = "an int" if kind is int else "a number"
+    elif not ((low is not None and value < low) or (high is not None and value > high)):
+        return value
+    else:
+        must = f"at least {low}" if high is None else f"at most {high}" if low is None else f"from {low} to {high}"
+    raise ParameterError(f"Parameter {name} must be {must}, got {value!r}: {where}.")
