@@ -476,7 +476,7 @@ CHEATS = [
     (lesson01.exercise_1, None, "Not answered yet"),
     (lesson01.exercise_1, "x @ x.T", "expected a function, got str"),
     (lesson01.exercise_2, lambda x: ("a", "b"), "expected integer indices"),
-    (lesson03.exercise_2, lambda d_k, std: (None, None), "expected two numbers"),
+    (lesson03.exercise_2, lambda d_k, std: (None, None), "expected a pair (spread, T), got (None, None)"),
     (lesson04.exercise_3, lambda n, i, j: "rows", "expected a list of row indices"),
 ]
 

@@ -69,7 +69,11 @@ def test_exercise_1_accepts_a_right_answer(capsys):
             "the future must stay hidden",
         ),
         (lambda n, w: sliding_window_mask(n, w).T, "transposed", "in the query's future"),
-        (lambda n, w: sliding_window_mask(n, w).int(), "the dtype is torch.int32", ".bool()"),
+        (
+            lambda n, w: sliding_window_mask(n, w).int(),
+            "the dtype is torch.int32, expected torch.bool (convert with .bool())",
+            "one row per query",
+        ),
         (lambda n, w: sliding_window_mask(n + 1, w), "shape", "one row per query"),
     ],
 )

@@ -154,7 +154,7 @@ def test_exercise_1_accepts_inverted_dropout_and_leaves_the_global_generator_alo
         (one_mask_for_the_batch, "not dropped independently: the sequences of the batch", "a random number of its own"),
         (counter, "not dropped independently", "no pattern"),
         (seeds_itself, "two calls in a row dropped exactly the same entries", "seed inside the function"),
-        (numpy_mask, "the mask is not drawn from torch", "from torch's generator"),
+        (numpy_mask, "the mask is not drawn from torch", "a new random mask at every call, from torch's generator"),
         (in_place, "changed its input x in place", "build a new tensor"),
         (nearly_fixed_count, "is nearly fixed, so they are not dropped independently", "never choose how many"),
         (

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import shape_str
-from . import Exercise, Mistake, WrongFormError, hidden_generator
+from . import Exercise, Mistake, WrongFormError, hidden_generator, two_numbers
 
 SEED = 101
 
@@ -20,11 +20,10 @@ def cosine_matrix_reference(x: torch.Tensor) -> torch.Tensor:
 
 def _hidden_inputs(generator: torch.Generator, sizes=((7, 4), (5, 9), (11, 3), (1, 5))) -> list[torch.Tensor]:
     """Random ``(num_tokens, d)`` inputs of odd ``sizes``, rows of lengths from about 0.2 to 5."""
-    inputs = []
-    for n, d in sizes:
-        directions = torch.randn(n, d, generator=generator)
-        inputs.append(F.normalize(directions, dim=-1) * (0.2 + 5 * torch.rand(n, 1, generator=generator)))
-    return inputs
+    return [
+        F.normalize(torch.randn(n, d, generator=generator), dim=-1) * (0.2 + 5 * torch.rand(n, 1, generator=generator))
+        for n, d in sizes
+    ]
 
 
 def _cosine_mistakes(x: torch.Tensor) -> list[Mistake]:
@@ -51,7 +50,6 @@ exercise_1 = Exercise(
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED))],
     hint="the cosine of two rows is their dot product divided by both of their lengths: once every row is divided by "
     "its own length, one matrix product gives every pair (reread 'Scores for every pair')",
-    describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_cosine_mistakes,
     done=" on all {n} hidden inputs",
     rule="the exercise asks for the whole matrix without a Python loop: one matrix product compares every pair of "
@@ -73,15 +71,13 @@ def _as_indices(answer) -> torch.Tensor:
 
 def _nearest_mistakes(x: torch.Tensor) -> list[Mistake]:
     cosines, dots, inf = cosine_matrix_reference(x), (x @ x.T).fill_diagonal_(-torch.inf), torch.inf
+    few = "a few tokens are tokens too: with two, each one's most similar other token is the other one"
     return [
         Mistake("every token is its own best match", "its own cosine is 1: hide the diagonal", torch.arange(len(x))),
         Mistake("you ranked by dot product", "it favours long vectors; rank by cosine", dots.argmax(dim=-1)),
         Mistake("you picked the least similar one", "the largest cosine wins", cosines.fill_diagonal_(inf).argmin(-1)),
-        *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", FEW, matches=lambda a: True)] * (len(x) < 4),
+        *[Mistake(f"with only {len(x)} tokens, a token's pick is wrong", few, matches=lambda a: True)] * (len(x) < 4),
     ]
-
-
-FEW = "a few tokens are tokens too: with two, each one's most similar other token is the other one"
 
 
 # ``most_similar(x)``: for each row of ``x`` ``(num_tokens, d)``, the index of the most similar other row.
@@ -91,7 +87,6 @@ exercise_2 = Exercise(
     cases=lambda: [(x,) for x in _hidden_inputs(hidden_generator(SEED + 1), ((7, 4), (5, 9), (11, 3), (2, 6), (3, 4)))],
     hint="rank the other rows by cosine similarity; a row's cosine with itself is always the largest, so keep it out "
     "of the running before picking each row's best (reread 'Exercise 1')",
-    describe=lambda number, total, x: f"on a hidden input of shape {shape_str(x.shape)}",
     mistakes=_nearest_mistakes,
     done=" on all {n} hidden inputs",
     returned_none="return one index per token",
@@ -108,14 +103,6 @@ def _scale_factors_reference(c: float) -> tuple[float, float]:
     return dots, (cosine_matrix_reference(c * x) / cosine_matrix_reference(x)).mean().item()
 
 
-def _two_numbers(answer) -> tuple[float, float]:
-    try:
-        dot_factor, cosine_factor = (float(a) for a in answer)
-    except (TypeError, ValueError):
-        raise WrongFormError(f"expected a pair of numbers, got {answer!r}", "return two numbers") from None
-    return dot_factor, cosine_factor
-
-
 def _scale_mistakes(c: float) -> list[Mistake]:
     dots, cosines = _scale_factors_reference(c)
     lengths = "the cosine divides the dot product by both lengths, and each length grows by |c|"
@@ -129,8 +116,7 @@ def _scale_mistakes(c: float) -> list[Mistake]:
     ]
 
 
-# ``scale_factors(c)`` -> (the factor by which every dot product changes, the one for every cosine) when every
-# embedding is multiplied by ``c != 0``; judged by the experiment.
+# ``scale_factors(c)`` -> (the factor for every dot product, the one for every cosine) when embeddings are times c.
 exercise_3 = Exercise(
     "Exercise 3",
     reference=_scale_factors_reference,
@@ -140,6 +126,6 @@ exercise_3 = Exercise(
     mistakes=_scale_mistakes,
     done=" for positive and negative factors",
     returned_none="return a pair of numbers",
-    convert=_two_numbers,
+    convert=lambda answer: two_numbers(answer, f"expected a pair of numbers, got {answer!r}", "return two numbers"),
     atol=1e-6,
 ).check

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import shape_str
 from ..functional import softmax_stable
 from . import ATTENTION_KERNELS, OVER_QUERIES, SOFTMAX_KERNELS, Exercise, Mistake, WrongFormError, hidden_generator
 
@@ -35,9 +34,7 @@ def _softmax_mistakes(x, dim, temperature):
             naive / naive.sum(dim=dim, keepdim=True),
         ),
         Mistake("the temperature is ignored", "divide the scores by the temperature", softmax_stable(x, dim)),
-        Mistake(
-            "you multiplied by the temperature", "divide by T: T < 1 sharpens", softmax_stable(x * temperature, dim)
-        ),
+        Mistake("you multiplied by the temperature", "divide: T < 1 sharpens", softmax_stable(x * temperature, dim)),
         Mistake(f"the slices along dim={other_dim} sum to 1, not those along dim={dim}", "normalise along dim", other),
         Mistake(
             "you subtracted the maximum of the whole tensor, so a slice far below it underflows to 0/0",
@@ -55,9 +52,7 @@ exercise_1 = Exercise(
     cases=lambda: _softmax_cases(hidden_generator(SEED)),
     hint="divide the scores by the temperature, shift each slice along dim by its own maximum so that no exponent is "
     "positive, exponentiate, and divide by the slice's sum (reread 'Large scores: subtract the maximum first')",
-    describe=lambda n, total, x, dim, t: (
-        f"on hidden scores of shape {shape_str(x.shape)} with dim={dim}, temperature={t}"
-    ),
+    describe=lambda n, total, x, dim, t: f"on hidden scores of shape {tuple(x.shape)}, dim={dim}, temperature={t}",
     mistakes=_softmax_mistakes,
     forbidden=SOFTMAX_KERNELS | ATTENTION_KERNELS,
     rule="the exercise asks you to build the softmax yourself from exp, a maximum and a sum, not to call one of "
@@ -101,7 +96,6 @@ exercise_2 = Exercise(
     hint="within each sequence: the dot products of every pair of tokens, a softmax over the keys for each query, "
     "then each query's weighted sum of the token vectors; the transpose must swap only the last two axes of a batch "
     "(reread 'All six context vectors at once')",
-    describe=lambda number, total, x: f"on a hidden batch of shape {shape_str(x.shape)}",
     mistakes=_context_mistakes,
     done=" on all {n} hidden batches",
     forbidden=ATTENTION_KERNELS,
@@ -132,15 +126,13 @@ def _three_words(answer) -> tuple:
     return answer
 
 
-# (what changes the scores, hint) for each of the three predictions
 _CHANGES = (
     ("adding 10 to every score", "softmax only sees the differences: exp(x + 10) = exp(x) e^10, and e^10 cancels"),
     ("multiplying every score by 10", "multiplying by 10 is a temperature of 0.1: every difference grows tenfold"),
     ("dividing every score by 10", "dividing by 10 is a temperature of 10: every difference shrinks tenfold"),
 )
 
-# ``answer``: three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10, judged by
-# running the experiment on hidden scores.
+# ``answer``: three words ("same", "sharper" or "flatter") for scores + 10, scores * 10 and scores / 10.
 exercise_3 = Exercise(
     "Exercise 3",
     reference=_predictions_reference,

@@ -4,9 +4,10 @@ it."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
-from .._checks import shape_str
 from ..functional import attention_with_weights, random_dot_products
 from . import (
     ATTENTION_KERNELS,
@@ -14,10 +15,10 @@ from . import (
     UNSCALED,
     Exercise,
     Mistake,
-    WrongFormError,
     attend,
     compare,
     hidden_generator,
+    two_numbers,
 )
 
 SEED = 303
@@ -33,12 +34,8 @@ def _attention_cases(generator: torch.Generator):
 
 def _mistakes(x, W_query, W_key, W_value):
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
-    d_k, d_in, d_v = keys.shape[-1], x.shape[-1], values.shape[-1]
     width = "d_k is the width of the keys (keys.shape[-1])"
-
-    def mix(**mistake):
-        return attend(queries, keys, values, **mistake)
-
+    mix = partial(attend, queries, keys, values)  # attention with what a mistake changes
     return [
         Mistake(
             "your output has the input's width: you mixed the inputs, not the values",
@@ -46,9 +43,9 @@ def _mistakes(x, W_query, W_key, W_value):
             matches=lambda answer: answer.shape == x.shape,
         ),
         Mistake(UNSCALED, "divide the scores by the square root of the keys' width", mix(scale=1)),
-        Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=d_k)),
-        Mistake("you divided by sqrt(d_in)", width, mix(scale=d_in**0.5)),
-        Mistake("you divided by the square root of the values' width", width, mix(scale=d_v**0.5)),
+        Mistake("you divided the scores by d_k", "divide by the square root of d_k", mix(scale=keys.shape[-1])),
+        Mistake("you divided by sqrt(d_in)", width, mix(scale=x.shape[-1] ** 0.5)),
+        Mistake("you divided by the square root of the values' width", width, mix(scale=values.shape[-1] ** 0.5)),
         Mistake(*OVER_QUERIES, mix(dim=-2)),
         Mistake("your scores are transposed", "queries first, keys transposed second", attend(keys, queries, values)),
     ]
@@ -61,7 +58,6 @@ exercise_1 = Exercise(
     cases=lambda: _attention_cases(hidden_generator(SEED)),
     hint="project the inputs into queries, keys and values; score every query against every key; scale by the square "
     "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')",
-    describe=lambda n, total, x, *weights: f"on a hidden input of shape {shape_str(x.shape)} (d_in 5, d_k 4, d_v 3)",
     mistakes=_mistakes,
     done=" on all {n} hidden inputs, one of them a batch of 1",
     forbidden=ATTENTION_KERNELS,
@@ -85,15 +81,6 @@ def _spread_cases() -> list[tuple[int, float, float]]:
     ]
 
 
-def _spread_pair(answer) -> tuple[float, float]:
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise WrongFormError(f"expected a pair (spread, T), got {answer!r}", "return spread, T")
-    try:
-        return float(answer[0]), float(answer[1])
-    except (TypeError, ValueError):
-        raise WrongFormError(f"expected two numbers, got {answer!r}", "return spread, T") from None
-
-
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
@@ -109,9 +96,8 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     ]
 
 
-# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k``, the temperature ``T`` that brings the
-# spread of ``q · k / T`` back to 1) for ``d_k`` independent entries of mean 0 and spread ``std``; judged against a
-# measurement on random vectors.
+# ``spread_and_temperature(d_k, std)`` -> (the standard deviation of ``q · k`` for ``d_k`` independent entries of mean
+# 0 and spread ``std``, the temperature ``T`` that brings the spread of ``q · k / T`` back to 1).
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda d_k, std, measured: (measured, measured),
@@ -122,7 +108,7 @@ exercise_2 = Exercise(
     mistakes=_spread_mistakes,
     done=" for all {n} hidden widths and spreads",
     returned_none="return a pair (spread, T)",
-    convert=_spread_pair,
+    convert=lambda answer: two_numbers(answer, f"expected a pair (spread, T), got {answer!r}", "return spread, T"),
     # both numbers within 5% of the measured spread (the measurement's own wobble is about 0.5%)
     differ=lambda answer, expected: compare(answer, expected, atol=0.05 * expected[0]),
     allowed=(random_dot_products,),  # a measurement with the lesson's sampler is an answer too

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numbers
+from functools import partial
 
 import torch
 
@@ -21,7 +22,6 @@ MASK_HINT = (
 
 def window_mask_loops(num_tokens: int, window: int) -> torch.Tensor:
     """The reference: ``(num_tokens, num_tokens)`` bool, True where key j is hidden from query i."""
-    # query i sees key j when j is itself or one of the window - 1 tokens before it
     return torch.tensor([[not i - window + 1 <= j <= i for j in range(num_tokens)] for i in range(num_tokens)])
 
 
@@ -48,14 +48,7 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
             if window + off >= 1
         ],
     ]
-    return [
-        *(Mistake(problem, hint, wrong) for wrong, problem, hint in variants),
-        Mistake(
-            lambda answer: f"the values are right but the dtype is {answer.dtype}, expected torch.bool",
-            "masked_fill needs a boolean mask: build it from dtype=torch.bool tensors, or add .bool()",
-            matches=lambda answer: answer.dtype != torch.bool and torch.equal(answer.bool(), expected),
-        ),
-    ]
+    return [Mistake(problem, hint, wrong) for wrong, problem, hint in variants]
 
 
 # ``sliding_window_mask(num_tokens, window)``: a boolean mask, True where the key is hidden.
@@ -80,10 +73,7 @@ def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, tor
 
 def _wrong_attentions(queries, keys, values, window):
     mask, causal = window_mask_loops(queries.shape[-2], window), causal_mask(queries.shape[-2])
-
-    def mix(**mistake):
-        return attend(queries, keys, values, **mistake)
-
+    mix = partial(attend, queries, keys, values)  # attention with what a mistake changes
     weights_after = attend(queries, keys, torch.eye(keys.shape[-2])).masked_fill(mask, 0.0)
     return [
         Mistake(
@@ -111,9 +101,7 @@ def _wrong_attentions(queries, keys, values, window):
 # ``windowed_attention(queries, keys, values, window)`` -> context vectors ``(batch, num_tokens, d_v)``.
 exercise_2 = Exercise(
     "Exercise 2",
-    reference=lambda queries, keys, values, window: attention_with_weights(
-        queries, keys, values, mask=window_mask_loops(queries.shape[-2], window)
-    )[0],
+    reference=lambda q, k, v, window: attention_with_weights(q, k, v, mask=window_mask_loops(q.shape[-2], window))[0],
     cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
     hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
@@ -140,8 +128,7 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
     cases = []
     for n, i, j in ((9, 2, 5), (7, 0, 6), (11, 4, 5), (5, 1, 3)):
         x = torch.randn(1, n, 5, generator=generator)
-        order = list(range(n))
-        order[i], order[j] = j, i
+        order = [j if r == i else i if r == j else r for r in range(n)]  # tokens i and j swapped
         with torch.no_grad():
             before, after = module(x)[0], module(x[:, order])[0]
         cases.append((n, i, j, [r for r in range(n) if not torch.allclose(before[r], after[r], atol=1e-6)]))
@@ -161,8 +148,7 @@ def _row_list(answer) -> list[int]:
     return [int(r) for r in rows]
 
 
-# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j trade
-# places. Judged against the experiment, run on a random ``CausalAttention``.
+# ``changed_rows_after_swap(num_tokens, i, j)``: which rows of causal attention's output change when tokens i < j swap.
 exercise_3 = Exercise(
     "Exercise 3",
     reference=lambda n, i, j, rows: rows,

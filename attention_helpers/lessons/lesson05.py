@@ -30,8 +30,7 @@ def _dropout_cases() -> list[tuple[torch.Tensor, float, bool, int]]:
     """(x, p, training, seed): large tensors (enough entries to measure the fraction dropped and its independence)
     at several seeds and rates, a batch of 1, evaluation mode, p = 0 and p = 1."""
     generator = hidden_generator(SEED)
-    small = _hidden_tensor(generator, 1, 7, 5)
-    large = _hidden_tensor(generator, 6, 101, 97)
+    small, large = (_hidden_tensor(generator, *shape) for shape in ((1, 7, 5), (6, 101, 97)))
     training = [(large, 0.3, True, 1), (large, 0.75, True, 2), (large, 0.5, True, 3), (small, 0.2, True, 4)]
     return [*training, (small, 0.4, False, 5), (small, 0.0, True, 6), (small, 1.0, True, 7)]
 
@@ -101,14 +100,12 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
     if torch.equal(dropped[0], dropped[1]):
         return "two calls in a row dropped exactly the same entries"
     if not torch.equal(dropped[0], dropped[-1]):
-        return "with the same torch.manual_seed, two runs dropped different entries: the mask is not drawn from torch"
+        return "with the same torch.manual_seed, two calls dropped different entries: the mask is not drawn from torch"
     return None
 
 
 REVERSED = ": you keep an entry with probability p"
 FIXED = "the number of entries dropped is nearly fixed, so they are not dropped independently"
-NEW_MASK = "draw a new random mask at every call, from torch's generator: no stored mask, no seed inside the function"
-# What fixes each problem _dropout_differs finds: (words of the problem, the idea)
 _FIXES = (
     (REVERSED, "the keep/drop test is reversed: an entry is dropped with probability p, kept with probability 1 - p"),
     ("differs from x", "in evaluation mode dropout does nothing, nor does it with p = 0: return x as it is"),
@@ -116,8 +113,7 @@ _FIXES = (
     (FIXED, "drop each entry on its own: how many are dropped must vary from call to call; never choose how many"),
     ("independently", "every entry needs a random number of its own, not one per row, column or sequence; no pattern"),
     ("surviving", "scale the survivors by 1 / (1 - p): each entry then keeps its expected value x"),
-    ("two calls", NEW_MASK),
-    ("manual_seed", NEW_MASK),
+    ("two calls", "a new random mask at every call, from torch's generator: none stored, no seed inside the function"),
 )
 
 
@@ -150,8 +146,6 @@ exercise_1 = Exercise(
 ).check
 
 
-# (num_tokens, p): odd and even lengths, a single token, rates that tell each wrong formula apart; p = 0 and 1 last
-_EMPTY_ROW_CASES = ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65), (5, 0.0), (7, 1.0))
 _EDGE_HINTS = {
     0.0: "with p = 0 no weight is dropped, so no row is ever empty",
     1.0: "with p = 1 every row is empty; a closed form that divides by 1 - p needs p = 1 on its own",
@@ -165,15 +159,14 @@ EMPTY_HINT = (
 def _empty_row_mistakes(n: int, p: float) -> list[Mistake]:
     if p in _EDGE_HINTS:
         return [Mistake("your answer is right for 0 < p < 1 but not", _EDGE_HINTS[p], matches=lambda answer: True)]
-    rows = [p**k for k in range(1, n + 1)]  # row k - 1 sees k weights
+    rows = [p**k for k in range(1, n + 1)]  # row k - 1 sees k weights: the chance it is empty
+    kept = [(1 - p) ** k for k in range(1, n + 1)]  # the chance it keeps all k
     return [
         Mistake("you counted the first row as always empty", "row 0 sees one weight: its own", 1 + sum(rows[:-1])),
         Mistake("that is the chance that one row of all num_tokens weights is emptied", EMPTY_HINT, rows[-1]),
         Mistake("that counts one dropped weight as an empty row", EMPTY_HINT, n * p),
         Mistake(
-            "that counts rows that keep all their weights",
-            "a weight is dropped with probability p, not 1 - p",
-            sum((1 - p) ** k for k in range(1, n + 1)),
+            "that counts rows that keep all their weights", "a weight drops with probability p, not 1 - p", sum(kept)
         ),
         Mistake("that is the chance that at least one row is empty", EMPTY_HINT, 1 - math.prod(1 - r for r in rows)),
         Mistake("that is the expected fraction of empty rows", "the question asks for a number of rows", sum(rows) / n),
@@ -192,7 +185,8 @@ exercise_2 = Exercise(
     "Exercise 2",
     # row i sees i + 1 weights, each dropped on its own: it is emptied with probability p ** (i + 1)
     reference=lambda num_tokens, p: float((p ** (~causal_mask(num_tokens)).sum(dim=-1).double()).sum()),
-    cases=lambda: _EMPTY_ROW_CASES,
+    # odd and even lengths, a single token, rates that tell each wrong formula apart; p = 0 and 1 last
+    cases=lambda: ((6, 0.3), (1, 0.5), (9, 0.8), (13, 0.1), (4, 0.65), (5, 0.0), (7, 1.0)),
     hint=EMPTY_HINT,
     describe=lambda number, total, num_tokens, p: f"for num_tokens = {num_tokens}, p = {p}",
     mistakes=_empty_row_mistakes,
