@@ -152,10 +152,10 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
 sys.addaudithook(_audit)
 
 
-class Trace(TorchDispatchMode):
-    """Records the kernels and torch functions run (``kernels``, ``operations``), the reader's lines run (``lines``),
-    the package's and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or
-    :func:`trusted`."""
+class Trace(TorchDispatchMode, TorchFunctionMode):
+    """Records the kernels and torch functions run (``kernels``, ``operations``; a torch function too, since some
+    decompose into other operators before they reach the dispatcher), the reader's lines run (``lines``), the package's
+    and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
@@ -166,17 +166,16 @@ class Trace(TorchDispatchMode):
             for function in [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]:
                 function = getattr(function, "__func__", getattr(function, "fget", function))
                 self._allowed.add(getattr(function, "__code__", None))
-        self._functions = _FunctionTrace(self)
-
-    def _record(self, name: str) -> None:
-        if not self._trusted:
-            self.operations += 1
-            if name not in self.kernels:
-                self.kernels.append(name)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self._record(_kernel_name(func))
+        if not self._trusted:
+            self.operations += 1
+            name = _kernel_name(func)
+            if name not in self.kernels:
+                self.kernels.append(name)
         return func(*args, **(kwargs or {}))
+
+    __torch_function__ = __torch_dispatch__
 
     def _on_call(self, frame, event, arg):
         code = frame.f_code
@@ -234,7 +233,7 @@ class Trace(TorchDispatchMode):
         self._profile = sys.getprofile()
         sys.settrace(self._on_call)
         sys.setprofile(self._on_profile)
-        self._functions.__enter__()
+        TorchFunctionMode.__enter__(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -242,7 +241,7 @@ class Trace(TorchDispatchMode):
         try:
             return super().__exit__(*exc)
         finally:
-            self._functions.__exit__(*exc)
+            TorchFunctionMode.__exit__(self, *exc)
             sys.settrace(self._previous)
             sys.setprofile(self._profile)
             _ACTIVE = self._outer
@@ -262,18 +261,6 @@ def trusted():
     finally:
         if trace is not None:
             trace._trusted -= 1
-
-
-class _FunctionTrace(TorchFunctionMode):
-    """The torch functions called, for those that decompose into other operators before the dispatch mode."""
-
-    def __init__(self, trace: Trace):
-        super().__init__()
-        self.trace = trace
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.trace._record(_kernel_name(func))
-        return func(*args, **(kwargs or {}))
 
 
 # The namespaces an answer could patch to fool a check, in two snapshots. When the checks are imported: the functions
@@ -618,9 +605,7 @@ class Exercise:
             _WARM.append(True)
         given = _copy(_given(self, case))
         checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
-        snapshot = [
-            (space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace, _FunctionTrace)
-        ]
+        snapshot = [(space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace)]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
