@@ -263,10 +263,7 @@ def trusted():
             trace._trusted -= 1
 
 
-# The namespaces an answer could patch to fool a check, in two snapshots. When the checks are imported: the functions
-# the references use (torch's, NumPy's, Python's, the package's classes'), which an answer cell that replaced one
-# before the check cell would make wrong the same way. Around each answer: torch's and Python's namespaces that the
-# check itself relies on (its switches, threads and the checks), put back after it.
+# Snapshotted around each answer and put back after it: what the check itself relies on (its switches, threads, checks).
 _AROUND = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
 _AROUND += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
@@ -276,8 +273,10 @@ _FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, {name: value}) as
 
 
 def _freeze() -> None:
-    """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them); a module's
-    private names change by themselves, a class's do not (its own ``__eq__`` hides its base's)."""
+    """Snapshot, as the checks are imported, what the references use (torch's, NumPy's, Python's functions, the
+    package's classes as the lessons import them): an answer cell that replaced one before the check cell would make
+    the reference wrong the same way. A module's private names change by themselves, a class's do not (its own
+    ``__eq__`` hides its base's)."""
     spaces = [torch, F, torch.linalg, torch.special, torch.Tensor, torch._C.TensorBase, builtins]
     spaces += [c for c in vars(torch.nn).values() if isinstance(c, type)]
     spaces += [sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules]
@@ -503,7 +502,7 @@ class Exercise:
     reference: Callable[..., Any]
     cases: Callable[..., Sequence[tuple]]
     hint: str
-    describe: Callable[..., str] = lambda number, total, *case: on_case(number, total, *case)
+    describe: Callable[..., str] = on_case
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str | Callable[..., str] = " on all {n} hidden cases"
     returned_none: str = "return the result"
@@ -512,9 +511,9 @@ class Exercise:
     allowed: tuple = ()
     loop_free: Callable[[], tuple[tuple, tuple]] | None = None
     atol: float = 1e-4
-    arguments: Callable[..., tuple] | None = None
+    arguments: Callable[..., tuple] = lambda *case: case
     run: Callable[..., Any] | None = None
-    convert: Callable[[Any], Any] | None = None
+    convert: Callable[[Any], Any] = lambda answer: answer
     differ: Callable[[Any, Any], str | None] | None = None
     value: bool = False
     time_limit: float | None = 60.0  # seconds per hidden case (lesson 13's ranks have their launcher's own limit)
@@ -576,7 +575,7 @@ class Exercise:
         if answer is None:
             raise WrongFormError(f"your function returned None {where}", self.returned_none)
         try:
-            return plain(self.convert(plain(answer)) if self.convert is not None else answer)
+            return plain(self.convert(plain(answer)))
         except WrongFormError as wrong:
             raise WrongFormError(f"{wrong.problem} {where}", wrong.hint) from None
 
@@ -603,7 +602,7 @@ class Exercise:
             with Trace():
                 torch.ones(1).softmax(0)
             _WARM.append(True)
-        given = _copy(_given(self, case))
+        given = _copy(self.arguments(*case))
         checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
         snapshot = [(space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace)]
         trace = Trace(self.allowed)
@@ -644,7 +643,7 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
         (n, i)
         for n, case in enumerate(cases)
         for i, x in enumerate(case)
-        if isinstance(x, _Tensor) and x.is_floating_point() and any(x is y for y in _given(exercise, case))
+        if isinstance(x, _Tensor) and x.is_floating_point() and any(x is y for y in exercise.arguments(*case))
     ]
     if not given:
         return
@@ -659,9 +658,10 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
     if compare(expected, references[number], atol=0) is None:
         return  # a reference stored with the case, not computed from these values
     described = exercise.describe(number + 1, len(cases), *fresh)
-    answer = exercise._answer(candidate, fresh, f"{described} with new values".strip())
+    where = f"{described} with new values".strip()
+    answer = exercise._answer(candidate, fresh, where)
     try:
-        exercise._compare(answer, fresh, expected, f"{described} with new values".strip())
+        exercise._compare(answer, fresh, expected, where)
     except WrongFormError:
         if compare(answer, answers[number], atol=0) is not None:
             raise
@@ -670,10 +670,6 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
 
 
 _WARM: list = []
-
-
-def _given(exercise: Exercise, case: tuple) -> tuple:
-    return exercise.arguments(*case) if exercise.arguments is not None else case
 
 
 def call_answer(answer, *args, run: Callable | None = None):
