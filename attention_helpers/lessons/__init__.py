@@ -101,7 +101,6 @@ _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.ex
 # What hands out the check's frames or objects (where the references are): refused when the reader's code asks.
 _LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_objects"}
 _LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
-_HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
 _IN_HOOK: list = []
 # Python's ways to hand work to a thread or process started earlier, and what switches off the dispatch and function
 # modes: torch's Python helpers, its C functions and its guards.
@@ -141,8 +140,8 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
     what = args[1] if event == "object.__getattr__" else event
     if what in _LOOKING and _ACTIVE is not None and not _IN_HOOK:
         _IN_HOOK.append(True)
-        try:  # who called the audited function, through inspect or traceback
-            if _from_reader(sys._getframe(1), _HANDS_OUT_FRAMES):
+        try:  # who called the audited function, directly or through the library modules that hand out frames
+            if _from_reader(sys._getframe(1), ("inspect", "traceback")):
                 looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
                 _refuse(f"{looked} ({what})", f"use {what}")
         finally:
