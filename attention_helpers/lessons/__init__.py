@@ -101,7 +101,6 @@ _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.ex
 # What hands out the check's frames or objects (where the references are): refused when the reader's code asks.
 _LOOKING = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_objects"}
 _LOOKING |= {"gc.get_referrers", "gc.get_referents", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
-_HANDS_OUT_FRAMES = ("inspect", "traceback")  # library modules that hand frames to their caller
 _IN_HOOK: list = []
 # Python's ways to hand work to a thread or process started earlier, and what switches off the dispatch and function
 # modes: torch's Python helpers, its C functions and its guards.
@@ -141,8 +140,8 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
     what = args[1] if event == "object.__getattr__" else event
     if what in _LOOKING and _ACTIVE is not None and not _IN_HOOK:
         _IN_HOOK.append(True)
-        try:  # who called the audited function, through inspect or traceback
-            if _from_reader(sys._getframe(1), _HANDS_OUT_FRAMES):
+        try:  # who called the audited function, directly or through the library modules that hand out frames
+            if _from_reader(sys._getframe(1), ("inspect", "traceback")):
                 looked = _SWITCHES if what in ("sys.settrace", "sys.setprofile") else _LOOKS
                 _refuse(f"{looked} ({what})", f"use {what}")
         finally:
@@ -152,10 +151,10 @@ def _audit(event: str, args: tuple) -> None:  # an audit hook: it cannot be remo
 sys.addaudithook(_audit)
 
 
-class Trace(TorchDispatchMode):
-    """Records the kernels and torch functions run (``kernels``, ``operations``), the reader's lines run (``lines``),
-    the package's and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or
-    :func:`trusted`."""
+class Trace(TorchDispatchMode, TorchFunctionMode):
+    """Records the kernels and torch functions run (``kernels``, ``operations``; a torch function too, since some
+    decompose into other operators before they reach the dispatcher), the reader's lines run (``lines``), the package's
+    and libraries' functions called and the work sent elsewhere; nothing inside ``allowed`` or :func:`trusted`."""
 
     def __init__(self, allowed: Iterable = ()):
         super().__init__()
@@ -166,17 +165,16 @@ class Trace(TorchDispatchMode):
             for function in [f for c in item.__mro__ for f in vars(c).values()] if isinstance(item, type) else [item]:
                 function = getattr(function, "__func__", getattr(function, "fget", function))
                 self._allowed.add(getattr(function, "__code__", None))
-        self._functions = _FunctionTrace(self)
-
-    def _record(self, name: str) -> None:
-        if not self._trusted:
-            self.operations += 1
-            if name not in self.kernels:
-                self.kernels.append(name)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self._record(_kernel_name(func))
+        if not self._trusted:
+            self.operations += 1
+            name = _kernel_name(func)
+            if name not in self.kernels:
+                self.kernels.append(name)
         return func(*args, **(kwargs or {}))
+
+    __torch_function__ = __torch_dispatch__
 
     def _on_call(self, frame, event, arg):
         code = frame.f_code
@@ -234,7 +232,7 @@ class Trace(TorchDispatchMode):
         self._profile = sys.getprofile()
         sys.settrace(self._on_call)
         sys.setprofile(self._on_profile)
-        self._functions.__enter__()
+        TorchFunctionMode.__enter__(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -242,7 +240,7 @@ class Trace(TorchDispatchMode):
         try:
             return super().__exit__(*exc)
         finally:
-            self._functions.__exit__(*exc)
+            TorchFunctionMode.__exit__(self, *exc)
             sys.settrace(self._previous)
             sys.setprofile(self._profile)
             _ACTIVE = self._outer
@@ -264,22 +262,7 @@ def trusted():
             trace._trusted -= 1
 
 
-class _FunctionTrace(TorchFunctionMode):
-    """The torch functions called, for those that decompose into other operators before the dispatch mode."""
-
-    def __init__(self, trace: Trace):
-        super().__init__()
-        self.trace = trace
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.trace._record(_kernel_name(func))
-        return func(*args, **(kwargs or {}))
-
-
-# The namespaces an answer could patch to fool a check, in two snapshots. When the checks are imported: the functions
-# the references use (torch's, NumPy's, Python's, the package's classes'), which an answer cell that replaced one
-# before the check cell would make wrong the same way. Around each answer: torch's and Python's namespaces that the
-# check itself relies on (its switches, threads and the checks), put back after it.
+# Snapshotted around each answer and put back after it: what the check itself relies on (its switches, threads, checks).
 _AROUND = (torch, torch.Tensor, F, torch.nn.Module, torch._C, TorchDispatchMode, TorchFunctionMode)
 _AROUND += (_thread, threading, multiprocessing.process.BaseProcess, builtins, sys)
 _MISSING = object()
@@ -289,8 +272,10 @@ _FROZEN: dict[int, tuple] = {}  # id(namespace) -> (namespace, {name: value}) as
 
 
 def _freeze() -> None:
-    """Snapshot the namespaces not snapshotted yet (the package's classes as the lessons import them); a module's
-    private names change by themselves, a class's do not (its own ``__eq__`` hides its base's)."""
+    """Snapshot, as the checks are imported, what the references use (torch's, NumPy's, Python's functions, the
+    package's classes as the lessons import them): an answer cell that replaced one before the check cell would make
+    the reference wrong the same way. A module's private names change by themselves, a class's do not (its own
+    ``__eq__`` hides its base's)."""
     spaces = [torch, F, torch.linalg, torch.special, torch.Tensor, torch._C.TensorBase, builtins]
     spaces += [c for c in vars(torch.nn).values() if isinstance(c, type)]
     spaces += [sys.modules[name] for name in ("numpy", "numpy.random") if name in sys.modules]
@@ -516,7 +501,7 @@ class Exercise:
     reference: Callable[..., Any]
     cases: Callable[..., Sequence[tuple]]
     hint: str
-    describe: Callable[..., str] = lambda number, total, *case: on_case(number, total, *case)
+    describe: Callable[..., str] = on_case
     mistakes: Callable[..., Iterable[Mistake]] = lambda *case: ()
     done: str | Callable[..., str] = " on all {n} hidden cases"
     returned_none: str = "return the result"
@@ -525,9 +510,9 @@ class Exercise:
     allowed: tuple = ()
     loop_free: Callable[[], tuple[tuple, tuple]] | None = None
     atol: float = 1e-4
-    arguments: Callable[..., tuple] | None = None
+    arguments: Callable[..., tuple] = lambda *case: case
     run: Callable[..., Any] | None = None
-    convert: Callable[[Any], Any] | None = None
+    convert: Callable[[Any], Any] = lambda answer: answer
     differ: Callable[[Any, Any], str | None] | None = None
     value: bool = False
     time_limit: float | None = 60.0  # seconds per hidden case (lesson 13's ranks have their launcher's own limit)
@@ -589,7 +574,7 @@ class Exercise:
         if answer is None:
             raise WrongFormError(f"your function returned None {where}", self.returned_none)
         try:
-            return plain(self.convert(plain(answer)) if self.convert is not None else answer)
+            return plain(self.convert(plain(answer)))
         except WrongFormError as wrong:
             raise WrongFormError(f"{wrong.problem} {where}", wrong.hint) from None
 
@@ -616,11 +601,9 @@ class Exercise:
             with Trace():
                 torch.ones(1).softmax(0)
             _WARM.append(True)
-        given = _copy(_given(self, case))
+        given = _copy(self.arguments(*case))
         checks = [module for name, module in sys.modules.items() if name.startswith(__name__)]
-        snapshot = [
-            (space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace, _FunctionTrace)
-        ]
+        snapshot = [(space, dict(vars(space))) for space in (*_AROUND, *checks, Exercise, Mistake, Trace)]
         trace = Trace(self.allowed)
         result, problem, hint = None, None, ""
         try:
@@ -659,7 +642,7 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
         (n, i)
         for n, case in enumerate(cases)
         for i, x in enumerate(case)
-        if isinstance(x, _Tensor) and x.is_floating_point() and any(x is y for y in _given(exercise, case))
+        if isinstance(x, _Tensor) and x.is_floating_point() and any(x is y for y in exercise.arguments(*case))
     ]
     if not given:
         return
@@ -674,9 +657,10 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
     if compare(expected, references[number], atol=0) is None:
         return  # a reference stored with the case, not computed from these values
     described = exercise.describe(number + 1, len(cases), *fresh)
-    answer = exercise._answer(candidate, fresh, f"{described} with new values".strip())
+    where = f"{described} with new values".strip()
+    answer = exercise._answer(candidate, fresh, where)
     try:
-        exercise._compare(answer, fresh, expected, f"{described} with new values".strip())
+        exercise._compare(answer, fresh, expected, where)
     except WrongFormError:
         if compare(answer, answers[number], atol=0) is not None:
             raise
@@ -685,10 +669,6 @@ def _same_shape_again(exercise: Exercise, candidate, cases: list[tuple], referen
 
 
 _WARM: list = []
-
-
-def _given(exercise: Exercise, case: tuple) -> tuple:
-    return exercise.arguments(*case) if exercise.arguments is not None else case
 
 
 def call_answer(answer, *args, run: Callable | None = None):
