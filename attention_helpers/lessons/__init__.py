@@ -699,6 +699,9 @@ def _time_limit(seconds: float | None):
         return
 
     def stop(signum, frame):
+        if frame is not None and frame.f_code.co_filename.startswith(_LESSONS):  # Python switches off a trace or
+            signal.setitimer(signal.ITIMER_REAL, 0.01)  # profile function that raises: stop a moment later instead
+            return
         raise _TooLong
 
     previous = signal.signal(signal.SIGALRM, stop)
