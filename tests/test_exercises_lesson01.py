@@ -82,8 +82,9 @@ def test_exercise_2_names_the_mistake(wrong, named, hint, capsys):
 def test_exercise_3_unanswered_right_and_named_mistakes(capsys):
     result, out = verdict(checks.exercise_3, None, capsys)
     assert result is False and out == f"Exercise 3: {NOT_ANSWERED}"
-    result, out = verdict(checks.exercise_3, lambda c: (c**2, 1.0), capsys)
-    assert result is True and out.startswith("Exercise 3: correct")
+    for right in (lambda c: (c**2, 1.0), lambda c: [c * c, torch.tensor(1.0)], lambda c: torch.tensor([c * c, 1.0])):
+        result, out = verdict(checks.exercise_3, right, capsys)
+        assert result is True and out.startswith("Exercise 3: correct"), out
     for wrong, named, hint in (
         (lambda c: (c, 1.0), "do not change by c", "a factor c from a and one from b"),
         (lambda c: (c**2, c**2), "do not change like the dot products", "both lengths"),

@@ -382,9 +382,9 @@ def on_case(number: int, total: int, *case) -> str:
 
 
 def two_numbers(pair, problem: str, hint: str) -> tuple[float, float]:
-    """``pair`` of numbers (or one-element tensors) as two floats; else :class:`WrongFormError`(problem, hint)."""
-    if isinstance(pair, (tuple, list)) and len(pair) == 2:
-        with suppress(TypeError, ValueError, RuntimeError):
+    """``pair`` of numbers (a tuple, a list or a tensor of two) as two floats; else :class:`WrongFormError`."""
+    with suppress(TypeError, ValueError, RuntimeError):  # a 0-dimensional tensor has no len
+        if isinstance(pair, (tuple, list, _Tensor)) and len(pair) == 2:
             return float(pair[0]), float(pair[1])
     raise WrongFormError(problem, hint)
 
