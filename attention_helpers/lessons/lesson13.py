@@ -130,7 +130,6 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
 
 
 def _gradients_differ(reports, expected) -> str | None:
-    """None when every rank's gradients equal the rank's ``expected`` ones."""
     for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
         wrong = sum(compare(g, w, atol=1e-5) is not None for g, w in zip(grads, right, strict=True))
         if wrong:
