@@ -4,6 +4,7 @@ that overflow ``exp``), and a conversion to grouped-query attention with the hel
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 
@@ -18,16 +19,14 @@ _SEED = 11_01
 
 def _rows() -> list[tuple[torch.Tensor, int]]:
     """Hidden (row of scores, block size): ``-inf`` entries and blocks, scores near 1000, one score."""
-    generator = hidden_generator(_SEED)
+    randn = functools.partial(torch.randn, generator=hidden_generator(_SEED))
     # The largest scores come first: a block's own maximum, used in place of the running one, overflows exp later.
-    plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * torch.randn(9, generator=generator)])
-    holes = 3 * torch.randn(11, generator=generator)
+    plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * randn(9)])
+    holes = 3 * randn(11)
     holes[[1, 4, 5, 9]] = -torch.inf
-    first_empty = torch.cat([torch.full((3,), -torch.inf), 2 * torch.randn(7, generator=generator) + 5])
-    middle_empty = torch.cat(
-        [torch.randn(4, generator=generator), torch.full((4,), -torch.inf), torch.randn(3, generator=generator)]
-    )
-    huge = 1000 + 10 * torch.randn(9, generator=generator)
+    first_empty = torch.cat([torch.full((3,), -torch.inf), 2 * randn(7) + 5])
+    middle_empty = torch.cat([randn(4), torch.full((4,), -torch.inf), randn(3)])
+    huge = 1000 + 10 * randn(9)
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 

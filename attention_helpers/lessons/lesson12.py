@@ -36,7 +36,6 @@ def _cross_cases():
 
 def _cross_mistakes(mha, x, keys, values, mask, memory):
     num_new, d_model = x.shape[1:]
-    causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
     per_head = "divide each head's scores by the square root of its own width, head_dim = keys.shape[-1]"
 
@@ -68,7 +67,7 @@ def _cross_mistakes(mha, x, keys, values, mask, memory):
         Mistake(
             "a causal mask hides later source positions",
             "cross-attention may read the whole source, there before decoding starts: hide only the padding",
-            cross(causal | mask[:, None, :]),
+            cross(torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1) | mask[:, None, :]),
         ),
         Mistake(
             "the keys and values come from x, the decoder's own tokens: that is self-attention",
@@ -107,10 +106,9 @@ def _layer_cases():
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             layer = DecoderLayer(d_model, ffn_hidden, num_heads, norm_first=True).eval()
-            with torch.no_grad():
-                for norm in (layer.norm1, layer.norm2, layer.norm3):
-                    norm.gamma.uniform_(0.5, 1.5)
-                    norm.beta.normal_(0.0, 0.3)
+            for norm in (layer.norm1, layer.norm2, layer.norm3):
+                torch.nn.init.uniform_(norm.gamma, 0.5, 1.5)
+                torch.nn.init.normal_(norm.beta, 0.0, 0.3)
         x = torch.randn(batch, tgt_len, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
         cases.append((layer, x, memory, _padding(generator, batch, src_len, first=0)))  # padding in every case
