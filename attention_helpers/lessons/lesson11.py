@@ -4,6 +4,7 @@ that overflow ``exp``), and a conversion to grouped-query attention with the hel
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 
@@ -14,28 +15,25 @@ from ..text import evaluate_loss, language_model_loss, next_token_batch
 from . import Exercise, Mistake, WrongFormError, call_answer, compare, hidden_generator, plain, two_numbers
 
 _SEED = 11_01
-_INF = float("inf")
 
 
 def _rows() -> list[tuple[torch.Tensor, int]]:
     """Hidden (row of scores, block size): ``-inf`` entries and blocks, scores near 1000, one score."""
-    generator = hidden_generator(_SEED)
+    randn = functools.partial(torch.randn, generator=hidden_generator(_SEED))
     # The largest scores come first: a block's own maximum, used in place of the running one, overflows exp later.
-    plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * torch.randn(9, generator=generator)])
-    holes = 3 * torch.randn(11, generator=generator)
-    holes[[1, 4, 5, 9]] = -_INF
-    first_empty = torch.cat([torch.full((3,), -_INF), 2 * torch.randn(7, generator=generator) + 5])
-    middle_empty = torch.cat(
-        [torch.randn(4, generator=generator), torch.full((4,), -_INF), torch.randn(3, generator=generator)]
-    )
-    huge = 1000 + 10 * torch.randn(9, generator=generator)
+    plain = torch.cat([torch.tensor([100.0, 90.0, 0.0, -5.0]), 4 * randn(9)])
+    holes = 3 * randn(11)
+    holes[[1, 4, 5, 9]] = -torch.inf
+    first_empty = torch.cat([torch.full((3,), -torch.inf), 2 * randn(7) + 5])
+    middle_empty = torch.cat([randn(4), torch.full((4,), -torch.inf), randn(3)])
+    huge = 1000 + 10 * randn(9)
     return [(plain, 2), (holes, 3), (first_empty, 3), (middle_empty, 4), (huge, 2), (torch.tensor([0.7]), 5)]
 
 
 def _stream(update, row: torch.Tensor, block_size: int):
     """``row`` fed to ``update`` block by block from ``(-inf, 0)``, each block followed by one of another row (an
     update keeps no state between calls): the final (max, sum) and the running max after every block."""
-    states = [(-_INF, 0.0), (-_INF, 0.0)]
+    states = [(-torch.inf, 0.0), (-torch.inf, 0.0)]
     other, maxima = 2 * row.flip(0) - 1, []
     for step, start in enumerate(range(0, len(row), block_size), start=1):
         for which, scores in enumerate((row, other)):
@@ -99,7 +97,7 @@ def _stream_mistakes(row: torch.Tensor, block_size: int) -> list[Mistake]:
             "the running sum became nan on a row with a block of only -inf scores",
             "while the maximum is still -inf, exp(-inf - (-inf)) is nan: subtract 0 instead of the maximum "
             "then (every term exp(-inf) is 0 anyway)",
-            matches=lambda answer: bool(answer[1].isnan()) and any(bool((b == -_INF).all()) for b in blocks),
+            matches=lambda answer: bool(answer[1].isnan()) and any(bool((b == -torch.inf).all()) for b in blocks),
         ),
         Mistake(
             lambda answer: f"the running maximum or sum is not finite ({answer[0].item()}, {answer[1].item()})",

@@ -15,11 +15,8 @@ SEED = 1212
 
 def _padding(generator: torch.Generator, batch: int, src_len: int, first: int = 1) -> torch.Tensor:
     """True at padding: from row ``first`` on, each source ends with some (and holds at least one real token)."""
-    mask = torch.zeros(batch, src_len, dtype=torch.bool)
-    for row in range(first, batch):
-        length = int(torch.randint(1, src_len, (1,), generator=generator))
-        mask[row, length:] = True
-    return mask
+    lengths = torch.randint(1, src_len, (batch - first,), generator=generator)
+    return torch.arange(src_len) >= torch.cat([torch.full((first,), src_len), lengths])[:, None]
 
 
 def _cross_cases():
@@ -33,26 +30,24 @@ def _cross_cases():
         x = torch.randn(batch, num_new, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
         with torch.no_grad():
-            keys, values = mha.split_heads(mha.W_key(memory)), mha.split_heads(mha.W_value(memory))
-        cases.append((mha, x, keys, values, _padding(generator, batch, src_len), memory))
+            cases.append((mha, x, *mha.memory_keys_values(memory), _padding(generator, batch, src_len), memory))
     return cases
-
-
-def _cross_attend(mha, x, keys, values, hide, scale=None, merge_without_transpose=False, out_proj=True):
-    """Cross-attention of ``x`` over the given keys and values; what a mistake changes: the keys ``hide`` hides
-    ((batch, src_len) or (batch, num_new, src_len)), the ``scale`` (by default sqrt(head_dim)), the merge, out_proj."""
-    hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
-    context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, heads, new, d)
-    context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)
-    return mha.out_proj(context) if out_proj else context
 
 
 def _cross_mistakes(mha, x, keys, values, mask, memory):
     num_new, d_model = x.shape[1:]
-    causal = torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1)  # (num_new, src_len)
     padded_rows = mask.any(dim=-1)  # rows where the reversed mask leaves some keys to attend to
-    reversed_mask = _cross_attend(mha, x, keys, values, ~mask)
     per_head = "divide each head's scores by the square root of its own width, head_dim = keys.shape[-1]"
+
+    def cross(hide=mask, scale=None, merge_without_transpose=False, out_proj=True):
+        """Cross-attention of ``x`` over the given keys and values; what a mistake changes: the keys ``hide`` hides
+        ((batch, src_len) or (batch, num_new, src_len)), the ``scale`` (None: sqrt(head_dim)), the merge, out_proj."""
+        hide = None if hide is None else hide[:, None, None, :] if hide.dim() == 2 else hide[:, None]
+        context = attend(mha.split_heads(mha.W_query(x)), keys, values, scale=scale, hide=hide)  # (batch, h, new, d)
+        context = (context if merge_without_transpose else context.transpose(1, 2)).reshape(x.shape)
+        return mha.out_proj(context) if out_proj else context
+
+    reversed_mask = cross(~mask)
 
     def padding_only(answer) -> bool:  # on the rows that hold padding: the others are nan, or what a finite fill gives
         rows = answer[padded_rows] if answer.shape == reversed_mask.shape else None
@@ -62,7 +57,7 @@ def _cross_mistakes(mha, x, keys, values, mask, memory):
         Mistake(
             "the padded source positions get attention",
             "hide the padded keys: minus infinity in their scores before the softmax, for every head and query",
-            _cross_attend(mha, x, keys, values, None),
+            cross(None),
         ),
         Mistake(
             "the mask is reversed: your queries attend to the padding only",
@@ -72,21 +67,17 @@ def _cross_mistakes(mha, x, keys, values, mask, memory):
         Mistake(
             "a causal mask hides later source positions",
             "cross-attention may read the whole source, there before decoding starts: hide only the padding",
-            _cross_attend(mha, x, keys, values, causal | mask[:, None, :]),
+            cross(torch.ones(num_new, keys.shape[2], dtype=torch.bool).triu(diagonal=1) | mask[:, None, :]),
         ),
         Mistake(
             "the keys and values come from x, the decoder's own tokens: that is self-attention",
             "use the keys and values given, projected from the encoder's memory; only the queries come from x",
             mha(x),
         ),
-        Mistake(
-            "the scores are divided by sqrt(d_model)",
-            per_head,
-            _cross_attend(mha, x, keys, values, mask, d_model**0.5),
-        ),
-        Mistake(UNSCALED, per_head, _cross_attend(mha, x, keys, values, mask, 1.0)),
-        Mistake(*HEADS_MIXED, _cross_attend(mha, x, keys, values, mask, merge_without_transpose=True)),
-        Mistake(*NO_OUT_PROJ, _cross_attend(mha, x, keys, values, mask, out_proj=False)),
+        Mistake("the scores are divided by sqrt(d_model)", per_head, cross(scale=d_model**0.5)),
+        Mistake(UNSCALED, per_head, cross(scale=1.0)),
+        Mistake(*HEADS_MIXED, cross(merge_without_transpose=True)),
+        Mistake(*NO_OUT_PROJ, cross(out_proj=False)),
     ]
 
 
@@ -98,10 +89,6 @@ exercise_1 = Exercise(
     hint="only the queries come from x, split into heads like the keys; scaled scores against the given keys with the "
     "padding hidden, a softmax over the source, the mix of the values, then the heads merged back and projected "
     "(reread '1. Two sequences, three attentions')",
-    describe=lambda number, total, mha, x, keys, *rest: (
-        f"on hidden case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} new "
-        f"token{'s' if x.shape[1] > 1 else ''}, {keys.shape[2]} source tokens, {mha.num_heads} heads)"
-    ),
     mistakes=_cross_mistakes,
     returned_none="return the cross-attention output",
     atol=1e-5,
@@ -119,10 +106,9 @@ def _layer_cases():
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             layer = DecoderLayer(d_model, ffn_hidden, num_heads, norm_first=True).eval()
-            with torch.no_grad():
-                for norm in (layer.norm1, layer.norm2, layer.norm3):
-                    norm.gamma.uniform_(0.5, 1.5)
-                    norm.beta.normal_(0.0, 0.3)
+            for norm in (layer.norm1, layer.norm2, layer.norm3):
+                torch.nn.init.uniform_(norm.gamma, 0.5, 1.5)
+                torch.nn.init.normal_(norm.beta, 0.0, 0.3)
         x = torch.randn(batch, tgt_len, d_model, generator=generator)
         memory = torch.randn(batch, src_len, d_model, generator=generator)
         cases.append((layer, x, memory, _padding(generator, batch, src_len, first=0)))  # padding in every case

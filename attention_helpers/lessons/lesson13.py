@@ -130,7 +130,6 @@ def gradients_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
 
 
 def _gradients_differ(reports, expected) -> str | None:
-    """None when every rank's gradients equal the rank's ``expected`` ones."""
     for rank, (grads, right) in enumerate(zip(reports, expected, strict=True)):
         wrong = sum(compare(g, w, atol=1e-5) is not None for g, w in zip(grads, right, strict=True))
         if wrong:
@@ -202,7 +201,6 @@ def ring_pass_rank(rank: int, world_size: int, portable: dict) -> list | tuple:
 
 
 def _ring_differs(reports, expected) -> str | None:
-    """Whose blocks a rank holds after the first hop where they are not the previous rank's."""
     world_size = len(expected)
     for hop, rank in itertools.product(range(1, world_size), range(world_size)):
         sender, right = reports[rank][hop - 1], expected[rank][hop - 1]

@@ -12,11 +12,7 @@ class ParameterError(ValueError):
 
 def check_parameter(name: str, value, *, low=None, high=None, kind: type = int, choices=None):
     """``value`` if it is a ``kind`` (``int`` or ``float``) in ``[low, high]`` (either bound may be ``None``) or one
-    of ``choices``; :class:`ParameterError` otherwise.
-
-    >>> check_parameter("num_heads", 3, low=1, high=8)
-    3
-    """
+    of ``choices``; :class:`ParameterError` otherwise."""
     where = f"change {name} in the parameters cell (or with papermill's -p {name} ...)"
     if choices is not None:
         if value in choices:
