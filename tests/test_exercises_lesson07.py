@@ -246,7 +246,7 @@ def test_exercise_3_accepts_the_pre_ln_block_and_sets_it_to_eval_mode(capsys):
         (PostLN, "your block is post-LN", "pre-LN normalises each sublayer's input"),
         (NoAttentionResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
         (NoFeedForwardResidual, "a sublayer has no residual connection", "add each sublayer's input back"),
-        (ResidualFromNormalised, "the residual adds the normalised x", "keep x un-normalised"),
+        (ResidualFromNormalised, "the residual adds the normalised x", "to the un-normalised x"),
         (CallsTorchsLayer, "your code runs PyTorch's", "assemble the layer from the package's parts"),
         (DeepCopiesTorchsLayer, "your code runs PyTorch's", "assemble the layer from the package's parts"),
         (SharesTorchsNorm, "your code runs PyTorch's layer_norm kernel", "assemble the layer from the package's parts"),

@@ -155,10 +155,6 @@ exercise_2 = Exercise(
     "heads with the heads before the tokens, scale by the square root of head_dim, mask if causal, softmax over "
     "the keys, mix the values, then move the heads back next to head_dim before merging and projecting (reread "
     "'One projection, split into heads')",
-    describe=lambda number, total, x, W_qkv, W_out, num_heads, causal: (
-        f"on case {number} of {total} (batch {x.shape[0]}, {x.shape[1]} tokens, d_in {x.shape[2]}, "
-        f"d_out {W_out.shape[0]}, {num_heads} heads, causal={causal})"
-    ),
     mistakes=lambda *case: [
         Mistake(
             "your output holds nan",

@@ -71,18 +71,11 @@ def _normalise(x, gamma, beta, eps, *, correction=0, where_eps="inside", spread=
     return gamma * normalized + beta if affine else normalized
 
 
+EPS_HINT = "add eps to the variance, inside the square root: it keeps a constant token from dividing by zero"
 _LAYER_NORM_MISTAKES = (
-    (
-        {"correction": 1},
-        "the variance divides by d - 1",
-        "LayerNorm divides by d: see the correction argument of x.var",
-    ),
-    ({"where_eps": "outside"}, "eps is added after the square root", "add eps to the variance, inside the square root"),
-    (
-        {"where_eps": "none"},
-        "eps is missing: nearly constant tokens, whose variance is below eps, come out far too large",
-        "add eps to the variance before the square root: it keeps a constant token from dividing by zero",
-    ),
+    ({"correction": 1}, "the variance divides by d - 1", "divide by d: see the correction argument of x.var"),
+    ({"where_eps": "outside"}, "eps is added after the square root", EPS_HINT),
+    ({"where_eps": "none"}, "eps is missing: tokens whose variance is below eps come out far too large", EPS_HINT),
     ({"spread": "std"}, "you divided by the square root of the standard deviation", "divide by the standard deviation"),
     ({"affine": False}, "gamma and beta are not applied", "after normalising, scale by gamma and shift by beta"),
     ({"dim": 0}, "the statistics run over the first axis", "each token is normalised on its own, over dim=-1"),
@@ -96,7 +89,6 @@ exercise_2 = Exercise(
     cases=_layer_norm_cases,
     hint="each token is normalised on its own: subtract its mean, divide by the square root of its biased variance "
     "plus eps, then scale by gamma and shift by beta (reread '1. Layer normalisation')",
-    describe=lambda n, total, x, gamma, beta, eps: f"on case {n} of {total} (x of shape {tuple(x.shape)}, eps {eps:g})",
     mistakes=lambda *case: [
         *(Mistake(meaning, hint, _normalise(*case, **keywords)) for keywords, meaning, hint in _LAYER_NORM_MISTAKES),
         Mistake(
@@ -140,21 +132,9 @@ _BLOCK_MISTAKES = (
         "a sublayer has no residual connection",
         "add each sublayer's input back to its output",
     ),
-    (
-        [{"residual_normalised": True}],
-        "the residual adds the normalised x, not x itself",
-        "keep x un-normalised on the residual path: only the sublayer reads the normalised copy",
-    ),
-    (
-        [{"norms": (2, 1)}, {"norms": (1, 1)}],
-        "norm1 and norm2 are not each before their own sublayer",
-        "norm1 goes before the attention, norm2 before the FFN",
-    ),
-    (
-        [{"norms": (0, 0)}],
-        "your LayerNorms do not hold torch_layer's weights (gamma and beta are still 1 and 0)",
-        "copy torch_layer's two LayerNorms too: the from_torch constructors copy a part's parameters",
-    ),
+    ([{"residual_normalised": True}], "the residual adds the normalised x, not x itself", PRE_LN_HINT),
+    ([{"norms": (2, 1)}, {"norms": (1, 1)}], "norm1 and norm2 are not each before their own sublayer", PRE_LN_HINT),
+    ([{"norms": (0, 0)}], "your LayerNorms do not hold torch_layer's weights: gamma still 1, beta 0", PRE_LN_HINT),
     ([{"causal": True}], "your attention uses a causal mask", "an encoder has no causal mask: causal=False"),
 )
 
@@ -202,9 +182,6 @@ exercise_3 = Exercise(
     cases=_block_cases,
     run=_build_and_run,
     hint=PRE_LN_HINT,
-    describe=lambda n, total, torch_layer, x: (
-        f"on case {n} of {total} (x of shape {tuple(x.shape)}, {torch_layer.self_attn.num_heads} heads)"
-    ),
     mistakes=lambda torch_layer, x: [
         Mistake(meaning, hint, _pre_ln_block(torch_layer, x, **wiring))
         for wirings, meaning, hint in _BLOCK_MISTAKES
