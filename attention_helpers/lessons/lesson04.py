@@ -25,15 +25,6 @@ def window_mask_loops(num_tokens: int, window: int) -> torch.Tensor:
     return torch.tensor([[not i - window + 1 <= j <= i for j in range(num_tokens)] for i in range(num_tokens)])
 
 
-def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
-    cases = []
-    for _ in range(2):
-        n = 2 * int(torch.randint(3, 7, (1,), generator=generator)) + 1  # 7 to 13, odd
-        middle = int(torch.randint(3, n - 1, (1,), generator=generator))
-        cases += [(n, 1), (n, 2), (n, middle), (n, n), (n, n + 3)]
-    return cases
-
-
 def _mask_mistakes(n: int, window: int) -> list[Mistake]:
     expected = window_mask_loops(n, window)
     too = "each token sees itself and the window - 1 tokens before it, window keys in all: count the diagonals again"
@@ -55,20 +46,13 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
 exercise_1 = Exercise(
     "Exercise 1",
     reference=window_mask_loops,
-    cases=lambda: _mask_cases(hidden_generator(SEED)),
+    # two odd lengths, each with windows of 1, 2, one in between, the length and beyond it
+    cases=lambda: [(n, window) for n, middle in ((13, 3), (11, 6)) for window in (1, 2, middle, n, n + 3)],
     hint=MASK_HINT,
     describe=lambda number, total, n, window: f"for {n} tokens and window = {window}",
     mistakes=_mask_mistakes,
     done=" for {n} hidden lengths and windows, from 1 to beyond the length",
 ).check
-
-
-def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-    cases = []
-    for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8)):
-        queries, keys = 2 * torch.randn(2, batch, n, 6, generator=generator)  # d_k 6, d_v 5
-        cases.append((queries, keys, torch.randn(batch, n, 5, generator=generator), window))
-    return cases
 
 
 def _wrong_attentions(queries, keys, values, window):
@@ -102,7 +86,11 @@ def _wrong_attentions(queries, keys, values, window):
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda q, k, v, window: attention_with_weights(q, k, v, mask=window_mask_loops(q.shape[-2], window))[0],
-    cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
+    cases=lambda: [  # (queries, keys, values, window) with d_k 6 and d_v 5
+        (*(2 * torch.randn(2, batch, n, 6, generator=generator)), torch.randn(batch, n, 5, generator=generator), window)
+        for generator in [hidden_generator(SEED + 1)]
+        for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8))
+    ],
     hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
     describe=lambda n, total, q, k, v, w: f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {w})",
