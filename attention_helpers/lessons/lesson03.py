@@ -68,15 +68,6 @@ SPREAD_HINT = (
 )
 
 
-def _spread_cases() -> list[tuple[int, float, float]]:
-    """(d_k, std, the spread of q · k measured on random vectors) for hidden widths and spreads."""
-    generator = hidden_generator(SEED + 1)
-    return [
-        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
-        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
-    ]
-
-
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
     return [
         Mistake("you gave sqrt(d_k), the spread for entries of spread 1", SPREAD_HINT, d_k**0.5, item=0),
@@ -97,7 +88,11 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda d_k, std, measured: (measured, measured),
-    cases=_spread_cases,
+    cases=lambda: [  # (d_k, std, the spread of q · k measured on random vectors)
+        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
+        for generator in [hidden_generator(SEED + 1)]
+        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
+    ],
     arguments=lambda d_k, std, measured: (d_k, std),
     hint=SPREAD_HINT,
     describe=lambda number, total, d_k, std, measured: f"for d_k = {d_k} and std = {std}",
