@@ -24,14 +24,6 @@ from . import (
 SEED = 303
 
 
-def _attention_cases(generator: torch.Generator):
-    """(x, W_query, W_key, W_value) with d_in 5, d_k 4 and d_v 3: one input, a batch of 1 and a batch of 3."""
-    return [
-        (torch.randn(*shape, 5, generator=generator), *(torch.randn(5, d, generator=generator) for d in (4, 4, 3)))
-        for shape in ((7,), (1, 9), (3, 5))
-    ]
-
-
 def _mistakes(x, W_query, W_key, W_value):
     queries, keys, values = x @ W_query, x @ W_key, x @ W_value
     width = "d_k is the width of the keys (keys.shape[-1])"
@@ -55,7 +47,11 @@ def _mistakes(x, W_query, W_key, W_value):
 exercise_1 = Exercise(
     "Exercise 1",
     reference=lambda x, W_query, W_key, W_value: attention_with_weights(x @ W_query, x @ W_key, x @ W_value)[0],
-    cases=lambda: _attention_cases(hidden_generator(SEED)),
+    cases=lambda: [  # (x, W_query, W_key, W_value) with d_in 5, d_k 4 and d_v 3
+        (torch.randn(*shape, 5, generator=generator), *(torch.randn(5, d, generator=generator) for d in (4, 4, 3)))
+        for generator in [hidden_generator(SEED)]
+        for shape in ((7,), (1, 9), (3, 5))
+    ],
     hint="project the inputs into queries, keys and values; score every query against every key; scale by the square "
     "root of the keys' width; a softmax over the keys; then mix the values (reread 'A self-attention module')",
     mistakes=_mistakes,
@@ -70,15 +66,6 @@ SPREAD_HINT = (
     "each product of two independent entries has a variance of its own, and the variances of d_k independent terms "
     "add; the spread is the square root of the total (reread 'Why divide by sqrt(d_k)?')"
 )
-
-
-def _spread_cases() -> list[tuple[int, float, float]]:
-    """(d_k, std, the spread of q · k measured on random vectors) for hidden widths and spreads."""
-    generator = hidden_generator(SEED + 1)
-    return [
-        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
-        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
-    ]
 
 
 def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
@@ -101,7 +88,11 @@ def _spread_mistakes(d_k: int, std: float, measured: float) -> list[Mistake]:
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda d_k, std, measured: (measured, measured),
-    cases=_spread_cases,
+    cases=lambda: [  # (d_k, std, the spread of q · k measured on random vectors)
+        (d_k, std, std**2 * random_dot_products(d_k, num_pairs=20_000, generator=generator).std().item())
+        for generator in [hidden_generator(SEED + 1)]
+        for d_k, std in ((25, 2.0), (64, 0.5), (9, 1.0), (100, 0.3), (3, 3.0))
+    ],
     arguments=lambda d_k, std, measured: (d_k, std),
     hint=SPREAD_HINT,
     describe=lambda number, total, d_k, std, measured: f"for d_k = {d_k} and std = {std}",

@@ -25,15 +25,6 @@ def window_mask_loops(num_tokens: int, window: int) -> torch.Tensor:
     return torch.tensor([[not i - window + 1 <= j <= i for j in range(num_tokens)] for i in range(num_tokens)])
 
 
-def _mask_cases(generator: torch.Generator) -> list[tuple[int, int]]:
-    cases = []
-    for _ in range(2):
-        n = 2 * int(torch.randint(3, 7, (1,), generator=generator)) + 1  # 7 to 13, odd
-        middle = int(torch.randint(3, n - 1, (1,), generator=generator))
-        cases += [(n, 1), (n, 2), (n, middle), (n, n), (n, n + 3)]
-    return cases
-
-
 def _mask_mistakes(n: int, window: int) -> list[Mistake]:
     expected = window_mask_loops(n, window)
     too = "each token sees itself and the window - 1 tokens before it, window keys in all: count the diagonals again"
@@ -55,20 +46,13 @@ def _mask_mistakes(n: int, window: int) -> list[Mistake]:
 exercise_1 = Exercise(
     "Exercise 1",
     reference=window_mask_loops,
-    cases=lambda: _mask_cases(hidden_generator(SEED)),
+    # two odd lengths, each with windows of 1, 2, one in between, the length and beyond it
+    cases=lambda: [(n, window) for n, middle in ((13, 3), (11, 6)) for window in (1, 2, middle, n, n + 3)],
     hint=MASK_HINT,
     describe=lambda number, total, n, window: f"for {n} tokens and window = {window}",
     mistakes=_mask_mistakes,
     done=" for {n} hidden lengths and windows, from 1 to beyond the length",
 ).check
-
-
-def _attention_cases(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-    cases = []
-    for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8)):
-        queries, keys = 2 * torch.randn(2, batch, n, 6, generator=generator)  # d_k 6, d_v 5
-        cases.append((queries, keys, torch.randn(batch, n, 5, generator=generator), window))
-    return cases
 
 
 def _wrong_attentions(queries, keys, values, window):
@@ -102,7 +86,11 @@ def _wrong_attentions(queries, keys, values, window):
 exercise_2 = Exercise(
     "Exercise 2",
     reference=lambda q, k, v, window: attention_with_weights(q, k, v, mask=window_mask_loops(q.shape[-2], window))[0],
-    cases=lambda: _attention_cases(hidden_generator(SEED + 1)),
+    cases=lambda: [  # (queries, keys, values, window) with d_k 6 and d_v 5
+        (*(2 * torch.randn(2, batch, n, 6, generator=generator)), torch.randn(batch, n, 5, generator=generator), window)
+        for generator in [hidden_generator(SEED + 1)]
+        for batch, n, window in ((1, 7, 3), (3, 9, 1), (1, 11, 4), (2, 5, 8))
+    ],
     hint="scaled dot-product scores, the keys your window mask hides set to minus infinity before the softmax, then "
     "the weighted sum of the values (reread 'Method B: fill the hidden scores with -inf, then softmax')",
     describe=lambda n, total, q, k, v, w: f"on hidden case {n} (batch {len(v)}, {v.shape[1]} tokens, window {w})",
@@ -124,25 +112,23 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
     generator = hidden_generator(SEED + 2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 2)
-        module = CausalAttention(5, 3, 16, dropout=0.0)
+        module = CausalAttention(5, 3, 16, dropout=0.0).requires_grad_(False)
     cases = []
     for n, i, j in ((9, 2, 5), (7, 0, 6), (11, 4, 5), (5, 1, 3)):
         x = torch.randn(1, n, 5, generator=generator)
         order = [j if r == i else i if r == j else r for r in range(n)]  # tokens i and j swapped
-        with torch.no_grad():
-            before, after = module(x)[0], module(x[:, order])[0]
+        before, after = module(x)[0], module(x[:, order])[0]
         cases.append((n, i, j, [r for r in range(n) if not torch.allclose(before[r], after[r], atol=1e-6)]))
     return cases
 
 
 def _row_list(answer) -> list[int]:
     rows = answer.tolist() if isinstance(answer, torch.Tensor) else answer
-    if not isinstance(rows, (list, tuple)):
-        raise WrongFormError(f"expected a list of row indices (ints), got {type(answer).__name__}", SWAP_HINT)
-    rows = [r.item() if isinstance(r, torch.Tensor) and r.numel() == 1 else r for r in rows]
-    kinds = sorted({type(r).__name__ for r in rows if isinstance(r, bool) or not isinstance(r, numbers.Integral)})
+    listed = isinstance(rows, (list, tuple))
+    rows = [r.item() if isinstance(r, torch.Tensor) and r.numel() == 1 else r for r in rows] if listed else [answer]
+    kinds = {type(r).__name__ for r in rows if not listed or isinstance(r, bool) or not isinstance(r, numbers.Integral)}
     if kinds:
-        raise WrongFormError(f"expected a list of row indices (ints), got {', '.join(kinds)}", SWAP_HINT)
+        raise WrongFormError(f"expected a list of row indices (ints), got {', '.join(sorted(kinds))}", SWAP_HINT)
     if rows != sorted(rows):
         raise WrongFormError("the rows are not in increasing order", "list the rows in increasing order")
     return [int(r) for r in rows]

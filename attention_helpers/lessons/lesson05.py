@@ -89,10 +89,9 @@ def _dropout_differs(outs: torch.Tensor, case: tuple) -> str | None:
         off = (dropped[:-1].flatten(1).sum(dim=1) - p * x.numel()).abs().max().item()  # of it: once in 3e7
         if off < 0.04 * spread:
             return f"{FIXED}: within {off:.0f} of p * {x.numel()} at every call, where it should vary by {spread:.0f}"
-    kept = ~dropped
 
     def survivors_are(factor: float) -> bool:
-        return torch.allclose(outs[kept], x.expand_as(outs)[kept] * factor, rtol=1e-5, atol=1e-6)
+        return torch.allclose(outs[~dropped], x.expand_as(outs)[~dropped] * factor, rtol=1e-5, atol=1e-6)
 
     if not survivors_are(1 / (1 - p)):  # named when it is one of three slips
         slips = {"equal x: they are not scaled": 1.0, "are x / p": 1 / p, "are x * (1 - p)": 1 - p}
