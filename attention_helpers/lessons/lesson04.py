@@ -124,11 +124,12 @@ def _swap_cases() -> list[tuple[int, int, int, list[int]]]:
 
 def _row_list(answer) -> list[int]:
     rows = answer.tolist() if isinstance(answer, torch.Tensor) else answer
-    listed = isinstance(rows, (list, tuple))
-    rows = [r.item() if isinstance(r, torch.Tensor) and r.numel() == 1 else r for r in rows] if listed else [answer]
-    kinds = {type(r).__name__ for r in rows if not listed or isinstance(r, bool) or not isinstance(r, numbers.Integral)}
+    if not isinstance(rows, (list, tuple)):
+        raise WrongFormError(f"expected a list of row indices (ints), got {type(answer).__name__}", SWAP_HINT)
+    rows = [r.item() if isinstance(r, torch.Tensor) and r.numel() == 1 else r for r in rows]
+    kinds = sorted({type(r).__name__ for r in rows if isinstance(r, bool) or not isinstance(r, numbers.Integral)})
     if kinds:
-        raise WrongFormError(f"expected a list of row indices (ints), got {', '.join(sorted(kinds))}", SWAP_HINT)
+        raise WrongFormError(f"expected a list of row indices (ints), got {', '.join(kinds)}", SWAP_HINT)
     if rows != sorted(rows):
         raise WrongFormError("the rows are not in increasing order", "list the rows in increasing order")
     return [int(r) for r in rows]
